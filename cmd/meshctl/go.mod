@@ -1,0 +1,3 @@
+module github.com/meshplane/meshplane/cmd/meshctl
+
+go 1.26.0

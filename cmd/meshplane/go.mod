@@ -1,0 +1,3 @@
+module github.com/meshplane/meshplane/cmd/meshplane
+
+go 1.26.0

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds and caches the binaries the tests and the demo need that do not come
+# from apt: kube-apiserver and kubectl (from tools/kube, outside go.work), and
+# checks that the Debian packages are present. Idempotent: a warm cache makes
+# this a few stat calls.
+#
+#   hack/tools.sh            build what is missing
+#   hack/tools.sh --print    print the cache dir
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+k8s_version=v1.32.3
+cache=${MESHPLANE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/meshplane/tools}
+bindir="$cache/k8s-$k8s_version"
+
+if [[ "${1:-}" == "--print" ]]; then
+  echo "$bindir"
+  exit 0
+fi
+
+need_apt=()
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v etcd >/dev/null 2>&1 || [[ -x /usr/bin/etcd ]] || need_apt+=(etcd-server)
+if ((${#need_apt[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "missing: ${need_apt[*]}; install them with: sudo apt-get install -y ${need_apt[*]}" >&2
+    exit 1
+  fi
+  echo "installing ${need_apt[*]} with apt" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  # Debian starts the packaged daemons; the tests start their own.
+  systemctl stop redis-server etcd >/dev/null 2>&1 || true
+fi
+
+mkdir -p "$bindir"
+ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=32"
+for cmd in kube-apiserver kubectl; do
+  if [[ ! -x "$bindir/$cmd" ]]; then
+    echo "building $cmd $k8s_version into $bindir (several minutes on a cold cache)" >&2
+    (cd "$root/tools/kube" && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$bindir/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
+    mv "$bindir/$cmd.tmp" "$bindir/$cmd"
+  fi
+done

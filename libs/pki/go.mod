@@ -1,0 +1,3 @@
+module github.com/meshplane/meshplane/libs/pki
+
+go 1.26.0

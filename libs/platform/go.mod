@@ -1,0 +1,3 @@
+module github.com/meshplane/meshplane/libs/platform
+
+go 1.26.0

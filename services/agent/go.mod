@@ -1,0 +1,3 @@
+module github.com/meshplane/meshplane/services/agent
+
+go 1.26.0

@@ -1,0 +1,3 @@
+module github.com/meshplane/meshplane/services/registration
+
+go 1.26.0

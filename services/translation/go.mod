@@ -1,0 +1,3 @@
+module github.com/meshplane/meshplane/services/translation
+
+go 1.26.0
