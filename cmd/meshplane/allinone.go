@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/pki"
+	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	distribution "github.com/meshplane/meshplane/services/distribution/service"
+	ingest "github.com/meshplane/meshplane/services/ingest/service"
+	registration "github.com/meshplane/meshplane/services/registration/service"
+	translation "github.com/meshplane/meshplane/services/translation/service"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func version() string { return "meshplane " + platform.Version }
+
+// settings are the flags of all-in-one: the union of the services' settings,
+// each registered once.
+type settings struct {
+	install, trustDomain, clusterDomain string
+	debounce, certTTL                   time.Duration
+	caDir, tokensFile, devPKIDir        string
+	redis                               snapshots.RedisOptions
+}
+
+func allInOne(args []string) int {
+	fs := flag.NewFlagSet("meshplane all-in-one", flag.ExitOnError)
+	srvOpts := platform.NewServerOptions()
+	srvOpts.Addr = ":9900"
+	// Register is called before an agent has a certificate.
+	srvOpts.TLS.ClientAuth = platform.ClientAuthOptional
+	srvOpts.AddFlags(fs, "")
+	logOpts := platform.NewLogOptions()
+	logOpts.AddFlags(fs, "")
+
+	s := settings{
+		install: snapshots.DefaultInstall, trustDomain: pki.DefaultTrustDomain, clusterDomain: "cluster.local",
+		debounce: 100 * time.Millisecond, certTTL: 24 * time.Hour, redis: snapshots.NewRedisOptions(),
+	}
+	f := platform.NewFlags(fs, "")
+	f.String(&s.install, "install", "install name, the value of the meshplane.dev/managed-by label")
+	f.String(&s.trustDomain, "trust-domain", "SPIFFE trust domain of Meshplane identities")
+	f.String(&s.clusterDomain, "cluster-domain", "DNS suffix of Services in workload clusters")
+	f.Duration(&s.debounce, "debounce", "how long a burst of input changes may settle before translating")
+	f.Duration(&s.certTTL, "cert-ttl", "lifetime of cluster certificates")
+	f.String(&s.caDir, "ca-dir", "directory of the CA; default <dev-pki-dir>/ca")
+	f.String(&s.tokensFile, "bootstrap-tokens-file", "file of \"<cluster> <token>\" lines")
+	f.String(&s.devPKIDir, "dev-pki-dir", "create a development CA and a server certificate for localhost here, when no --tls-cert-file is given")
+	s.redis.AddFlags(fs)
+	_ = fs.Parse(args)
+
+	if s.devPKIDir != "" && srvOpts.TLS.CertFile == "" {
+		if s.caDir == "" {
+			s.caDir = filepath.Join(s.devPKIDir, "ca")
+		}
+		if err := devServerPKI(s.devPKIDir, s.caDir, s.trustDomain, &srvOpts); err != nil {
+			fmt.Fprintln(os.Stderr, "meshplane:", err)
+			return 1
+		}
+	}
+	if err := errors.Join(f.Err(), s.redis.Validate()); err != nil {
+		fmt.Fprintf(os.Stderr, "meshplane: invalid options:\n%v\n", err)
+		return 2
+	}
+	return platform.RunMain("meshplane", srvOpts, logOpts, func(log *slog.Logger, reg *prometheus.Registry) (platform.Component, error) {
+		return buildAll(s, log, reg)
+	})
+}
+
+// devServerPKI creates (or reuses) a CA and a server certificate valid for
+// localhost, 127.0.0.1 and this host, and points the server at them.
+func devServerPKI(dir, caDir, trustDomain string, o *platform.ServerOptions) error {
+	ca, _, err := pki.LoadOrCreateCA(caDir, "Meshplane development")
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	certPEM, keyPEM, err := ca.IssueKeyPair(pki.LeafOptions{
+		ID:       pki.ServiceID(trustDomain, "meshplane"),
+		TTL:      30 * 24 * time.Hour,
+		DNSNames: []string{"localhost", host},
+		IPs:      []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		Server:   true,
+	})
+	if err != nil {
+		return err
+	}
+	cert, key := filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
+	if err := pki.WriteFileAtomic(cert, certPEM, 0o644); err != nil {
+		return err
+	}
+	if err := pki.WriteFileAtomic(key, keyPEM, 0o600); err != nil {
+		return err
+	}
+	o.TLS.CertFile, o.TLS.KeyFile = cert, key
+	o.TLS.ClientCAFile = filepath.Join(caDir, pki.RootCertFile)
+	return nil
+}
+
+// all is the four services as one component.
+type all struct {
+	reg  *registration.Service
+	ing  *ingest.Service
+	tr   *translation.Service
+	dist *distribution.Service
+}
+
+func buildAll(s settings, log *slog.Logger, promReg *prometheus.Registry) (*all, error) {
+	newInput := func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} }
+	newOutput := func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} }
+	var (
+		inputs       snapshots.Store[*snapshotv1.InputSnapshot]
+		ingestInputs snapshots.Store[*snapshotv1.InputSnapshot]
+		outputs      snapshots.Store[*snapshotv1.OutputSnapshot]
+	)
+	if s.redis.Enabled() {
+		client, err := s.redis.NewClient()
+		if err != nil {
+			return nil, err
+		}
+		inputs = snapshots.NewRedis(client, s.install, snapshots.Inputs, newInput)
+		ingestInputs = snapshots.NewWriteThrough(inputs, snapshots.NewMemory(newInput), log)
+		outputs = snapshots.NewRedis(client, s.install, snapshots.Outputs, newOutput)
+	} else {
+		mem := snapshots.NewMemory(newInput)
+		inputs, ingestInputs = mem, mem
+		outputs = snapshots.NewMemory(newOutput)
+	}
+
+	rcfg := registration.DefaultConfig()
+	rcfg.TrustDomain, rcfg.CertTTL, rcfg.TokensFile = s.trustDomain, s.certTTL, s.tokensFile
+	if s.caDir != "" {
+		rcfg.CADir = s.caDir
+	}
+	reg, err := registration.New(rcfg, registration.WithLogger(log), registration.WithRegisterer(promReg))
+	if err != nil {
+		return nil, err
+	}
+
+	tcfg := translation.DefaultConfig()
+	tcfg.Install, tcfg.ClusterDomain, tcfg.Debounce = s.install, s.clusterDomain, s.debounce
+	tr, err := translation.New(tcfg, translation.WithLogger(log), translation.WithRegisterer(promReg), translation.WithStores(inputs, outputs))
+	if err != nil {
+		return nil, err
+	}
+
+	icfg := ingest.DefaultConfig()
+	icfg.Install = s.install
+	ing, err := ingest.New(icfg, ingest.WithLogger(log), ingest.WithRegisterer(promReg), ingest.WithInputs(ingestInputs), ingest.WithNotifier(tr))
+	if err != nil {
+		return nil, err
+	}
+
+	dcfg := distribution.DefaultConfig()
+	dcfg.Install = s.install
+	dist, err := distribution.New(dcfg, distribution.WithLogger(log), distribution.WithRegisterer(promReg), distribution.WithOutputs(outputs))
+	if err != nil {
+		return nil, err
+	}
+	return &all{reg: reg, ing: ing, tr: tr, dist: dist}, nil
+}
+
+func (a *all) Mount(srv *platform.Server) {
+	a.reg.Mount(srv)
+	a.ing.Mount(srv)
+	a.tr.Mount(srv)
+	a.dist.Mount(srv)
+}
+
+func (a *all) Run(ctx context.Context) error {
+	return platform.RunAll(ctx, a.reg.Run, a.ing.Run, a.tr.Run, a.dist.Run)
+}

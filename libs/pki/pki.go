@@ -1,0 +1,465 @@
+// Package pki holds the certificate helpers that Meshplane's services and
+// agent share: a small certificate authority, SPIFFE identities, keys and
+// certificate requests, and PEM files.
+//
+// The CA here is deliberately minimal. services/registration wraps it with
+// policy (token checks, CSR validation, revocation); this package only knows
+// how to mint and sign.
+package pki
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.step.sm/crypto/minica"
+)
+
+// Identity kinds, the first path segment of a Meshplane SPIFFE ID.
+const (
+	KindCluster = "cluster"
+	KindService = "service"
+)
+
+// DefaultTrustDomain is used when an install does not name one.
+const DefaultTrustDomain = "meshplane.local"
+
+// ID is a Meshplane SPIFFE identity: spiffe://<trust-domain>/<kind>/<name>.
+type ID struct {
+	TrustDomain string
+	Kind        string
+	Name        string
+}
+
+// ClusterID returns the identity of a workload cluster's agent.
+func ClusterID(trustDomain, cluster string) ID {
+	return ID{TrustDomain: trustDomain, Kind: KindCluster, Name: cluster}
+}
+
+// ServiceID returns the identity of a management service.
+func ServiceID(trustDomain, service string) ID {
+	return ID{TrustDomain: trustDomain, Kind: KindService, Name: service}
+}
+
+// URL returns the identity as a URI SAN.
+func (id ID) URL() *url.URL {
+	return &url.URL{Scheme: "spiffe", Host: id.TrustDomain, Path: "/" + id.Kind + "/" + id.Name}
+}
+
+func (id ID) String() string { return id.URL().String() }
+
+// ParseID parses spiffe://<trust-domain>/<kind>/<name>, where kind is
+// "cluster" or "service" and name is a DNS label.
+func ParseID(u *url.URL) (ID, error) {
+	if u == nil || u.Scheme != "spiffe" {
+		return ID{}, errors.New("identity is not a spiffe:// URI")
+	}
+	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Port() != "" {
+		return ID{}, fmt.Errorf("identity %q: want spiffe://<trust-domain>/<kind>/<name>", u)
+	}
+	parts := strings.Split(strings.TrimPrefix(u.Path, "/"), "/")
+	if len(parts) != 2 {
+		return ID{}, fmt.Errorf("identity %q: want spiffe://<trust-domain>/<kind>/<name>", u)
+	}
+	kind, name := parts[0], parts[1]
+	if kind != KindCluster && kind != KindService {
+		return ID{}, fmt.Errorf("identity %q: unknown kind %q", u, kind)
+	}
+	if err := ValidateName(name); err != nil {
+		return ID{}, fmt.Errorf("identity %q: %w", u, err)
+	}
+	return ID{TrustDomain: u.Host, Kind: kind, Name: name}, nil
+}
+
+// ValidateName checks that a cluster or service name is a DNS-1123 label, so
+// that it is safe in URIs, label values and Redis keys.
+func ValidateName(name string) error {
+	if name == "" || len(name) > 63 {
+		return fmt.Errorf("name %q must be 1 to 63 characters", name)
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' && i > 0 && i < len(name)-1
+		if !ok {
+			return fmt.Errorf("name %q must be lower-case letters, digits and inner dashes", name)
+		}
+	}
+	return nil
+}
+
+// IDFromCertificate returns the identity in a certificate's only URI SAN.
+// A certificate with no URI SAN, or more than one, has no identity.
+func IDFromCertificate(cert *x509.Certificate) (ID, error) {
+	if len(cert.URIs) != 1 {
+		return ID{}, fmt.Errorf("certificate has %d URI SANs, want exactly 1", len(cert.URIs))
+	}
+	return ParseID(cert.URIs[0])
+}
+
+// CA is a root and an intermediate that signs leaf certificates.
+type CA struct {
+	Root         *x509.Certificate
+	Intermediate *x509.Certificate
+	signer       crypto.Signer
+}
+
+// NewCA creates a new root and intermediate for development and tests.
+func NewCA(name string) (*CA, error) {
+	if name == "" {
+		name = "Meshplane"
+	}
+	mc, err := minica.New(
+		minica.WithName(name),
+		minica.WithRootTemplate(`{"subject": {"commonName": "{{ .Subject.CommonName }} Root CA"}, "keyUsage": ["certSign", "crlSign"], "basicConstraints": {"isCA": true, "maxPathLen": 1}}`),
+		minica.WithIntermediateTemplate(`{"subject": {"commonName": "{{ .Subject.CommonName }} Intermediate CA"}, "keyUsage": ["certSign", "crlSign"], "basicConstraints": {"isCA": true, "maxPathLen": 0}}`),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("create CA: %w", err)
+	}
+	return &CA{Root: mc.Root, Intermediate: mc.Intermediate, signer: mc.Signer}, nil
+}
+
+// Signer returns the intermediate's key.
+func (ca *CA) Signer() crypto.Signer { return ca.signer }
+
+// TrustBundlePEM returns the root, PEM-encoded.
+func (ca *CA) TrustBundlePEM() []byte { return EncodeCertificates(ca.Root) }
+
+// Pool returns a pool holding the root.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.Root)
+	return p
+}
+
+// LeafOptions says what a signed leaf certificate may do.
+type LeafOptions struct {
+	ID       ID
+	TTL      time.Duration
+	DNSNames []string
+	IPs      []net.IP
+	// Server adds the server-auth EKU. Client auth is always set.
+	Server bool
+	// Now is the issuing time; zero means time.Now.
+	Now time.Time
+}
+
+// Sign signs a leaf certificate for pub with the identity and usages in
+// opts. Callers validate the request first; Sign takes no fields from it.
+// It returns the leaf followed by the intermediate.
+func (ca *CA) Sign(pub crypto.PublicKey, opts LeafOptions) ([]*x509.Certificate, error) {
+	if opts.TTL <= 0 {
+		return nil, errors.New("sign: TTL must be positive")
+	}
+	now := opts.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return nil, fmt.Errorf("sign: serial: %w", err)
+	}
+	notAfter := now.Add(opts.TTL)
+	if notAfter.After(ca.Intermediate.NotAfter) {
+		notAfter = ca.Intermediate.NotAfter
+	}
+	eku := []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	if opts.Server {
+		eku = append(eku, x509.ExtKeyUsageServerAuth)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: opts.ID.Name, OrganizationalUnit: []string{opts.ID.Kind}},
+		NotBefore:             now.Add(-time.Minute), // tolerate small clock skew
+		NotAfter:              notAfter,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           eku,
+		BasicConstraintsValid: true,
+		URIs:                  []*url.URL{opts.ID.URL()},
+		DNSNames:              opts.DNSNames,
+		IPAddresses:           opts.IPs,
+	}
+	if _, ok := pub.(*ecdsa.PublicKey); !ok {
+		tmpl.KeyUsage |= x509.KeyUsageKeyEncipherment
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Intermediate, pub, ca.signer)
+	if err != nil {
+		return nil, fmt.Errorf("sign %s: %w", opts.ID, err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("sign %s: parse: %w", opts.ID, err)
+	}
+	return []*x509.Certificate{leaf, ca.Intermediate}, nil
+}
+
+// IssueKeyPair makes a new key and signs a certificate for it: for the
+// management services' own certificates and for tests.
+func (ca *CA) IssueKeyPair(opts LeafOptions) (certPEM, keyPEM []byte, err error) {
+	key, err := NewKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	chain, err := ca.Sign(key.Public(), opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err = EncodeKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return EncodeCertificates(chain...), keyPEM, nil
+}
+
+// File names in a CA directory.
+const (
+	RootCertFile         = "root.crt"
+	IntermediateCertFile = "intermediate.crt"
+	IntermediateKeyFile  = "intermediate.key"
+)
+
+// Save writes the root, the intermediate and its key to dir. The key file is
+// readable by the owner only. The root's key is not kept.
+func (ca *CA) Save(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("save CA: %w", err)
+	}
+	keyPEM, err := EncodeKey(ca.signer)
+	if err != nil {
+		return fmt.Errorf("save CA: %w", err)
+	}
+	files := []struct {
+		name string
+		data []byte
+		mode os.FileMode
+	}{
+		{RootCertFile, EncodeCertificates(ca.Root), 0o644},
+		{IntermediateCertFile, EncodeCertificates(ca.Intermediate), 0o644},
+		{IntermediateKeyFile, keyPEM, 0o600},
+	}
+	for _, f := range files {
+		if err := writeFileAtomic(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
+			return fmt.Errorf("save CA: %w", err)
+		}
+	}
+	return nil
+}
+
+// LoadCA reads a CA written by Save, or supplied by the user in the same
+// layout.
+func LoadCA(dir string) (*CA, error) {
+	read := func(name string) ([]byte, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("load CA: %w", err)
+		}
+		return b, nil
+	}
+	rootPEM, err := read(RootCertFile)
+	if err != nil {
+		return nil, err
+	}
+	intPEM, err := read(IntermediateCertFile)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := read(IntermediateKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	roots, err := ParseCertificates(rootPEM)
+	if err != nil {
+		return nil, fmt.Errorf("load CA: %s: %w", RootCertFile, err)
+	}
+	ints, err := ParseCertificates(intPEM)
+	if err != nil {
+		return nil, fmt.Errorf("load CA: %s: %w", IntermediateCertFile, err)
+	}
+	key, err := ParseKey(keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("load CA: %s: %w", IntermediateKeyFile, err)
+	}
+	ca := &CA{Root: roots[0], Intermediate: ints[0], signer: key}
+	if err := ca.Intermediate.CheckSignatureFrom(ca.Root); err != nil {
+		return nil, fmt.Errorf("load CA: intermediate is not signed by the root: %w", err)
+	}
+	if !publicKeysEqual(ca.Intermediate.PublicKey, key.Public()) {
+		return nil, errors.New("load CA: intermediate key does not match the intermediate certificate")
+	}
+	return ca, nil
+}
+
+// LoadOrCreateCA loads the CA in dir, or creates and saves a new one when dir
+// holds none.
+func LoadOrCreateCA(dir, name string) (ca *CA, created bool, err error) {
+	if _, err := os.Stat(filepath.Join(dir, IntermediateKeyFile)); err == nil {
+		ca, err := LoadCA(dir)
+		return ca, false, err
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, false, fmt.Errorf("load CA: %w", err)
+	}
+	ca, err = NewCA(name)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := ca.Save(dir); err != nil {
+		return nil, false, err
+	}
+	return ca, true, nil
+}
+
+// NewKey returns a new ECDSA P-256 key.
+func NewKey() (crypto.Signer, error) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate key: %w", err)
+	}
+	return k, nil
+}
+
+// NewCSR returns a PEM certificate request for key carrying id as its only
+// SAN.
+func NewCSR(key crypto.Signer, id ID) ([]byte, error) {
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: id.Name},
+		URIs:    []*url.URL{id.URL()},
+	}, key)
+	if err != nil {
+		return nil, fmt.Errorf("create CSR: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), nil
+}
+
+// ParseCSR parses one PEM certificate request and checks its signature.
+func ParseCSR(csrPEM []byte) (*x509.CertificateRequest, error) {
+	block, rest := pem.Decode(csrPEM)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return nil, errors.New("CSR is not a PEM CERTIFICATE REQUEST block")
+	}
+	if len(strings.TrimSpace(string(rest))) != 0 {
+		return nil, errors.New("CSR has trailing data after the PEM block")
+	}
+	csr, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parse CSR: %w", err)
+	}
+	if err := csr.CheckSignature(); err != nil {
+		return nil, fmt.Errorf("CSR signature: %w", err)
+	}
+	return csr, nil
+}
+
+// EncodeCertificates PEM-encodes certificates in order.
+func EncodeCertificates(certs ...*x509.Certificate) []byte {
+	var out []byte
+	for _, c := range certs {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+	}
+	return out
+}
+
+// ParseCertificates parses every CERTIFICATE block in data; there must be at
+// least one.
+func ParseCertificates(data []byte) ([]*x509.Certificate, error) {
+	var certs []*x509.Certificate
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("parse certificate: %w", err)
+		}
+		certs = append(certs, c)
+	}
+	if len(certs) == 0 {
+		return nil, errors.New("no PEM certificate found")
+	}
+	return certs, nil
+}
+
+// EncodeKey PEM-encodes a private key as PKCS#8.
+func EncodeKey(key crypto.Signer) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("encode key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// ParseKey parses a PEM private key in PKCS#8, SEC1 (EC) or PKCS#1 (RSA) form.
+func ParseKey(data []byte) (crypto.Signer, error) {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, errors.New("no PEM private key found")
+	}
+	var key any
+	var err error
+	switch block.Type {
+	case "PRIVATE KEY":
+		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	case "EC PRIVATE KEY":
+		key, err = x509.ParseECPrivateKey(block.Bytes)
+	case "RSA PRIVATE KEY":
+		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+	default:
+		return nil, fmt.Errorf("unsupported PEM block %q", block.Type)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parse key: %w", err)
+	}
+	s, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("key of type %T cannot sign", key)
+	}
+	return s, nil
+}
+
+func publicKeysEqual(a, b crypto.PublicKey) bool {
+	type equaler interface{ Equal(crypto.PublicKey) bool }
+	ea, ok := a.(equaler)
+	return ok && ea.Equal(b)
+}
+
+// WriteFileAtomic writes data to a temporary file and renames it over path,
+// so that readers never see a half-written certificate or key.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+	return writeFileAtomic(path, data, mode)
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

@@ -1,0 +1,211 @@
+package platform
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Allow is the set of callers a procedure admits.
+type Allow uint8
+
+const (
+	// AllowPublic admits anyone, with or without a certificate.
+	AllowPublic Allow = 1 << iota
+	// AllowCluster admits agents (spiffe://<td>/cluster/<name>).
+	AllowCluster
+	// AllowService admits management services (spiffe://<td>/service/<name>).
+	AllowService
+
+	// AllowAuthenticated admits any verified identity. It is what a
+	// procedure that no policy names gets.
+	AllowAuthenticated = AllowCluster | AllowService
+)
+
+func (a Allow) admits(k Kind) bool {
+	switch k {
+	case KindCluster:
+		return a&AllowCluster != 0
+	case KindService:
+		return a&AllowService != 0
+	default:
+		return false
+	}
+}
+
+// String lists the admitted callers, for error messages.
+func (a Allow) String() string {
+	if a&AllowPublic != 0 {
+		return "anyone"
+	}
+	var kinds []string
+	if a&AllowCluster != 0 {
+		kinds = append(kinds, "clusters")
+	}
+	if a&AllowService != 0 {
+		kinds = append(kinds, "services")
+	}
+	if len(kinds) == 0 {
+		return "nobody"
+	}
+	return strings.Join(kinds, " and ")
+}
+
+// AccessPolicy maps procedures to the callers they admit. A key is either a
+// full procedure ("/meshplane.registration.v1.RegistrationService/Register")
+// or a whole service ("/grpc.health.v1.Health/"); the procedure wins over its
+// service. A procedure that no key matches admits any verified identity and
+// nobody else, so a new RPC is never public by accident.
+type AccessPolicy map[string]Allow
+
+// Lookup returns what the policy admits for procedure.
+func (p AccessPolicy) Lookup(procedure string) Allow {
+	if a, ok := p[procedure]; ok {
+		return a
+	}
+	if i := strings.LastIndexByte(procedure, '/'); i > 0 {
+		if a, ok := p[procedure[:i+1]]; ok {
+			return a
+		}
+	}
+	return AllowAuthenticated
+}
+
+// defaultAccessPolicy opens gRPC health checking to anyone, because load
+// balancers and probes have no client certificate. Reflection stays behind
+// authentication like everything else.
+func defaultAccessPolicy() AccessPolicy {
+	return AccessPolicy{"/grpc.health.v1.Health/": AllowPublic}
+}
+
+// These errors go to callers: short, and naming no internals.
+var (
+	errNoIdentity = errors.New("no verified client certificate naming a cluster or service")
+	errExpired    = errors.New("client certificate has expired; reconnect with a renewed one")
+	errRevoked    = errors.New("client certificate has been revoked")
+	errRevocation = errors.New("cannot check client certificate revocation right now")
+)
+
+// guard is the HTTP middleware in front of every RPC handler. It runs before
+// any handler option, so authorization cannot be skipped by a service that
+// builds its handler without DefaultHandlerOptions; the price is that calls it
+// rejects never reach the logging and metrics interceptors, so it logs and
+// counts them itself.
+type guard struct {
+	next        http.Handler
+	logger      *slog.Logger
+	policy      *atomic.Pointer[AccessPolicy]
+	trustDomain string
+	revocation  RevocationChecker
+	errWriter   *connect.ErrorWriter
+	rejected    *prometheus.CounterVec
+	now         func() time.Time
+}
+
+func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	procedure := r.URL.Path
+	id, hasID := g.identity(r)
+	if hasID {
+		if !g.now().Before(id.NotAfter) {
+			// Connection: close makes Go's HTTP/2 server send GOAWAY, so the
+			// client's next call dials again with its renewed certificate
+			// instead of reusing a connection that can no longer work.
+			w.Header().Set("Connection", "close")
+			g.reject(w, r, connect.CodeUnauthenticated, errExpired, id)
+			return
+		}
+		if g.revocation != nil {
+			revoked, err := g.revocation.IsRevoked(ctx, id.Serial)
+			switch {
+			case err != nil:
+				g.logger.ErrorContext(ctx, "revocation check failed", "procedure", procedure, "identity", id.String(), "serial", id.Serial, "error", err)
+				g.reject(w, r, connect.CodeUnavailable, errRevocation, id)
+				return
+			case revoked:
+				w.Header().Set("Connection", "close")
+				g.reject(w, r, connect.CodeUnauthenticated, errRevoked, id)
+				return
+			}
+		}
+		ctx = ContextWithIdentity(ctx, id)
+		r = r.WithContext(ctx)
+	}
+
+	allow := (*g.policy.Load()).Lookup(procedure)
+	switch {
+	case allow&AllowPublic != 0:
+	case !hasID:
+		g.reject(w, r, connect.CodeUnauthenticated,
+			fmt.Errorf("%s: %w", procedure, errNoIdentity), Identity{})
+		return
+	case !allow.admits(id.Kind):
+		g.reject(w, r, connect.CodePermissionDenied,
+			fmt.Errorf("%s admits only %s; caller is %s", procedure, allow, id), id)
+		return
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// identity reads the caller from a client certificate that the TLS stack has
+// verified. PeerCertificates alone proves nothing: it is whatever the client
+// sent, so no verified chain means no identity.
+func (g *guard) identity(r *http.Request) (Identity, bool) {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return Identity{}, false
+	}
+	id, err := IdentityFromCertificate(r.TLS.VerifiedChains[0][0])
+	if err != nil {
+		g.logger.DebugContext(r.Context(), "client certificate names no identity", "peer", r.RemoteAddr, "error", err)
+		return Identity{}, false
+	}
+	if g.trustDomain != "" && id.TrustDomain != g.trustDomain {
+		g.logger.DebugContext(r.Context(), "client certificate from a foreign trust domain", "peer", r.RemoteAddr, "identity", id.String())
+		return Identity{}, false
+	}
+	return id, true
+}
+
+func (g *guard) reject(w http.ResponseWriter, r *http.Request, code connect.Code, err error, id Identity) {
+	g.rejected.WithLabelValues(code.String()).Inc()
+	attrs := []any{"procedure", r.URL.Path, "code", code.String(), "peer", r.RemoteAddr, "reason", err.Error()}
+	if id.Name != "" {
+		attrs = append(attrs, "identity", id.String())
+	}
+	g.logger.InfoContext(r.Context(), "rpc rejected", attrs...)
+	cerr := connect.NewError(code, err)
+	if g.errWriter.IsSupported(r) {
+		_ = g.errWriter.Write(w, r, cerr)
+		return
+	}
+	// Not an RPC at all (a browser, a scanner): answer in plain HTTP.
+	status := http.StatusForbidden
+	switch code {
+	case connect.CodeUnauthenticated:
+		status = http.StatusUnauthorized
+	case connect.CodeUnavailable:
+		status = http.StatusServiceUnavailable
+	}
+	http.Error(w, cerr.Error(), status)
+}
+
+// mergePolicy copies the current policy with p's entries on top, so readers
+// on the request path never take a lock.
+func mergePolicy(cur *atomic.Pointer[AccessPolicy], p AccessPolicy) {
+	for {
+		old := cur.Load()
+		next := maps.Clone(*old)
+		maps.Copy(next, p)
+		if cur.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package snapshots
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// subscriberBuffer bounds how far a subscriber may fall behind before it is
+// told to resync instead of being sent every change.
+const subscriberBuffer = 256
+
+// Memory is a Store in process memory. Values are stored encoded, so that a
+// caller mutating a message after Put cannot change what others read.
+type Memory[T proto.Message] struct {
+	newT func() T
+
+	mu   sync.RWMutex
+	data map[string]memEntry
+	subs map[*memSub]struct{}
+}
+
+type memEntry struct {
+	version string
+	data    []byte
+}
+
+type memSub struct {
+	ch     chan Change
+	missed bool
+}
+
+// NewMemory returns an empty memory store. newT makes an empty T for
+// decoding.
+func NewMemory[T proto.Message](newT func() T) *Memory[T] {
+	return &Memory[T]{newT: newT, data: map[string]memEntry{}, subs: map[*memSub]struct{}{}}
+}
+
+var _ Store[proto.Message] = (*Memory[proto.Message])(nil)
+
+func (m *Memory[T]) Put(_ context.Context, cluster, version string, v T) error {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.data[cluster] = memEntry{version: version, data: b}
+	m.notifyLocked(Change{Cluster: cluster, Version: version})
+	return nil
+}
+
+func (m *Memory[T]) Get(_ context.Context, cluster string) (Entry[T], error) {
+	m.mu.RLock()
+	e, ok := m.data[cluster]
+	m.mu.RUnlock()
+	if !ok {
+		return Entry[T]{}, ErrNotFound
+	}
+	v, err := decode(m.newT, cluster, e.data)
+	if err != nil {
+		return Entry[T]{}, err
+	}
+	return Entry[T]{Cluster: cluster, Version: e.version, Value: v}, nil
+}
+
+func (m *Memory[T]) Version(_ context.Context, cluster string) (string, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	e, ok := m.data[cluster]
+	if !ok {
+		return "", ErrNotFound
+	}
+	return e.version, nil
+}
+
+func (m *Memory[T]) List(ctx context.Context) ([]Entry[T], error) {
+	m.mu.RLock()
+	clusters := make([]string, 0, len(m.data))
+	for c := range m.data {
+		clusters = append(clusters, c)
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(clusters, strings.Compare)
+	out := make([]Entry[T], 0, len(clusters))
+	for _, c := range clusters {
+		e, err := m.Get(ctx, c)
+		if err == ErrNotFound {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (m *Memory[T]) Delete(_ context.Context, cluster string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.data[cluster]; !ok {
+		return nil
+	}
+	delete(m.data, cluster)
+	m.notifyLocked(Change{Cluster: cluster, Deleted: true})
+	return nil
+}
+
+func (m *Memory[T]) Subscribe(ctx context.Context) (<-chan Change, error) {
+	s := &memSub{ch: make(chan Change, subscriberBuffer)}
+	m.mu.Lock()
+	m.subs[s] = struct{}{}
+	m.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		m.mu.Lock()
+		delete(m.subs, s)
+		close(s.ch)
+		m.mu.Unlock()
+	}()
+	return s.ch, nil
+}
+
+// notifyLocked never blocks: a subscriber whose buffer is full gets one
+// Resync once it has room, instead of stalling every writer.
+func (m *Memory[T]) notifyLocked(c Change) {
+	for s := range m.subs {
+		if s.missed {
+			select {
+			case s.ch <- Change{Resync: true}:
+				s.missed = false
+			default:
+				continue
+			}
+		}
+		select {
+		case s.ch <- c:
+		default:
+			s.missed = true
+		}
+	}
+}

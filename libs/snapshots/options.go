@@ -1,0 +1,103 @@
+package snapshots
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisOptions says how to reach the shared store. An empty Addrs means no
+// Redis: the service keeps its state in memory, which suits a single
+// all-in-one process.
+type RedisOptions struct {
+	// Addrs is a comma-separated list: one address for a standalone server,
+	// several for Redis Cluster, or Sentinel addresses with MasterName.
+	Addrs      string
+	MasterName string
+	// PasswordFile holds the password, so that it never appears in flags,
+	// the environment of a process listing, or logs.
+	PasswordFile string
+	DB           int
+	DialTimeout  time.Duration
+
+	flags *platform.Flags
+}
+
+// NewRedisOptions returns the defaults.
+func NewRedisOptions() RedisOptions {
+	return RedisOptions{DialTimeout: 2 * time.Second}
+}
+
+// AddFlags registers redis-addrs, redis-master-name, redis-password-file,
+// redis-db and redis-dial-timeout.
+func (o *RedisOptions) AddFlags(fs *flag.FlagSet) {
+	o.flags = platform.NewFlags(fs, "redis")
+	o.flags.String(&o.Addrs, "addrs", "Redis address(es), comma-separated; empty keeps state in memory only")
+	o.flags.String(&o.MasterName, "master-name", "Sentinel master name; set it to use Sentinel")
+	o.flags.String(&o.PasswordFile, "password-file", "file holding the Redis password")
+	o.flags.Int(&o.DB, "db", "Redis database number (standalone and Sentinel)")
+	o.flags.Duration(&o.DialTimeout, "dial-timeout", "Redis dial timeout")
+}
+
+// Validate checks the options.
+func (o *RedisOptions) Validate() error {
+	var errs []error
+	if o.flags != nil {
+		errs = append(errs, o.flags.Err())
+	}
+	for _, a := range o.addrs() {
+		if !strings.Contains(a, ":") {
+			errs = append(errs, fmt.Errorf("--redis-addrs: %q is not host:port", a))
+		}
+	}
+	if o.DB < 0 {
+		errs = append(errs, errors.New("--redis-db must not be negative"))
+	}
+	if o.DialTimeout <= 0 {
+		errs = append(errs, errors.New("--redis-dial-timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+func (o *RedisOptions) addrs() []string {
+	var out []string
+	for _, a := range strings.Split(o.Addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Enabled reports whether a Redis address is set.
+func (o *RedisOptions) Enabled() bool { return len(o.addrs()) > 0 }
+
+// NewClient returns a client for standalone, Sentinel or Cluster, as the
+// options say.
+func (o *RedisOptions) NewClient() (redis.UniversalClient, error) {
+	password := ""
+	if o.PasswordFile != "" {
+		b, err := os.ReadFile(o.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("read redis password: %w", err)
+		}
+		password = strings.TrimSpace(string(b))
+	}
+	return redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:       o.addrs(),
+		MasterName:  o.MasterName,
+		Password:    password,
+		DB:          o.DB,
+		DialTimeout: o.DialTimeout,
+		// Fail fast while Redis is down: callers fall back to memory.
+		MaxRetries:   1,
+		ReadTimeout:  2 * time.Second,
+		WriteTimeout: 2 * time.Second,
+	}), nil
+}

@@ -1,0 +1,174 @@
+package snapshots
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/proto"
+)
+
+// Redis is a Store in Redis, shared by every replica of a service.
+//
+// Layout, for install I and kind K (input or output):
+//
+//	meshplane:{I}:K:<cluster>   hash {version, data}
+//	meshplane:{I}:K             set of clusters
+//	meshplane:{I}:K:changes     pub/sub channel, messages "<cluster> <version>"
+//
+// Every key carries the hash tag {I}, so that one MULTI covers the snapshot,
+// the index and the notice on Redis Cluster too.
+type Redis[T proto.Message] struct {
+	client redis.UniversalClient
+	newT   func() T
+	base   string
+}
+
+// NewRedis returns a store of kind for install.
+func NewRedis[T proto.Message](client redis.UniversalClient, install string, kind Kind, newT func() T) *Redis[T] {
+	return &Redis[T]{client: client, newT: newT, base: fmt.Sprintf("meshplane:{%s}:%s", install, kind)}
+}
+
+var _ Store[proto.Message] = (*Redis[proto.Message])(nil)
+
+func (r *Redis[T]) key(cluster string) string { return r.base + ":" + cluster }
+func (r *Redis[T]) channel() string          { return r.base + ":changes" }
+
+func (r *Redis[T]) Put(ctx context.Context, cluster, version string, v T) error {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode snapshot of cluster %q: %w", cluster, err)
+	}
+	_, err = r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, r.key(cluster), "version", version, "data", b)
+		p.SAdd(ctx, r.base, cluster)
+		p.Publish(ctx, r.channel(), cluster+" "+version)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store snapshot of cluster %q in redis: %w", cluster, err)
+	}
+	return nil
+}
+
+func (r *Redis[T]) Get(ctx context.Context, cluster string) (Entry[T], error) {
+	vals, err := r.client.HMGet(ctx, r.key(cluster), "version", "data").Result()
+	if err != nil {
+		return Entry[T]{}, fmt.Errorf("read snapshot of cluster %q from redis: %w", cluster, err)
+	}
+	version, _ := vals[0].(string)
+	data, _ := vals[1].(string)
+	if version == "" {
+		return Entry[T]{}, ErrNotFound
+	}
+	v, err := decode(r.newT, cluster, []byte(data))
+	if err != nil {
+		return Entry[T]{}, err
+	}
+	return Entry[T]{Cluster: cluster, Version: version, Value: v}, nil
+}
+
+func (r *Redis[T]) Version(ctx context.Context, cluster string) (string, error) {
+	v, err := r.client.HGet(ctx, r.key(cluster), "version").Result()
+	if errors.Is(err, redis.Nil) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("read version of cluster %q from redis: %w", cluster, err)
+	}
+	return v, nil
+}
+
+func (r *Redis[T]) List(ctx context.Context) ([]Entry[T], error) {
+	clusters, err := r.client.SMembers(ctx, r.base).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list snapshots in redis: %w", err)
+	}
+	slices.SortFunc(clusters, strings.Compare)
+	out := make([]Entry[T], 0, len(clusters))
+	for _, c := range clusters {
+		e, err := r.Get(ctx, c)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (r *Redis[T]) Delete(ctx context.Context, cluster string) error {
+	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, r.key(cluster))
+		p.SRem(ctx, r.base, cluster)
+		p.Publish(ctx, r.channel(), cluster+" ")
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete snapshot of cluster %q in redis: %w", cluster, err)
+	}
+	return nil
+}
+
+// Subscribe delivers changes published by any replica. Every (re)subscription
+// to Redis is delivered as a Resync, because notices published while the
+// connection was down are lost.
+func (r *Redis[T]) Subscribe(ctx context.Context) (<-chan Change, error) {
+	ps := r.client.Subscribe(ctx, r.channel())
+	// Wait for the first confirmation so that the caller knows that changes
+	// after this call are seen.
+	if _, err := ps.Receive(ctx); err != nil {
+		ps.Close()
+		return nil, fmt.Errorf("subscribe to %s: %w", r.channel(), err)
+	}
+	out := make(chan Change, subscriberBuffer)
+	backoff := newBackoff(50*time.Millisecond, 2*time.Second)
+	go func() {
+		// Receive does not watch ctx; closing the connection unblocks it.
+		<-ctx.Done()
+		ps.Close()
+	}()
+	go func() {
+		defer close(out)
+		for {
+			msg, err := ps.Receive(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				// go-redis reconnects and resubscribes on the next Receive;
+				// the confirmation that follows triggers a resync. Back off
+				// so that an outage does not spin.
+				select {
+				case <-time.After(backoff.next()):
+				case <-ctx.Done():
+					return
+				}
+				continue
+			}
+			backoff.reset()
+			var c Change
+			switch m := msg.(type) {
+			case *redis.Subscription:
+				c = Change{Resync: true}
+			case *redis.Message:
+				cluster, version, _ := strings.Cut(m.Payload, " ")
+				c = Change{Cluster: cluster, Version: version, Deleted: version == ""}
+			default:
+				continue
+			}
+			select {
+			case out <- c:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}

@@ -1,0 +1,67 @@
+package snapshots
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// ErrNotFound is returned by Get when a cluster has no snapshot.
+var ErrNotFound = errors.New("snapshot not found")
+
+// Kind names what a store holds.
+type Kind string
+
+const (
+	// Inputs are written by ingest, one per workload cluster.
+	Inputs Kind = "input"
+	// Outputs are written by translation, one per workload cluster.
+	Outputs Kind = "output"
+)
+
+// Change tells a subscriber that a cluster's snapshot changed. Resync means
+// changes may have been missed (a reconnect or a slow subscriber): the
+// subscriber should reread what it cares about.
+type Change struct {
+	Cluster string
+	Version string
+	Deleted bool
+	Resync  bool
+}
+
+// Entry is a stored snapshot with its version.
+type Entry[T proto.Message] struct {
+	Cluster string
+	Version string
+	Value   T
+}
+
+// Store keeps the latest snapshot of each cluster and tells subscribers when
+// one changes. Implementations: Redis (shared by replicas) and Memory.
+type Store[T proto.Message] interface {
+	// Put stores v as the cluster's snapshot at version and notifies
+	// subscribers.
+	Put(ctx context.Context, cluster, version string, v T) error
+	// Get returns the cluster's snapshot, or ErrNotFound.
+	Get(ctx context.Context, cluster string) (Entry[T], error)
+	// Version returns the cluster's version without decoding the snapshot,
+	// or ErrNotFound.
+	Version(ctx context.Context, cluster string) (string, error)
+	// List returns every cluster's snapshot.
+	List(ctx context.Context) ([]Entry[T], error)
+	// Delete removes the cluster's snapshot.
+	Delete(ctx context.Context, cluster string) error
+	// Subscribe delivers changes until ctx ends. The channel is closed then.
+	Subscribe(ctx context.Context) (<-chan Change, error)
+}
+
+func decode[T proto.Message](newT func() T, cluster string, data []byte) (T, error) {
+	v := newT()
+	if err := proto.Unmarshal(data, v); err != nil {
+		var zero T
+		return zero, fmt.Errorf("decode snapshot of cluster %q: %w", cluster, err)
+	}
+	return v, nil
+}

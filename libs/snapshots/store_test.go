@@ -1,0 +1,197 @@
+package snapshots_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/redistest"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"google.golang.org/protobuf/proto"
+)
+
+func newOutput() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} }
+
+func output(cluster, name string) *snapshotv1.OutputSnapshot {
+	s := &snapshotv1.OutputSnapshot{Cluster: cluster, Objects: []*snapshotv1.Object{{ApiVersion: "v1", Kind: "K", Name: name}}}
+	snapshots.SealOutput(s)
+	return s
+}
+
+// The contract every Store implementation must meet. It runs against the
+// memory store and a real redis-server.
+func runContract(t *testing.T, newStore func(t *testing.T) snapshots.Store[*snapshotv1.OutputSnapshot]) {
+	ctx := t.Context()
+	t.Run("get missing", func(t *testing.T) {
+		s := newStore(t)
+		if _, err := s.Get(ctx, "nope"); !errors.Is(err, snapshots.ErrNotFound) {
+			t.Fatalf("Get of a missing cluster: err = %v, want ErrNotFound", err)
+		}
+		if _, err := s.Version(ctx, "nope"); !errors.Is(err, snapshots.ErrNotFound) {
+			t.Fatalf("Version of a missing cluster: err = %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("put get list delete", func(t *testing.T) {
+		s := newStore(t)
+		a, b := output("a", "x"), output("b", "y")
+		for _, o := range []*snapshotv1.OutputSnapshot{b, a} {
+			if err := s.Put(ctx, o.GetCluster(), o.GetVersion(), o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e, err := s.Get(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Version != a.GetVersion() || !proto.Equal(e.Value, a) {
+			t.Fatalf("Get(a) = %v %v, want %v", e.Version, e.Value, a)
+		}
+		v, err := s.Version(ctx, "b")
+		if err != nil || v != b.GetVersion() {
+			t.Fatalf("Version(b) = %q, %v", v, err)
+		}
+		list, err := s.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 2 || list[0].Cluster != "a" || list[1].Cluster != "b" {
+			t.Fatalf("List = %+v, want a then b", list)
+		}
+		if err := s.Delete(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, "a"); !errors.Is(err, snapshots.ErrNotFound) {
+			t.Fatalf("Get after Delete: %v", err)
+		}
+	})
+	t.Run("stored value is isolated from the caller", func(t *testing.T) {
+		s := newStore(t)
+		a := output("a", "x")
+		if err := s.Put(ctx, "a", a.GetVersion(), a); err != nil {
+			t.Fatal(err)
+		}
+		a.Objects[0].Name = "changed"
+		e, err := s.Get(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Value.GetObjects()[0].GetName() != "x" {
+			t.Fatal("mutating the message after Put changed the stored snapshot")
+		}
+	})
+	t.Run("subscribe sees puts and deletes", func(t *testing.T) {
+		s := newStore(t)
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		ch, err := s.Subscribe(sctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := output("a", "x")
+		if err := s.Put(ctx, "a", a.GetVersion(), a); err != nil {
+			t.Fatal(err)
+		}
+		c := next(t, ch)
+		if c.Cluster != "a" || c.Version != a.GetVersion() || c.Deleted {
+			t.Fatalf("change = %+v", c)
+		}
+		if err := s.Delete(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if c := next(t, ch); c.Cluster != "a" || !c.Deleted {
+			t.Fatalf("change = %+v, want a deleted", c)
+		}
+		cancel()
+		for range ch { // must close
+		}
+	})
+}
+
+// next returns the next change that is not a resync.
+func next(t *testing.T, ch <-chan snapshots.Change) snapshots.Change {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case c, ok := <-ch:
+			if !ok {
+				t.Fatal("subscription closed")
+			}
+			if c.Resync {
+				continue
+			}
+			return c
+		case <-deadline:
+			t.Fatal("no change within 5s")
+		}
+	}
+}
+
+func TestMemoryStore(t *testing.T) {
+	runContract(t, func(t *testing.T) snapshots.Store[*snapshotv1.OutputSnapshot] {
+		return snapshots.NewMemory(newOutput)
+	})
+}
+
+func TestRedisStore(t *testing.T) {
+	srv := redistest.Start(t)
+	n := 0
+	runContract(t, func(t *testing.T) snapshots.Store[*snapshotv1.OutputSnapshot] {
+		n++ // a fresh install prefix keeps subtests apart
+		return snapshots.NewRedis(srv.Client(t), "test"+string(rune('a'+n)), snapshots.Outputs, newOutput)
+	})
+}
+
+func TestWriteThroughSurvivesRedisOutage(t *testing.T) {
+	ctx := t.Context()
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	remote := snapshots.NewRedis(client, "wt", snapshots.Outputs, newOutput)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	wt := snapshots.NewWriteThrough[*snapshotv1.OutputSnapshot](remote, snapshots.NewMemory(newOutput), log)
+
+	a := output("a", "x")
+	if err := wt.Put(ctx, "a", a.GetVersion(), a); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	b := output("b", "y")
+	if err := wt.Put(ctx, "b", b.GetVersion(), b); err != nil {
+		t.Fatalf("Put while Redis is down must succeed: %v", err)
+	}
+	if got := wt.Pending(); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("Pending = %v, want [b]", got)
+	}
+	e, err := wt.Get(ctx, "b")
+	if err != nil || e.Version != b.GetVersion() {
+		t.Fatalf("Get(b) while Redis is down = %v, %v", e.Version, err)
+	}
+	list, err := wt.List(ctx)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("List while Redis is down = %d entries, %v; want 2", len(list), err)
+	}
+
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(wt.Pending()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("pending snapshots not written through after restart: %v", wt.Pending())
+		}
+		wt.Flush(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	got, err := remote.Get(ctx, "b")
+	if err != nil || got.Version != b.GetVersion() {
+		t.Fatalf("remote Get(b) after write-through = %v, %v", got.Version, err)
+	}
+}

@@ -1,0 +1,57 @@
+package snapshots_test
+
+import (
+	"strings"
+	"testing"
+
+	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
+	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+func input(replica string, names ...string) *snapshotv1.InputSnapshot {
+	s := &snapshotv1.InputSnapshot{Cluster: "east", Agent: &snapshotv1.AgentInfo{Version: "1.0", Replica: replica}, GeneratedAt: timestamppb.Now()}
+	for _, n := range names {
+		s.Destinations = append(s.Destinations, &discoveryv1.Destination{Metadata: &commonv1.ObjectMeta{Name: n, Namespace: "ns", Cluster: "east"}})
+	}
+	return s
+}
+
+func TestInputVersionIgnoresOrderTimeAndReplica(t *testing.T) {
+	a := input("pod-1", "a", "b")
+	b := input("pod-2", "b", "a")
+	va, vb := snapshots.SealInput(a), snapshots.SealInput(b)
+	if va != vb {
+		t.Fatalf("same content, different versions: %s vs %s", va, vb)
+	}
+	if !strings.HasPrefix(va, snapshots.VersionPrefix) {
+		t.Fatalf("version %q lacks prefix", va)
+	}
+	if snapshots.InputVersion(a) != va {
+		t.Fatal("InputVersion must not depend on the version field itself")
+	}
+	c := input("pod-1", "a", "b", "c")
+	if snapshots.SealInput(c) == va {
+		t.Fatal("different content, same version")
+	}
+	d := input("pod-1", "a", "b")
+	d.Agent.Version = "2.0"
+	if snapshots.SealInput(d) == va {
+		t.Fatal("the agent version is content and must change the version")
+	}
+}
+
+func TestOutputVersionIgnoresInputVersions(t *testing.T) {
+	a := output("east", "x")
+	b := output("east", "x")
+	b.InputVersions = map[string]string{"east": "sha256:1"}
+	b.GeneratedAt = timestamppb.Now()
+	if snapshots.OutputVersion(a) != snapshots.OutputVersion(b) {
+		t.Fatal("diagnostic fields changed the output version")
+	}
+	if snapshots.OutputVersion(a) == snapshots.OutputVersion(output("east", "y")) {
+		t.Fatal("different objects, same version")
+	}
+}

@@ -1,0 +1,172 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/services/agent/internal/domain"
+)
+
+// Syncer applies each output snapshot it receives: objects in dependency
+// order with server-side apply, then deletion of the owned objects that the
+// snapshot no longer holds, then an acknowledgement.
+//
+// It deletes only after it has received a whole snapshot from the
+// management plane. A restart or a lost connection deletes nothing.
+type Syncer struct {
+	relay   Relay
+	applier Applier
+	metrics Metrics
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	applied string
+	// failed holds the version whose apply did not fully succeed, so that
+	// it is retried rather than acknowledged as current.
+	failed string
+}
+
+// NewSyncer returns a syncer.
+func NewSyncer(relay Relay, applier Applier, metrics Metrics, log *slog.Logger) *Syncer {
+	if metrics == nil {
+		metrics = NopMetrics{}
+	}
+	return &Syncer{relay: relay, applier: applier, metrics: metrics, log: log}
+}
+
+// AppliedVersion returns the version last applied in full.
+func (s *Syncer) AppliedVersion() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applied
+}
+
+// Run watches and applies until ctx ends.
+func (s *Syncer) Run(ctx context.Context) error {
+	b := Backoff{Min: 200 * time.Millisecond, Max: 30 * time.Second}
+	for ctx.Err() == nil {
+		err := s.session(ctx, &b)
+		s.metrics.Connected("watch", false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.Warn("watch stream ended; reconnecting", "error", err)
+		if !b.Wait(ctx) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (s *Syncer) session(ctx context.Context, b *Backoff) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := s.relay.Watch(ctx, s.AppliedVersion())
+	if err != nil {
+		return err
+	}
+	defer stream.Close()
+	s.metrics.Connected("watch", true)
+
+	received := make(chan *snapshotv1.OutputSnapshot, 1)
+	errs := make(chan error, 1)
+	go func() {
+		for {
+			snap, err := stream.Receive()
+			if err != nil {
+				errs <- err
+				return
+			}
+			select {
+			case received <- snap:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	// A snapshot that did not apply in full is applied again until it
+	// does, or until a newer one replaces it.
+	var last *snapshotv1.OutputSnapshot
+	retry := Backoff{Min: time.Second, Max: time.Minute}
+	var retryC <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errs:
+			return err
+		case snap := <-received:
+			b.Reset()
+			retry.Reset()
+			last = snap
+		case <-retryC:
+		}
+		if s.Apply(ctx, last) {
+			retryC = nil
+		} else {
+			retryC = time.After(retry.Next())
+		}
+	}
+}
+
+// Apply applies one snapshot and acknowledges it. It reports whether
+// everything applied.
+func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) bool {
+	start := time.Now()
+	var results []*snapshotv1.ApplyResult
+	applied, failed, deleted := 0, 0, 0
+	for _, obj := range domain.OrderForApply(snap.GetObjects()) {
+		key := domain.KeyOf(obj)
+		ref := &snapshotv1.ObjectRef{ApiVersion: key.APIVersion, Kind: key.Kind, Namespace: key.Namespace, Name: key.Name}
+		err := s.applier.Apply(ctx, obj)
+		switch {
+		case err == nil:
+			applied++
+			results = append(results, &snapshotv1.ApplyResult{Ref: ref, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED})
+		case errors.Is(err, ErrConflict):
+			failed++
+			results = append(results, &snapshotv1.ApplyResult{Ref: ref, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_CONFLICT, Error: err.Error()})
+			s.log.Warn("left a user-owned object alone", "object", key.String())
+		default:
+			failed++
+			results = append(results, &snapshotv1.ApplyResult{Ref: ref, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_REJECTED, Error: err.Error()})
+			s.log.Warn("apply failed", "object", key.String(), "error", err)
+		}
+	}
+
+	owned, err := s.applier.ListOwned(ctx)
+	if err != nil {
+		s.log.Warn("listing owned objects failed; garbage collection skipped this round", "error", err)
+	} else {
+		for _, key := range domain.Obsolete(snap.GetObjects(), owned) {
+			ref := &snapshotv1.ObjectRef{ApiVersion: key.APIVersion, Kind: key.Kind, Namespace: key.Namespace, Name: key.Name}
+			if err := s.applier.Delete(ctx, key); err != nil {
+				failed++
+				results = append(results, &snapshotv1.ApplyResult{Ref: ref, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_REJECTED, Error: "delete: " + err.Error()})
+				s.log.Warn("delete failed", "object", key.String(), "error", err)
+				continue
+			}
+			deleted++
+			results = append(results, &snapshotv1.ApplyResult{Ref: ref, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_DELETED})
+		}
+	}
+
+	s.mu.Lock()
+	if failed == 0 && err == nil {
+		s.applied, s.failed = snap.GetVersion(), ""
+	} else {
+		s.failed = snap.GetVersion()
+	}
+	s.mu.Unlock()
+	s.metrics.Applied(snap.GetVersion(), applied, failed, deleted)
+	s.log.Info("applied output snapshot", "version", snap.GetVersion(), "applied", applied, "failed", failed, "deleted", deleted, "duration", time.Since(start))
+	if err := s.relay.Ack(ctx, snap.GetVersion(), results); err != nil {
+		s.log.Warn("acknowledging failed", "version", snap.GetVersion(), "error", err)
+	}
+	return failed == 0 && err == nil
+}

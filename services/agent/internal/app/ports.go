@@ -1,0 +1,99 @@
+// Package app holds the agent's use cases: obtain an identity, push what
+// discovery sees, and apply what the management plane sends.
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"time"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/services/agent/internal/domain"
+)
+
+// Credentials is the agent's key and certificate chain.
+type Credentials struct {
+	CertPEM   []byte
+	KeyPEM    []byte
+	BundlePEM []byte
+	NotAfter  time.Time
+}
+
+// CredentialStore keeps the agent's credentials across restarts.
+type CredentialStore interface {
+	// Load returns the stored credentials, or ErrNoCredentials.
+	Load(ctx context.Context) (Credentials, error)
+	Save(ctx context.Context, c Credentials) error
+}
+
+// ErrNoCredentials is returned by a CredentialStore that holds none.
+var ErrNoCredentials = errors.New("no stored credentials")
+
+// Registrar talks to the registration service.
+type Registrar interface {
+	Register(ctx context.Context, cluster, token string, csrPEM []byte) (chainPEM, bundlePEM []byte, err error)
+}
+
+// ClusterReader is discovery's view of the cluster.
+type ClusterReader interface {
+	// WaitForSync blocks until the caches have synced.
+	WaitForSync(ctx context.Context) error
+	// Changed receives a value after any change.
+	Changed() <-chan struct{}
+	// Discover returns what is in the cluster now.
+	Discover() (domain.Discovered, error)
+}
+
+// PushStream is an open push stream to ingest.
+type PushStream interface {
+	Send(s *snapshotv1.InputSnapshot) error
+	// Receive returns the version ingest stored.
+	Receive() (string, error)
+	Close() error
+}
+
+// WatchStream is an open watch stream from distribution.
+type WatchStream interface {
+	Receive() (*snapshotv1.OutputSnapshot, error)
+	Close() error
+}
+
+// Relay is the management plane as the agent sees it.
+type Relay interface {
+	OpenPush(ctx context.Context) (PushStream, error)
+	Watch(ctx context.Context, have string) (WatchStream, error)
+	Ack(ctx context.Context, version string, results []*snapshotv1.ApplyResult) error
+}
+
+// ErrConflict is returned by Applier.Apply for an object that exists
+// without Meshplane's ownership labels: it belongs to the user.
+var ErrConflict = errors.New("object exists and is not owned by Meshplane")
+
+// Applier writes objects to the cluster.
+type Applier interface {
+	// Apply server-side applies obj with Meshplane's field manager. It
+	// returns ErrConflict (wrapped) for an object the user owns.
+	Apply(ctx context.Context, obj *snapshotv1.Object) error
+	// ListOwned lists the objects that carry this install's and cluster's
+	// ownership labels.
+	ListOwned(ctx context.Context) ([]domain.ObjectKey, error)
+	Delete(ctx context.Context, key domain.ObjectKey) error
+}
+
+// Metrics records what the agent did.
+type Metrics interface {
+	Pushed(bytes int, err error)
+	Applied(version string, applied, failed, deleted int)
+	Connected(stream string, up bool)
+}
+
+// NopMetrics discards everything.
+type NopMetrics struct{}
+
+func (NopMetrics) Pushed(int, error)             {}
+func (NopMetrics) Applied(string, int, int, int) {}
+func (NopMetrics) Connected(string, bool)        {}
+
+// CertificateSource hands the current client certificate to TLS.
+type CertificateSource func() (*tls.Certificate, error)

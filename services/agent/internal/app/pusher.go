@@ -1,0 +1,141 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/services/agent/internal/domain"
+	"google.golang.org/protobuf/proto"
+)
+
+// Pusher sends the cluster's input snapshot to ingest: once after every
+// (re)connect, and again whenever discovery's content hash changes.
+type Pusher struct {
+	id       domain.Identity
+	reader   ClusterReader
+	relay    Relay
+	metrics  Metrics
+	log      *slog.Logger
+	debounce time.Duration
+
+	mu    sync.Mutex
+	acked string
+}
+
+// NewPusher returns a pusher. debounce is how long a burst of changes may
+// settle before a snapshot is built.
+func NewPusher(id domain.Identity, reader ClusterReader, relay Relay, metrics Metrics, log *slog.Logger, debounce time.Duration) *Pusher {
+	if metrics == nil {
+		metrics = NopMetrics{}
+	}
+	return &Pusher{id: id, reader: reader, relay: relay, metrics: metrics, log: log, debounce: debounce}
+}
+
+// AckedVersion returns the version ingest last acknowledged.
+func (p *Pusher) AckedVersion() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.acked
+}
+
+// Run pushes until ctx ends.
+func (p *Pusher) Run(ctx context.Context) error {
+	if err := p.reader.WaitForSync(ctx); err != nil {
+		return err
+	}
+	b := Backoff{Min: 200 * time.Millisecond, Max: 30 * time.Second}
+	for ctx.Err() == nil {
+		err := p.session(ctx, &b)
+		p.metrics.Connected("push", false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		p.log.Warn("push stream ended; reconnecting", "error", err)
+		if !b.Wait(ctx) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// session runs one push stream: it sends the current snapshot, then a new
+// one each time the content changes.
+func (p *Pusher) session(ctx context.Context, b *Backoff) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := p.relay.OpenPush(ctx)
+	if err != nil {
+		return err
+	}
+	defer stream.Close()
+	p.metrics.Connected("push", true)
+
+	acks := make(chan error, 1)
+	go func() {
+		for {
+			v, err := stream.Receive()
+			if err != nil {
+				acks <- err
+				return
+			}
+			b.Reset()
+			p.mu.Lock()
+			p.acked = v
+			p.mu.Unlock()
+			p.log.Debug("ingest stored snapshot", "version", v)
+		}
+	}()
+
+	sent := ""
+	for {
+		s, err := p.build()
+		if err != nil {
+			p.log.Error("discovery failed; keeping the last snapshot", "error", err)
+		} else if s.GetVersion() != sent {
+			// Every new stream gets the whole snapshot, even if unchanged:
+			// the replica behind it may be a new one.
+			err := stream.Send(s)
+			p.metrics.Pushed(proto.Size(s), err)
+			if err != nil {
+				return err
+			}
+			sent = s.GetVersion()
+			p.log.Info("pushed input snapshot", "version", sent, "destinations", len(s.GetDestinations()))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-acks:
+			return err
+		case <-p.reader.Changed():
+			if !p.settle(ctx) {
+				return nil
+			}
+		}
+	}
+}
+
+func (p *Pusher) settle(ctx context.Context) bool {
+	if p.debounce <= 0 {
+		return true
+	}
+	t := time.NewTimer(p.debounce)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (p *Pusher) build() (*snapshotv1.InputSnapshot, error) {
+	d, err := p.reader.Discover()
+	if err != nil {
+		return nil, err
+	}
+	return domain.BuildInputSnapshot(p.id, d), nil
+}

@@ -1,0 +1,77 @@
+package domain
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+)
+
+// ObjectKey identifies an object in a cluster.
+type ObjectKey struct {
+	APIVersion string
+	Kind       string
+	Namespace  string
+	Name       string
+}
+
+func (k ObjectKey) String() string {
+	return fmt.Sprintf("%s %s %s/%s", k.APIVersion, k.Kind, k.Namespace, k.Name)
+}
+
+// KeyOf returns the key of an output object.
+func KeyOf(o *snapshotv1.Object) ObjectKey {
+	return ObjectKey{APIVersion: o.GetApiVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()}
+}
+
+// applyOrder puts kinds that others depend on first: a DestinationRule's
+// subsets must exist before a VirtualService routes to them, a
+// ServiceEntry before the rules for its host.
+var applyOrder = map[string]int{
+	"PeerAuthentication":  0,
+	"ServiceEntry":        1,
+	"DestinationRule":     2,
+	"Gateway":             3,
+	"VirtualService":      4,
+	"AuthorizationPolicy": 5,
+	"WasmPlugin":          6,
+}
+
+func kindRank(kind string) int {
+	if r, ok := applyOrder[kind]; ok {
+		return r
+	}
+	return len(applyOrder)
+}
+
+// OrderForApply returns the objects in dependency order.
+func OrderForApply(objs []*snapshotv1.Object) []*snapshotv1.Object {
+	out := slices.Clone(objs)
+	slices.SortStableFunc(out, func(a, b *snapshotv1.Object) int {
+		return cmp.Or(cmp.Compare(kindRank(a.GetKind()), kindRank(b.GetKind())),
+			cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
+	})
+	return out
+}
+
+// Obsolete returns the owned objects that the desired set no longer holds,
+// in reverse dependency order for deletion. owned must hold only objects
+// that carry this install's and cluster's ownership labels.
+func Obsolete(desired []*snapshotv1.Object, owned []ObjectKey) []ObjectKey {
+	want := make(map[ObjectKey]bool, len(desired))
+	for _, o := range desired {
+		want[KeyOf(o)] = true
+	}
+	var out []ObjectKey
+	for _, k := range owned {
+		if !want[k] {
+			out = append(out, k)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b ObjectKey) int {
+		return cmp.Or(cmp.Compare(kindRank(b.Kind), kindRank(a.Kind)),
+			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}

@@ -1,0 +1,139 @@
+package service
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/meshplane/meshplane/libs/pki"
+	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/meshplane/meshplane/libs/snapshots"
+)
+
+// Config is everything the agent reads at start.
+type Config struct {
+	// Cluster is the name this cluster registers under.
+	Cluster     string
+	Install     string
+	TrustDomain string
+	// RelayAddr is the management plane's front door, used for every
+	// service that has no address of its own.
+	RelayAddr        string
+	RegistrationAddr string
+	IngestAddr       string
+	DistributionAddr string
+	// RelayCAFile holds the roots that sign the management plane's server
+	// certificates (the trust bundle printed by `meshctl cluster register`).
+	RelayCAFile string
+	// ServerName overrides the name checked in server certificates.
+	ServerName string
+	// TokenFile holds the bootstrap token. It is read only when the agent
+	// has no valid certificate.
+	TokenFile string
+	// StateDir keeps the agent's key and certificate.
+	StateDir string
+	// Kubeconfig and KubeContext select the cluster; both empty means
+	// in-cluster configuration.
+	Kubeconfig  string
+	KubeContext string
+
+	ClusterDomain     string
+	Debounce          time.Duration
+	IncludeNamespaces string
+	ExcludeNamespaces string
+	AdminAddr         string
+	Namespace         string
+	Replica           string
+
+	flags *platform.Flags
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Install:       snapshots.DefaultInstall,
+		TrustDomain:   pki.DefaultTrustDomain,
+		StateDir:      "/var/run/meshplane/agent",
+		ClusterDomain: "cluster.local",
+		Debounce:      100 * time.Millisecond,
+		AdminAddr:     ":9988",
+		Namespace:     os.Getenv("POD_NAMESPACE"),
+		Replica:       host,
+	}
+}
+
+// AddFlags registers the configuration's flags.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	f := platform.NewFlags(fs, "")
+	c.flags = f
+	f.String(&c.Cluster, "cluster", "name of this cluster (required)")
+	f.String(&c.Install, "install", "install name of the management plane")
+	f.String(&c.TrustDomain, "trust-domain", "SPIFFE trust domain of Meshplane identities")
+	f.String(&c.RelayAddr, "relay-addr", "management plane address (host:port) for every service without its own")
+	f.String(&c.RegistrationAddr, "registration-addr", "registration service address; default --relay-addr")
+	f.String(&c.IngestAddr, "ingest-addr", "ingest service address; default --relay-addr")
+	f.String(&c.DistributionAddr, "distribution-addr", "distribution service address; default --relay-addr")
+	f.String(&c.RelayCAFile, "relay-ca-file", "roots that sign the management plane's certificates (required)")
+	f.String(&c.ServerName, "server-name", "name to verify in the management plane's certificates; default the address host")
+	f.String(&c.TokenFile, "token-file", "file holding the bootstrap token")
+	f.String(&c.StateDir, "state-dir", "directory for the agent's key and certificate")
+	f.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of this cluster; empty means in-cluster")
+	f.String(&c.KubeContext, "kube-context", "kubeconfig context")
+	f.String(&c.ClusterDomain, "cluster-domain", "DNS suffix of Services in this cluster")
+	f.Duration(&c.Debounce, "debounce", "how long a burst of changes may settle before a snapshot is pushed")
+	f.String(&c.IncludeNamespaces, "include-namespaces", "comma-separated namespaces to discover; empty means all")
+	f.String(&c.ExcludeNamespaces, "exclude-namespaces", "comma-separated namespaces to leave out")
+	f.String(&c.AdminAddr, "admin-addr", "address of /healthz, /readyz and /metrics")
+	f.String(&c.Namespace, "namespace", "namespace the agent runs in")
+	f.String(&c.Replica, "replica", "name of this replica")
+}
+
+func (c *Config) addr(specific string) string {
+	if specific != "" {
+		return specific
+	}
+	return c.RelayAddr
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.flags != nil {
+		errs = append(errs, c.flags.Err())
+	}
+	if err := pki.ValidateName(c.Cluster); err != nil {
+		errs = append(errs, fmt.Errorf("--cluster: %w", err))
+	}
+	for name, v := range map[string]string{"registration": c.RegistrationAddr, "ingest": c.IngestAddr, "distribution": c.DistributionAddr} {
+		if c.addr(v) == "" {
+			errs = append(errs, fmt.Errorf("no address for %s: set --relay-addr or --%s-addr", name, name))
+		}
+	}
+	if c.RelayCAFile == "" {
+		errs = append(errs, errors.New("--relay-ca-file is required: the agent must verify the management plane"))
+	}
+	if c.StateDir == "" {
+		errs = append(errs, errors.New("--state-dir must not be empty"))
+	}
+	if c.Install == "" || c.TrustDomain == "" {
+		errs = append(errs, errors.New("--install and --trust-domain must not be empty"))
+	}
+	if c.Debounce < 0 {
+		errs = append(errs, errors.New("--debounce must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,183 @@
+// Package service is the composition root of the agent.
+package service
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
+	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
+	"github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1/registrationv1connect"
+	"github.com/meshplane/meshplane/libs/kube"
+	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/meshplane/meshplane/services/agent/internal/adapters/connectrpc"
+	"github.com/meshplane/meshplane/services/agent/internal/adapters/files"
+	kubeadapter "github.com/meshplane/meshplane/services/agent/internal/adapters/kube"
+	"github.com/meshplane/meshplane/services/agent/internal/app"
+	"github.com/meshplane/meshplane/services/agent/internal/domain"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+)
+
+// Name is the component's name in logs and metrics.
+const Name = "agent"
+
+// Option overrides a dependency, for tests.
+type Option func(*Agent)
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(a *Agent) { a.log = l } }
+
+// WithRegistry sets the metrics registry served on the admin port.
+func WithRegistry(r *prometheus.Registry) Option { return func(a *Agent) { a.reg = r } }
+
+// WithAdminListener serves the admin endpoints on ln instead of
+// cfg.AdminAddr.
+func WithAdminListener(ln net.Listener) Option { return func(a *Agent) { a.adminLn = ln } }
+
+// Agent is a built agent.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	adminLn net.Listener
+	metrics *metrics
+}
+
+// New builds the agent. Nothing connects until Run.
+func New(cfg Config, opts ...Option) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, o := range opts {
+		o(a)
+	}
+	if a.reg == nil {
+		a.reg = platform.NewRegistry()
+	}
+	a.log = a.log.With("component", Name, "cluster", cfg.Cluster)
+	m, err := newMetrics(a.reg)
+	if err != nil {
+		return nil, err
+	}
+	a.metrics = m
+	return a, nil
+}
+
+func (a *Agent) clientOptions(addr string, withCert app.CertificateSource) platform.ClientOptions {
+	o := platform.NewClientOptions()
+	o.Addr = addr
+	o.CAFile = a.cfg.RelayCAFile
+	o.ServerName = a.cfg.ServerName
+	if withCert != nil {
+		o.CertificateSource = withCert
+	}
+	return o
+}
+
+func (a *Agent) httpClient(o platform.ClientOptions) (connectClient, error) {
+	if err := o.Validate(); err != nil {
+		return connectClient{}, err
+	}
+	c, err := platform.NewHTTPClient(o, a.log)
+	if err != nil {
+		return connectClient{}, err
+	}
+	return connectClient{c: c, url: platform.BaseURL(o), opts: o}, nil
+}
+
+// Run registers, then discovers, pushes and applies until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	admin, err := a.adminServer()
+	if err != nil {
+		return err
+	}
+	adminCtx, stopAdmin := context.WithCancel(context.Background())
+	defer stopAdmin()
+	adminDone := make(chan error, 1)
+	go func() { adminDone <- admin.serve(adminCtx) }()
+
+	restCfg, err := kube.RESTConfigFromKubeconfig(a.cfg.Kubeconfig, a.cfg.KubeContext)
+	if err != nil {
+		return fmt.Errorf("kubernetes config: %w", err)
+	}
+	restCfg.UserAgent = "meshplane-agent/" + platform.Version
+	clientset, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
+
+	regClient, err := a.httpClient(a.clientOptions(a.cfg.addr(a.cfg.RegistrationAddr), nil))
+	if err != nil {
+		return fmt.Errorf("registration client: %w", err)
+	}
+	registrar := connectrpc.NewRegistrar(registrationv1connect.NewRegistrationServiceClient(regClient.c, regClient.url, regClient.options()...), platform.Version)
+	identity := app.NewIdentity(a.cfg.Cluster, a.cfg.TrustDomain, a.readToken, files.Credentials{Dir: a.cfg.StateDir}, registrar, a.log)
+	if err := identity.Ensure(ctx); err != nil {
+		return fmt.Errorf("obtain identity: %w", err)
+	}
+
+	ingestClient, err := a.httpClient(a.clientOptions(a.cfg.addr(a.cfg.IngestAddr), identity.Certificate))
+	if err != nil {
+		return fmt.Errorf("ingest client: %w", err)
+	}
+	distClient, err := a.httpClient(a.clientOptions(a.cfg.addr(a.cfg.DistributionAddr), identity.Certificate))
+	if err != nil {
+		return fmt.Errorf("distribution client: %w", err)
+	}
+	relay := connectrpc.NewRelay(
+		ingestv1connect.NewIngestServiceClient(ingestClient.c, ingestClient.url, ingestClient.options()...),
+		distributionv1connect.NewDistributionServiceClient(distClient.c, distClient.url, distClient.options()...),
+		platform.Version)
+
+	reader, err := kubeadapter.NewReader(ctx, clientset, kubeadapter.NamespaceFilter{
+		Include: splitList(a.cfg.IncludeNamespaces), Exclude: splitList(a.cfg.ExcludeNamespaces),
+	}, 10*time.Minute)
+	if err != nil {
+		return err
+	}
+	id := domain.Identity{
+		Cluster: a.cfg.Cluster, AgentVersion: platform.Version, Replica: a.cfg.Replica,
+		Namespace: a.cfg.Namespace, ClusterDomain: a.cfg.ClusterDomain,
+	}
+	pusher := app.NewPusher(id, reader, relay, a.metrics, a.log, a.cfg.Debounce)
+	syncer := app.NewSyncer(relay, kubeadapter.NewApplier(dyn, mapper, a.cfg.Install, a.cfg.Cluster), a.metrics, a.log)
+	admin.setReady(true)
+	a.log.Info("agent running")
+
+	err = platform.RunAll(ctx, pusher.Run, syncer.Run)
+	stopAdmin()
+	<-adminDone
+	return err
+}
+
+func (a *Agent) readToken() (string, error) {
+	if a.cfg.TokenFile == "" {
+		return "", fmt.Errorf("no valid certificate in %s and no --token-file to register with", a.cfg.StateDir)
+	}
+	b, err := os.ReadFile(a.cfg.TokenFile)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}

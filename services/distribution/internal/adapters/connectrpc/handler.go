@@ -1,0 +1,69 @@
+// Package connectrpc is distribution's inbound adapter: DistributionService
+// over Connect, gRPC and gRPC-Web.
+package connectrpc
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+	distributionv1 "github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1"
+	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/meshplane/meshplane/services/distribution/internal/app"
+)
+
+// Handler implements DistributionService.
+type Handler struct {
+	distributionv1connect.UnimplementedDistributionServiceHandler
+	d *app.Distributor
+}
+
+var _ distributionv1connect.DistributionServiceHandler = (*Handler)(nil)
+
+// NewHandler returns a handler over the distributor.
+func NewHandler(d *app.Distributor) *Handler { return &Handler{d: d} }
+
+// Watch serves the caller's own cluster, named by its certificate.
+func (h *Handler) Watch(ctx context.Context, req *connect.Request[distributionv1.WatchRequest], stream *connect.ServerStream[distributionv1.WatchResponse]) error {
+	cluster, err := platform.ClusterFromContext(ctx)
+	if err != nil {
+		return err
+	}
+	err = h.d.Watch(ctx, cluster, req.Msg.GetVersion(), func(s *snapshotv1.OutputSnapshot) error {
+		return stream.Send(&distributionv1.WatchResponse{Snapshot: s})
+	})
+	if err != nil {
+		return toConnect(err)
+	}
+	return nil
+}
+
+func (h *Handler) Ack(ctx context.Context, req *connect.Request[distributionv1.AckRequest]) (*connect.Response[distributionv1.AckResponse], error) {
+	cluster, err := platform.ClusterFromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.d.Ack(ctx, cluster, req.Msg.GetVersion(), req.Msg.GetResults()); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&distributionv1.AckResponse{}), nil
+}
+
+func (h *Handler) ListAcks(ctx context.Context, _ *connect.Request[distributionv1.ListAcksRequest]) (*connect.Response[distributionv1.ListAcksResponse], error) {
+	recs, latest, err := h.d.ListAcks(ctx)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	resp := &distributionv1.ListAcksResponse{}
+	for _, r := range recs {
+		resp.Clusters = append(resp.Clusters, &distributionv1.ClusterAck{
+			Cluster:       r.Cluster,
+			LatestVersion: latest[r.Cluster],
+			AckedVersion:  r.Version,
+			ApplyErrors:   uint32(r.ApplyErrors),
+			Connected:     h.d.Connected(r.Cluster),
+		})
+	}
+	return connect.NewResponse(resp), nil
+}

@@ -1,0 +1,40 @@
+// Package memory keeps acknowledgements in process memory.
+package memory
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/meshplane/meshplane/services/distribution/internal/app"
+)
+
+// Acks is an app.AckStore in memory.
+type Acks struct {
+	mu   sync.RWMutex
+	acks map[string]app.AckRecord
+}
+
+var _ app.AckStore = (*Acks)(nil)
+
+// NewAcks returns an empty store.
+func NewAcks() *Acks { return &Acks{acks: map[string]app.AckRecord{}} }
+
+func (a *Acks) PutAck(_ context.Context, rec app.AckRecord) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.acks[rec.Cluster] = rec
+	return nil
+}
+
+func (a *Acks) ListAcks(context.Context) ([]app.AckRecord, error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	out := make([]app.AckRecord, 0, len(a.acks))
+	for _, r := range a.acks {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(x, y app.AckRecord) int { return strings.Compare(x.Cluster, y.Cluster) })
+	return out, nil
+}

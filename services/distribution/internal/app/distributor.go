@@ -1,0 +1,215 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"google.golang.org/protobuf/proto"
+)
+
+// ErrInvalidAck is returned for an acknowledgement that cannot be recorded.
+var ErrInvalidAck = errors.New("invalid acknowledgement")
+
+// Distributor serves output snapshots to watching agents. It follows the
+// store's change notices once for the whole replica and wakes only the
+// watchers of the cluster that changed. A watcher's wake-up channel holds at
+// most one signal, so a slow agent never blocks others and is simply sent
+// the newest version when it is ready.
+type Distributor struct {
+	source  OutputSource
+	acks    AckStore
+	metrics Metrics
+	log     *slog.Logger
+
+	// resyncEvery bounds how long a missed notice can delay a watcher.
+	resyncEvery time.Duration
+
+	mu       sync.Mutex
+	watchers map[string]map[chan struct{}]struct{}
+}
+
+// NewDistributor returns a distributor. Run must be running for watchers to
+// see changes.
+func NewDistributor(source OutputSource, acks AckStore, metrics Metrics, log *slog.Logger) *Distributor {
+	if metrics == nil {
+		metrics = NopMetrics{}
+	}
+	return &Distributor{
+		source: source, acks: acks, metrics: metrics, log: log,
+		resyncEvery: 30 * time.Second,
+		watchers:    map[string]map[chan struct{}]struct{}{},
+	}
+}
+
+// Run follows the store's changes until ctx ends. When the subscription
+// fails it retries, and wakes every watcher after each new subscription.
+func (d *Distributor) Run(ctx context.Context) error {
+	for {
+		changes, err := d.source.Subscribe(ctx)
+		if err != nil {
+			d.log.Warn("output store subscription failed; retrying", "error", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+				continue
+			}
+		}
+		d.wakeAll()
+		ticker := time.NewTicker(d.resyncEvery)
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				ticker.Stop()
+				return nil
+			case <-ticker.C:
+				d.wakeAll()
+			case c, ok := <-changes:
+				if !ok {
+					break loop
+				}
+				if c.Resync {
+					d.wakeAll()
+				} else {
+					d.wake(c.Cluster)
+				}
+			}
+		}
+		ticker.Stop()
+	}
+}
+
+func (d *Distributor) subscribe(cluster string) chan struct{} {
+	ch := make(chan struct{}, 1)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.watchers[cluster] == nil {
+		d.watchers[cluster] = map[chan struct{}]struct{}{}
+	}
+	d.watchers[cluster][ch] = struct{}{}
+	return ch
+}
+
+func (d *Distributor) unsubscribe(cluster string, ch chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.watchers[cluster], ch)
+	if len(d.watchers[cluster]) == 0 {
+		delete(d.watchers, cluster)
+	}
+}
+
+func (d *Distributor) wake(cluster string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for ch := range d.watchers[cluster] {
+		signal(ch)
+	}
+}
+
+func (d *Distributor) wakeAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, set := range d.watchers {
+		for ch := range set {
+			signal(ch)
+		}
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Watch sends the cluster's output snapshot each time its version differs
+// from the one the agent last had, starting from have. It returns when ctx
+// ends or send fails.
+func (d *Distributor) Watch(ctx context.Context, cluster, have string, send func(*snapshotv1.OutputSnapshot) error) error {
+	wake := d.subscribe(cluster)
+	defer d.unsubscribe(cluster, wake)
+	d.metrics.WatchStarted(cluster)
+	defer d.metrics.WatchEnded(cluster)
+
+	signal(wake) // look once at the start
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		}
+		version, err := d.source.Version(ctx, cluster)
+		if errors.Is(err, snapshots.ErrNotFound) || (err == nil && version == have) {
+			continue
+		}
+		if err != nil {
+			// The store is unreachable: the agent keeps what it has. The
+			// resync ticker brings us back here.
+			d.log.Warn("reading an output version failed", "cluster", cluster, "error", err)
+			continue
+		}
+		e, err := d.source.Get(ctx, cluster)
+		if err != nil {
+			d.log.Warn("reading an output failed", "cluster", cluster, "error", err)
+			continue
+		}
+		if e.Version == have {
+			continue
+		}
+		if err := send(e.Value); err != nil {
+			return fmt.Errorf("send version %s to cluster %q: %w", e.Version, cluster, err)
+		}
+		d.metrics.SnapshotSent(cluster, proto.Size(e.Value))
+		have = e.Version
+	}
+}
+
+// Ack records the outcome of applying a version.
+func (d *Distributor) Ack(ctx context.Context, cluster, version string, results []*snapshotv1.ApplyResult) error {
+	if version == "" {
+		return fmt.Errorf("%w: version is empty", ErrInvalidAck)
+	}
+	errs := 0
+	for _, r := range results {
+		if r.GetOutcome() == snapshotv1.ApplyOutcome_APPLY_OUTCOME_REJECTED || r.GetOutcome() == snapshotv1.ApplyOutcome_APPLY_OUTCOME_CONFLICT {
+			errs++
+		}
+	}
+	if err := d.acks.PutAck(ctx, AckRecord{Cluster: cluster, Version: version, Results: results, ApplyErrors: errs}); err != nil {
+		return fmt.Errorf("record ack of cluster %q: %w", cluster, err)
+	}
+	d.metrics.Acked(cluster, errs)
+	return nil
+}
+
+// ListAcks returns the latest acknowledgement of each cluster, with the
+// newest published version.
+func (d *Distributor) ListAcks(ctx context.Context) ([]AckRecord, map[string]string, error) {
+	recs, err := d.acks.ListAcks(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	latest := map[string]string{}
+	for _, r := range recs {
+		if v, err := d.source.Version(ctx, r.Cluster); err == nil {
+			latest[r.Cluster] = v
+		}
+	}
+	return recs, latest, nil
+}
+
+// Connected reports whether a cluster has a watcher on this replica.
+func (d *Distributor) Connected(cluster string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.watchers[cluster]) > 0
+}

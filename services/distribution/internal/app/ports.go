@@ -1,0 +1,47 @@
+// Package app holds the distribution use cases: serve each agent the newest
+// output snapshot of its cluster, and record what it applied.
+package app
+
+import (
+	"context"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
+)
+
+// OutputSource is where output snapshots come from: the shared store.
+type OutputSource interface {
+	Get(ctx context.Context, cluster string) (snapshots.Entry[*snapshotv1.OutputSnapshot], error)
+	Version(ctx context.Context, cluster string) (string, error)
+	Subscribe(ctx context.Context) (<-chan snapshots.Change, error)
+}
+
+// AckRecord is what a cluster last acknowledged.
+type AckRecord struct {
+	Cluster     string
+	Version     string
+	Results     []*snapshotv1.ApplyResult
+	ApplyErrors int
+}
+
+// AckStore keeps the latest acknowledgement of each cluster.
+type AckStore interface {
+	PutAck(ctx context.Context, rec AckRecord) error
+	ListAcks(ctx context.Context) ([]AckRecord, error)
+}
+
+// Metrics records what distribution did.
+type Metrics interface {
+	WatchStarted(cluster string)
+	WatchEnded(cluster string)
+	SnapshotSent(cluster string, bytes int)
+	Acked(cluster string, applyErrors int)
+}
+
+// NopMetrics discards everything.
+type NopMetrics struct{}
+
+func (NopMetrics) WatchStarted(string)      {}
+func (NopMetrics) WatchEnded(string)        {}
+func (NopMetrics) SnapshotSent(string, int) {}
+func (NopMetrics) Acked(string, int)        {}

@@ -1,0 +1,37 @@
+// Package app holds the ingest use cases: accept a cluster's input
+// snapshot, keep it safe, tell translation, and track which clusters are
+// connected.
+package app
+
+import (
+	"context"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
+)
+
+// SnapshotStore keeps the latest input snapshot of each cluster.
+type SnapshotStore interface {
+	Put(ctx context.Context, cluster, version string, s *snapshotv1.InputSnapshot) error
+	Get(ctx context.Context, cluster string) (snapshots.Entry[*snapshotv1.InputSnapshot], error)
+	Version(ctx context.Context, cluster string) (string, error)
+}
+
+// TranslationNotifier tells translation that a cluster's input changed.
+type TranslationNotifier interface {
+	Notify(ctx context.Context, cluster, version string, s *snapshotv1.InputSnapshot) error
+}
+
+// Metrics records what ingest did.
+type Metrics interface {
+	PushReceived(cluster string, bytes int, err error)
+	ClientConnected(cluster string)
+	ClientDisconnected(cluster string)
+}
+
+// NopMetrics discards everything.
+type NopMetrics struct{}
+
+func (NopMetrics) PushReceived(string, int, error) {}
+func (NopMetrics) ClientConnected(string)          {}
+func (NopMetrics) ClientDisconnected(string)       {}

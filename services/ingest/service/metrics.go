@@ -1,0 +1,50 @@
+package service
+
+import (
+	"github.com/meshplane/meshplane/services/ingest/internal/app"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	connected *prometheus.GaugeVec
+	pushes    *prometheus.CounterVec
+	bytes     *prometheus.HistogramVec
+}
+
+var _ app.Metrics = (*metrics)(nil)
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshplane_ingest_push_clients_connected",
+			Help: "Agents with an open push stream on this replica, by cluster.",
+		}, []string{"cluster"}),
+		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshplane_ingest_pushes_total",
+			Help: "Input snapshots received, by cluster and result.",
+		}, []string{"cluster", "result"}),
+		bytes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "meshplane_ingest_snapshot_bytes",
+			Help:    "Size of input snapshots received, by cluster.",
+			Buckets: prometheus.ExponentialBuckets(1024, 4, 10),
+		}, []string{"cluster"}),
+	}
+	for _, c := range []prometheus.Collector{m.connected, m.pushes, m.bytes} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) PushReceived(cluster string, bytes int, err error) {
+	result := "ok"
+	if err != nil {
+		result = "refused"
+	}
+	m.pushes.WithLabelValues(cluster, result).Inc()
+	m.bytes.WithLabelValues(cluster).Observe(float64(bytes))
+}
+
+func (m *metrics) ClientConnected(cluster string)    { m.connected.WithLabelValues(cluster).Inc() }
+func (m *metrics) ClientDisconnected(cluster string) { m.connected.WithLabelValues(cluster).Dec() }

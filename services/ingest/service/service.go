@@ -1,0 +1,195 @@
+// Package service is the composition root of the ingest service.
+package service
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1/translationv1connect"
+	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/ingest/internal/adapters/connectrpc"
+	"github.com/meshplane/meshplane/services/ingest/internal/app"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// Name is the service's name in its SPIFFE ID and metrics.
+const Name = "ingest"
+
+// Config is everything the service reads at start.
+type Config struct {
+	Install string
+	// Replica names this process in connectivity reports; default the host
+	// name (the pod name in Kubernetes).
+	Replica string
+	Redis   snapshots.RedisOptions
+	// Translation is how to reach the translation service; unused when the
+	// all-in-one process wires translation in directly.
+	Translation platform.ClientOptions
+	// FlushInterval is how often snapshots accepted while Redis was down
+	// are retried.
+	FlushInterval time.Duration
+
+	flags *platform.Flags
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	tr := platform.NewClientOptions()
+	tr.Addr = "translation:9903"
+	return Config{Install: snapshots.DefaultInstall, Replica: host, Redis: snapshots.NewRedisOptions(), Translation: tr, FlushInterval: time.Second}
+}
+
+// AddFlags registers the configuration's flags.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	c.flags = platform.NewFlags(fs, "")
+	c.flags.String(&c.Install, "install", "install name; selects the install's keys in Redis")
+	c.flags.String(&c.Replica, "replica", "name of this replica in connectivity reports")
+	c.flags.Duration(&c.FlushInterval, "flush-interval", "how often snapshots kept in memory during a Redis outage are retried")
+	c.Redis.AddFlags(fs)
+	c.Translation.AddFlags(fs, "translation")
+}
+
+// Validate checks the configuration. The translation client is checked by
+// New, which knows whether it is needed.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.flags != nil {
+		errs = append(errs, c.flags.Err())
+	}
+	if c.Install == "" {
+		errs = append(errs, errors.New("--install must not be empty"))
+	}
+	if c.FlushInterval <= 0 {
+		errs = append(errs, errors.New("--flush-interval must be positive"))
+	}
+	errs = append(errs, c.Redis.Validate())
+	return errors.Join(errs...)
+}
+
+// TranslationNotifier tells translation about a changed input. The
+// translation service's *service.Service satisfies it, for the all-in-one
+// process.
+type TranslationNotifier = app.TranslationNotifier
+
+// Option overrides a dependency, for the all-in-one process and tests.
+type Option func(*deps)
+
+type deps struct {
+	log      *slog.Logger
+	reg      prometheus.Registerer
+	inputs   snapshots.Store[*snapshotv1.InputSnapshot]
+	notifier TranslationNotifier
+}
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(d *deps) { d.log = l } }
+
+// WithRegisterer sets where metrics are registered.
+func WithRegisterer(r prometheus.Registerer) Option { return func(d *deps) { d.reg = r } }
+
+// WithInputs sets the input store instead of the one the configuration
+// names.
+func WithInputs(s snapshots.Store[*snapshotv1.InputSnapshot]) Option {
+	return func(d *deps) { d.inputs = s }
+}
+
+// WithNotifier sets how translation is told about changes, instead of a
+// client of cfg.Translation.
+func WithNotifier(n TranslationNotifier) Option { return func(d *deps) { d.notifier = n } }
+
+// Service is a built ingest service.
+type Service struct {
+	ingestor *app.Ingestor
+	handler  *connectrpc.Handler
+	flusher  interface{ Run(context.Context, time.Duration) }
+	flush    time.Duration
+	redis    redis.UniversalClient
+}
+
+// New builds the service.
+func New(cfg Config, opts ...Option) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d := deps{log: slog.New(slog.NewTextHandler(io.Discard, nil)), reg: prometheus.NewRegistry()}
+	for _, o := range opts {
+		o(&d)
+	}
+	log := d.log.With("service", Name)
+	s := &Service{flush: cfg.FlushInterval}
+	newInput := func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} }
+	if d.inputs == nil {
+		if cfg.Redis.Enabled() {
+			client, err := cfg.Redis.NewClient()
+			if err != nil {
+				return nil, err
+			}
+			s.redis = client
+			// Pushes are accepted while Redis is down and written through
+			// when it returns.
+			d.inputs = snapshots.NewWriteThrough(snapshots.NewRedis(client, cfg.Install, snapshots.Inputs, newInput), snapshots.NewMemory(newInput), log)
+		} else {
+			d.inputs = snapshots.NewMemory(newInput)
+		}
+	}
+	if d.notifier == nil {
+		if err := cfg.Translation.Validate(); err != nil {
+			return nil, err
+		}
+		httpClient, err := platform.NewHTTPClient(cfg.Translation, log)
+		if err != nil {
+			return nil, err
+		}
+		client := translationv1connect.NewTranslationServiceClient(httpClient, platform.BaseURL(cfg.Translation), platform.DefaultClientOptions(cfg.Translation)...)
+		d.notifier = connectrpc.NewNotifier(client)
+	}
+	// A write-through store (built here or passed in) needs its flush loop.
+	if f, ok := d.inputs.(interface{ Run(context.Context, time.Duration) }); ok {
+		s.flusher = f
+	}
+	m, err := newMetrics(d.reg)
+	if err != nil {
+		return nil, err
+	}
+	s.ingestor = app.NewIngestor(d.inputs, d.notifier, m, log, cfg.Replica)
+	s.handler = connectrpc.NewHandler(s.ingestor, log)
+	return s, nil
+}
+
+// Mount registers the service's handlers on srv. Agents push for their own
+// cluster; the queries are for management services and tools.
+func (s *Service) Mount(srv *platform.Server) {
+	srv.Handle(ingestv1connect.NewIngestServiceHandler(s.handler, srv.HandlerOptions()...))
+	srv.RegisterServices(ingestv1connect.IngestServiceName)
+	srv.AddAccessPolicy(platform.AccessPolicy{
+		ingestv1connect.IngestServicePushProcedure:             platform.AllowCluster,
+		ingestv1connect.IngestServiceListClustersProcedure:     platform.AllowService,
+		ingestv1connect.IngestServiceGetInputSnapshotProcedure: platform.AllowService,
+	})
+}
+
+// Run writes through snapshots kept in memory during a Redis outage until
+// ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	defer func() {
+		if s.redis != nil {
+			s.redis.Close()
+		}
+	}()
+	if s.flusher != nil {
+		s.flusher.Run(ctx, s.flush)
+		return nil
+	}
+	<-ctx.Done()
+	return nil
+}

@@ -1,0 +1,55 @@
+// Package connectrpc is registration's inbound adapter: RegistrationService
+// over Connect, gRPC and gRPC-Web.
+package connectrpc
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+	registrationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1"
+	"github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1/registrationv1connect"
+	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/meshplane/meshplane/services/registration/internal/app"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Handler implements RegistrationService.
+type Handler struct {
+	registrationv1connect.UnimplementedRegistrationServiceHandler
+	r *app.Registrar
+}
+
+var _ registrationv1connect.RegistrationServiceHandler = (*Handler)(nil)
+
+// NewHandler returns a handler over the registrar.
+func NewHandler(r *app.Registrar) *Handler { return &Handler{r: r} }
+
+// Register needs no client certificate: the token stands in for it.
+func (h *Handler) Register(ctx context.Context, req *connect.Request[registrationv1.RegisterRequest]) (*connect.Response[registrationv1.RegisterResponse], error) {
+	issued, err := h.r.Register(ctx, req.Msg.GetCluster(), req.Msg.GetToken(), req.Msg.GetCsrPem(), req.Msg.GetAgentVersion())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&registrationv1.RegisterResponse{
+		CertificateChainPem: issued.ChainPEM, TrustBundlePem: issued.BundlePEM, ExpiresAt: timestamppb.New(issued.ExpiresAt),
+	}), nil
+}
+
+// Renew signs for the cluster named by the caller's certificate.
+func (h *Handler) Renew(ctx context.Context, req *connect.Request[registrationv1.RenewRequest]) (*connect.Response[registrationv1.RenewResponse], error) {
+	cluster, err := platform.ClusterFromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	issued, err := h.r.Renew(ctx, cluster, req.Msg.GetCsrPem())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&registrationv1.RenewResponse{
+		CertificateChainPem: issued.ChainPEM, TrustBundlePem: issued.BundlePEM, ExpiresAt: timestamppb.New(issued.ExpiresAt),
+	}), nil
+}
+
+func (h *Handler) GetTrustBundle(context.Context, *connect.Request[registrationv1.GetTrustBundleRequest]) (*connect.Response[registrationv1.GetTrustBundleResponse], error) {
+	return connect.NewResponse(&registrationv1.GetTrustBundleResponse{TrustBundlePem: h.r.TrustBundle()}), nil
+}

@@ -1,0 +1,39 @@
+// Package app holds the translation use cases: keep every cluster's latest
+// input, translate after a burst of changes settles, and publish the outputs
+// that changed.
+package app
+
+import (
+	"context"
+	"time"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
+)
+
+// InputSource is where inputs are read from at start and after a missed
+// notice: the shared store.
+type InputSource interface {
+	List(ctx context.Context) ([]snapshots.Entry[*snapshotv1.InputSnapshot], error)
+	Get(ctx context.Context, cluster string) (snapshots.Entry[*snapshotv1.InputSnapshot], error)
+	Subscribe(ctx context.Context) (<-chan snapshots.Change, error)
+}
+
+// OutputPublisher receives every output snapshot whose version changed.
+type OutputPublisher interface {
+	Put(ctx context.Context, cluster, version string, s *snapshotv1.OutputSnapshot) error
+}
+
+// Metrics records what translation did. The service wires Prometheus.
+type Metrics interface {
+	ObserveTranslation(d time.Duration, err error)
+	ObserveOutput(cluster string, objects, bytes int)
+	ObservePublishError(cluster string)
+}
+
+// NopMetrics discards everything.
+type NopMetrics struct{}
+
+func (NopMetrics) ObserveTranslation(time.Duration, error) {}
+func (NopMetrics) ObserveOutput(string, int, int)          {}
+func (NopMetrics) ObservePublishError(string)              {}

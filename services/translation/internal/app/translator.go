@@ -1,0 +1,274 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/translation/internal/domain"
+	"google.golang.org/protobuf/proto"
+)
+
+// ErrInvalidInput is returned for an input that cannot be used.
+var ErrInvalidInput = errors.New("invalid input")
+
+// Config tunes the translator.
+type Config struct {
+	Domain domain.Options
+	// Debounce is how long a burst of input changes may settle before one
+	// translation runs.
+	Debounce time.Duration
+	// RetryInterval is how often unpublished outputs are retried.
+	RetryInterval time.Duration
+}
+
+// Translator keeps the latest input of every cluster in memory, so that it
+// goes on translating while the store is down, and publishes each changed
+// output.
+type Translator struct {
+	cfg     Config
+	source  InputSource
+	publish OutputPublisher
+	metrics Metrics
+	log     *slog.Logger
+	now     func() time.Time
+
+	kick chan struct{}
+
+	mu        sync.RWMutex
+	inputs    map[string]*snapshotv1.InputSnapshot
+	outputs   map[string]*snapshotv1.OutputSnapshot
+	published map[string]string // cluster -> version in the publisher
+}
+
+// NewTranslator returns a translator. Run starts it.
+func NewTranslator(cfg Config, source InputSource, publish OutputPublisher, metrics Metrics, log *slog.Logger) *Translator {
+	if metrics == nil {
+		metrics = NopMetrics{}
+	}
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = time.Second
+	}
+	return &Translator{
+		cfg: cfg, source: source, publish: publish, metrics: metrics, log: log, now: time.Now,
+		kick:      make(chan struct{}, 1),
+		inputs:    map[string]*snapshotv1.InputSnapshot{},
+		outputs:   map[string]*snapshotv1.OutputSnapshot{},
+		published: map[string]string{},
+	}
+}
+
+// Submit records a cluster's new input snapshot and schedules a
+// translation. An older or equal version is ignored.
+func (t *Translator) Submit(cluster string, in *snapshotv1.InputSnapshot) error {
+	if cluster == "" {
+		return fmt.Errorf("%w: cluster is empty", ErrInvalidInput)
+	}
+	if in == nil {
+		return fmt.Errorf("%w: snapshot is missing", ErrInvalidInput)
+	}
+	if in.GetCluster() != cluster {
+		return fmt.Errorf("%w: snapshot names cluster %q, notice names %q", ErrInvalidInput, in.GetCluster(), cluster)
+	}
+	t.mu.Lock()
+	changed := t.inputs[cluster].GetVersion() != in.GetVersion() || t.inputs[cluster] == nil
+	if changed {
+		t.inputs[cluster] = in
+	}
+	t.mu.Unlock()
+	if changed {
+		t.schedule()
+	}
+	return nil
+}
+
+// Output returns the latest output of a cluster.
+func (t *Translator) Output(cluster string) (*snapshotv1.OutputSnapshot, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	o, ok := t.outputs[cluster]
+	return o, ok
+}
+
+// OutputVersions returns the latest output version of every cluster.
+func (t *Translator) OutputVersions() map[string]string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make(map[string]string, len(t.outputs))
+	for c, o := range t.outputs {
+		out[c] = o.GetVersion()
+	}
+	return out
+}
+
+func (t *Translator) schedule() {
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run loads the stored inputs, follows store changes, and translates after
+// each burst of changes until ctx ends.
+func (t *Translator) Run(ctx context.Context) error {
+	changes, err := t.source.Subscribe(ctx)
+	if err != nil {
+		// The store may be down at start. Translation still runs on what
+		// ingest sends; the store is read again when it returns.
+		t.log.Warn("input store subscription failed; relying on notices from ingest", "error", err)
+		changes = nil
+	}
+	t.loadAll(ctx)
+
+	retry := time.NewTicker(t.cfg.RetryInterval)
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case c, ok := <-changes:
+			if !ok {
+				changes = nil
+				continue
+			}
+			t.onStoreChange(ctx, c)
+		case <-retry.C:
+			t.publishPending(ctx)
+		case <-t.kick:
+			if !t.settle(ctx) {
+				return nil
+			}
+			t.translate(ctx)
+		}
+	}
+}
+
+// settle waits until no new kick arrives for the debounce interval.
+func (t *Translator) settle(ctx context.Context) bool {
+	if t.cfg.Debounce <= 0 {
+		return true
+	}
+	timer := time.NewTimer(t.cfg.Debounce)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.kick:
+			// Keep the debounce bounded: one more interval at most.
+		case <-timer.C:
+			return true
+		}
+	}
+}
+
+func (t *Translator) loadAll(ctx context.Context) {
+	entries, err := t.source.List(ctx)
+	if err != nil {
+		t.log.Warn("reading inputs from the store failed; using what is in memory", "error", err)
+		return
+	}
+	for _, e := range entries {
+		t.adopt(e.Cluster, e.Value)
+	}
+}
+
+func (t *Translator) onStoreChange(ctx context.Context, c snapshots.Change) {
+	if c.Resync {
+		t.loadAll(ctx)
+		return
+	}
+	if c.Deleted {
+		// Inputs are never dropped because of a store event: a cluster that
+		// disconnects keeps its outputs (DESIGN.md section 7).
+		return
+	}
+	t.mu.RLock()
+	have := t.inputs[c.Cluster].GetVersion()
+	t.mu.RUnlock()
+	if have == c.Version {
+		return
+	}
+	e, err := t.source.Get(ctx, c.Cluster)
+	if err != nil {
+		t.log.Warn("reading an input from the store failed", "cluster", c.Cluster, "error", err)
+		return
+	}
+	t.adopt(e.Cluster, e.Value)
+}
+
+func (t *Translator) adopt(cluster string, in *snapshotv1.InputSnapshot) {
+	if err := t.Submit(cluster, in); err != nil {
+		t.log.Warn("ignoring a stored input", "cluster", cluster, "error", err)
+	}
+}
+
+func (t *Translator) translate(ctx context.Context) {
+	t.mu.RLock()
+	inputs := maps.Clone(t.inputs)
+	t.mu.RUnlock()
+
+	start := t.now()
+	outputs, err := domain.Translate(inputs, t.cfg.Domain)
+	t.metrics.ObserveTranslation(time.Since(start), err)
+	if err != nil {
+		// The last outputs stay in force.
+		t.log.Error("translation failed; keeping the last outputs", "error", err)
+		return
+	}
+	t.mu.Lock()
+	for c, o := range outputs {
+		t.outputs[c] = o
+	}
+	t.mu.Unlock()
+	t.log.Debug("translated", "clusters", len(outputs), "duration", time.Since(start))
+	t.publishPending(ctx)
+}
+
+// publishPending publishes every output whose version the publisher does not
+// hold yet. Failures are retried on the next tick.
+func (t *Translator) publishPending(ctx context.Context) {
+	t.mu.RLock()
+	var pending []*snapshotv1.OutputSnapshot
+	for c, o := range t.outputs {
+		if t.published[c] != o.GetVersion() {
+			pending = append(pending, o)
+		}
+	}
+	t.mu.RUnlock()
+	slices.SortFunc(pending, func(a, b *snapshotv1.OutputSnapshot) int {
+		if a.GetCluster() < b.GetCluster() {
+			return -1
+		}
+		return 1
+	})
+	for _, o := range pending {
+		if err := t.publish.Put(ctx, o.GetCluster(), o.GetVersion(), o); err != nil {
+			t.metrics.ObservePublishError(o.GetCluster())
+			t.log.Warn("publishing an output failed; will retry", "cluster", o.GetCluster(), "version", o.GetVersion(), "error", err)
+			continue
+		}
+		t.metrics.ObserveOutput(o.GetCluster(), len(o.GetObjects()), proto.Size(o))
+		t.mu.Lock()
+		t.published[o.GetCluster()] = o.GetVersion()
+		t.mu.Unlock()
+		t.log.Info("published output", "cluster", o.GetCluster(), "version", o.GetVersion(), "objects", len(o.GetObjects()))
+	}
+}
+
+// Refresh reads a cluster's input from the store, for a notice that carries
+// no snapshot.
+func (t *Translator) Refresh(ctx context.Context, cluster string) error {
+	e, err := t.source.Get(ctx, cluster)
+	if err != nil {
+		return fmt.Errorf("read input of cluster %q: %w", cluster, err)
+	}
+	return t.Submit(cluster, e.Value)
+}

@@ -1,0 +1,62 @@
+package service
+
+import (
+	"time"
+
+	"github.com/meshplane/meshplane/services/translation/internal/app"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	duration      *prometheus.HistogramVec
+	outputObjects *prometheus.GaugeVec
+	outputBytes   *prometheus.GaugeVec
+	publishErrors *prometheus.CounterVec
+}
+
+var _ app.Metrics = (*metrics)(nil)
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "meshplane_translation_duration_seconds",
+			Help:    "Time to translate every cluster's inputs, by result.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}, []string{"result"}),
+		outputObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshplane_translation_output_objects",
+			Help: "Objects in the latest output snapshot, by cluster.",
+		}, []string{"cluster"}),
+		outputBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshplane_translation_output_bytes",
+			Help: "Encoded size of the latest output snapshot, by cluster.",
+		}, []string{"cluster"}),
+		publishErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshplane_translation_publish_errors_total",
+			Help: "Output snapshots that could not be published, by cluster.",
+		}, []string{"cluster"}),
+	}
+	for _, c := range []prometheus.Collector{m.duration, m.outputObjects, m.outputBytes, m.publishErrors} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) ObserveTranslation(d time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.duration.WithLabelValues(result).Observe(d.Seconds())
+}
+
+func (m *metrics) ObserveOutput(cluster string, objects, bytes int) {
+	m.outputObjects.WithLabelValues(cluster).Set(float64(objects))
+	m.outputBytes.WithLabelValues(cluster).Set(float64(bytes))
+}
+
+func (m *metrics) ObservePublishError(cluster string) {
+	m.publishErrors.WithLabelValues(cluster).Inc()
+}

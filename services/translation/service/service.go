@@ -1,0 +1,168 @@
+// Package service is the composition root of the translation service: its
+// configuration, and the wiring of domain, app and adapters. The standalone
+// binary and the all-in-one process both build the service here.
+package service
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1/translationv1connect"
+	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/translation/internal/adapters/connectrpc"
+	"github.com/meshplane/meshplane/services/translation/internal/app"
+	"github.com/meshplane/meshplane/services/translation/internal/domain"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// Name is the service's name in its SPIFFE ID and metrics.
+const Name = "translation"
+
+// Config is everything the service reads at start.
+type Config struct {
+	Install       string
+	ClusterDomain string
+	Debounce      time.Duration
+	Redis         snapshots.RedisOptions
+
+	flags *platform.Flags
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Install:       snapshots.DefaultInstall,
+		ClusterDomain: "cluster.local",
+		Debounce:      100 * time.Millisecond,
+		Redis:         snapshots.NewRedisOptions(),
+	}
+}
+
+// AddFlags registers the configuration's flags.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	c.flags = platform.NewFlags(fs, "")
+	c.flags.String(&c.Install, "install", "install name, the value of the meshplane.dev/managed-by label")
+	c.flags.String(&c.ClusterDomain, "cluster-domain", "DNS suffix of Services in workload clusters")
+	c.flags.Duration(&c.Debounce, "debounce", "how long a burst of input changes may settle before translating")
+	c.Redis.AddFlags(fs)
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.flags != nil {
+		errs = append(errs, c.flags.Err())
+	}
+	if c.Install == "" {
+		errs = append(errs, errors.New("--install must not be empty"))
+	}
+	if c.Debounce < 0 {
+		errs = append(errs, errors.New("--debounce must not be negative"))
+	}
+	errs = append(errs, c.Redis.Validate())
+	return errors.Join(errs...)
+}
+
+// Option overrides a dependency, for the all-in-one process and tests.
+type Option func(*deps)
+
+type deps struct {
+	log      *slog.Logger
+	reg      prometheus.Registerer
+	inputs   snapshots.Store[*snapshotv1.InputSnapshot]
+	outputs  snapshots.Store[*snapshotv1.OutputSnapshot]
+	redis    redis.UniversalClient
+}
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(d *deps) { d.log = l } }
+
+// WithRegisterer sets where metrics are registered.
+func WithRegisterer(r prometheus.Registerer) Option { return func(d *deps) { d.reg = r } }
+
+// WithStores sets the input and output stores instead of the ones the
+// configuration names.
+func WithStores(in snapshots.Store[*snapshotv1.InputSnapshot], out snapshots.Store[*snapshotv1.OutputSnapshot]) Option {
+	return func(d *deps) { d.inputs, d.outputs = in, out }
+}
+
+// Service is a built translation service.
+type Service struct {
+	log        *slog.Logger
+	translator *app.Translator
+	handler    *connectrpc.Handler
+	redis      redis.UniversalClient
+}
+
+// New builds the service.
+func New(cfg Config, opts ...Option) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d := deps{log: slog.New(slog.NewTextHandler(io.Discard, nil)), reg: prometheus.NewRegistry()}
+	for _, o := range opts {
+		o(&d)
+	}
+	log := d.log.With("service", Name)
+	if d.inputs == nil || d.outputs == nil {
+		if cfg.Redis.Enabled() {
+			client, err := cfg.Redis.NewClient()
+			if err != nil {
+				return nil, err
+			}
+			d.redis = client
+			d.inputs = snapshots.NewRedis(client, cfg.Install, snapshots.Inputs, newInput)
+			d.outputs = snapshots.NewRedis(client, cfg.Install, snapshots.Outputs, newOutput)
+		} else {
+			d.inputs = snapshots.NewMemory(newInput)
+			d.outputs = snapshots.NewMemory(newOutput)
+		}
+	}
+	metrics, err := newMetrics(d.reg)
+	if err != nil {
+		return nil, err
+	}
+	t := app.NewTranslator(app.Config{
+		Domain:   domain.Options{Install: cfg.Install, ClusterDomain: cfg.ClusterDomain},
+		Debounce: cfg.Debounce,
+	}, d.inputs, d.outputs, metrics, log)
+	return &Service{log: log, translator: t, handler: connectrpc.NewHandler(t), redis: d.redis}, nil
+}
+
+func newInput() *snapshotv1.InputSnapshot   { return &snapshotv1.InputSnapshot{} }
+func newOutput() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} }
+
+// Mount registers the service's handlers on srv. Only other management
+// services may call it.
+func (s *Service) Mount(srv *platform.Server) {
+	srv.Handle(translationv1connect.NewTranslationServiceHandler(s.handler, srv.HandlerOptions()...))
+	srv.RegisterServices(translationv1connect.TranslationServiceName)
+	srv.AddAccessPolicy(platform.AccessPolicy{"/" + translationv1connect.TranslationServiceName + "/": platform.AllowService})
+}
+
+// Run runs the translator until ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	defer func() {
+		if s.redis != nil {
+			s.redis.Close()
+		}
+	}()
+	return s.translator.Run(ctx)
+}
+
+// Notify hands a cluster's new input to the translator in process; the
+// all-in-one process wires ingest to it directly.
+func (s *Service) Notify(_ context.Context, cluster, _ string, in *snapshotv1.InputSnapshot) error {
+	if err := s.translator.Submit(cluster, in); err != nil {
+		return fmt.Errorf("translation: %w", err)
+	}
+	return nil
+}
