@@ -49,7 +49,6 @@ func allInOne(args []string) int {
 	}
 	f := platform.NewFlags(fs, "")
 	f.String(&s.install, "install", "install name, the value of the meshplane.dev/managed-by label")
-	f.String(&s.trustDomain, "trust-domain", "SPIFFE trust domain of Meshplane identities")
 	f.String(&s.clusterDomain, "cluster-domain", "DNS suffix of Services in workload clusters")
 	f.Duration(&s.debounce, "debounce", "how long a burst of input changes may settle before translating")
 	f.Duration(&s.certTTL, "cert-ttl", "lifetime of cluster certificates")
@@ -58,6 +57,10 @@ func allInOne(args []string) int {
 	f.String(&s.devPKIDir, "dev-pki-dir", "create a development CA and a server certificate for localhost here, when no --tls-cert-file is given")
 	s.redis.AddFlags(fs)
 	_ = fs.Parse(args)
+	if srvOpts.TrustDomain == "" {
+		srvOpts.TrustDomain = s.trustDomain
+	}
+	s.trustDomain = srvOpts.TrustDomain
 
 	if s.devPKIDir != "" && srvOpts.TLS.CertFile == "" {
 		if s.caDir == "" {

@@ -44,7 +44,6 @@ func DefaultConfig() Config {
 // AddFlags registers the configuration's flags.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags = platform.NewFlags(fs, "")
-	c.flags.String(&c.TrustDomain, "trust-domain", "SPIFFE trust domain of Meshplane identities")
 	c.flags.String(&c.CADir, "ca-dir", "directory of the CA; a development CA is created when empty")
 	c.flags.String(&c.TokensFile, "bootstrap-tokens-file", "file of \"<cluster> <token>\" lines")
 	c.flags.Duration(&c.CertTTL, "cert-ttl", "lifetime of cluster certificates")

@@ -22,6 +22,12 @@ func main() {
 	cfg := service.DefaultConfig()
 	cfg.AddFlags(flag.CommandLine)
 	flag.Parse()
+	// One trust domain: the one the server accepts identities of is the
+	// one registration signs for.
+	if srvOpts.TrustDomain == "" {
+		srvOpts.TrustDomain = cfg.TrustDomain
+	}
+	cfg.TrustDomain = srvOpts.TrustDomain
 
 	os.Exit(platform.RunMain(service.Name, srvOpts, logOpts, func(log *slog.Logger, reg *prometheus.Registry) (platform.Component, error) {
 		return service.New(cfg, service.WithLogger(log), service.WithRegisterer(reg))

@@ -1,0 +1,189 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Plane is a running management plane: four processes, or one all-in-one.
+type Plane struct {
+	PKI   *PKI
+	Dir   string
+	Procs []*Process
+	// Addrs of registration, ingest and distribution for agents, and of
+	// the other services for tests.
+	Registration, Ingest, Translation, Distribution string
+	TokensFile                                      string
+}
+
+// Tokens writes a bootstrap token for each cluster and returns them.
+func writeTokens(path string, clusters []string) (map[string]string, error) {
+	tokens := map[string]string{}
+	var b strings.Builder
+	for _, c := range clusters {
+		tok := "token-" + c + "-" + randomHex(16)
+		tokens[c] = tok
+		fmt.Fprintf(&b, "%s %s\n", c, tok)
+	}
+	return tokens, os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+// PlaneOptions configure StartPlane.
+type PlaneOptions struct {
+	BinDir    string
+	Dir       string
+	RedisAddr string
+	Clusters  []string
+	// AllInOne runs `meshplane all-in-one` instead of four processes.
+	AllInOne bool
+}
+
+// StartPlane starts the management plane and returns it with a bootstrap
+// token per cluster.
+func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string, error) {
+	p := &Plane{Dir: o.Dir, TokensFile: filepath.Join(o.Dir, "tokens")}
+	var err error
+	if p.PKI, err = NewPKI(filepath.Join(o.Dir, "pki"), "meshplane.local"); err != nil {
+		return nil, nil, err
+	}
+	tokens, err := writeTokens(p.TokensFile, o.Clusters)
+	if err != nil {
+		return nil, nil, err
+	}
+	logs := filepath.Join(o.Dir, "logs")
+	if o.AllInOne {
+		return p, tokens, p.startAllInOne(o, logs)
+	}
+
+	type svc struct {
+		name, pkg string
+		extra     func(addr map[string]string) []string
+	}
+	lns := map[string]*tcpPair{}
+	for _, n := range []string{"registration", "ingest", "translation", "distribution"} {
+		pair, err := newPair()
+		if err != nil {
+			return nil, nil, err
+		}
+		lns[n] = pair
+	}
+	addr := map[string]string{}
+	for n, pair := range lns {
+		addr[n] = pair.rpc.Addr().String()
+	}
+	redis := []string{"--redis-addrs", o.RedisAddr}
+	services := []svc{
+		{"registration", CmdRegistration, func(map[string]string) []string {
+			return []string{"--tls-client-auth", "optional", "--ca-dir", p.PKI.CADir, "--bootstrap-tokens-file", p.TokensFile, "--trust-domain", p.PKI.TrustDomain}
+		}},
+		{"translation", CmdTranslation, func(map[string]string) []string { return append(redis, "--debounce", "50ms") }},
+		{"distribution", CmdDistribution, func(map[string]string) []string { return redis }},
+		{"ingest", CmdIngest, func(a map[string]string) []string {
+			cert, key := filepath.Join(p.PKI.Dir, "ingest.crt"), filepath.Join(p.PKI.Dir, "ingest.key")
+			return append(redis, "--translation-addr", a["translation"], "--translation-ca-file", p.PKI.RootFile(),
+				"--translation-cert-file", cert, "--translation-key-file", key, "--translation-server-name", "localhost")
+		}},
+	}
+	for _, s := range services {
+		cert, key, err := p.PKI.ServiceCert(s.name)
+		if err != nil {
+			p.Stop()
+			return nil, nil, err
+		}
+		args := []string{"--addr", "fd:3", "--admin-addr", "fd:4", "--tls-cert-file", cert, "--tls-key-file", key,
+			"--tls-client-ca-file", p.PKI.RootFile(), "--trust-domain", p.PKI.TrustDomain}
+		args = append(args, s.extra(addr)...)
+		proc, err := Start(Spec{Name: s.name, Binary: Binary(o.BinDir, s.pkg), Args: args, LogDir: logs, Listeners: lns[s.name].both()})
+		lns[s.name].close()
+		if err != nil {
+			p.Stop()
+			return nil, nil, err
+		}
+		p.Procs = append(p.Procs, proc)
+	}
+	p.Registration, p.Ingest, p.Translation, p.Distribution = addr["registration"], addr["ingest"], addr["translation"], addr["distribution"]
+	return p, tokens, nil
+}
+
+func (p *Plane) startAllInOne(o PlaneOptions, logs string) error {
+	pair, err := newPair()
+	if err != nil {
+		return err
+	}
+	defer pair.close()
+	cert, key, err := p.PKI.ServiceCert("meshplane")
+	if err != nil {
+		return err
+	}
+	args := []string{"all-in-one", "--addr", "fd:3", "--admin-addr", "fd:4", "--tls-cert-file", cert, "--tls-key-file", key,
+		"--tls-client-ca-file", p.PKI.RootFile(), "--ca-dir", p.PKI.CADir, "--bootstrap-tokens-file", p.TokensFile,
+		"--trust-domain", p.PKI.TrustDomain, "--debounce", "50ms"}
+	if o.RedisAddr != "" {
+		args = append(args, "--redis-addrs", o.RedisAddr)
+	}
+	proc, err := Start(Spec{Name: "meshplane", Binary: Binary(o.BinDir, CmdMeshplane), Args: args, LogDir: logs, Listeners: pair.both()})
+	if err != nil {
+		return err
+	}
+	p.Procs = append(p.Procs, proc)
+	a := pair.rpc.Addr().String()
+	p.Registration, p.Ingest, p.Translation, p.Distribution = a, a, a, a
+	return nil
+}
+
+// Stop stops every process of the plane.
+func (p *Plane) Stop() {
+	for _, proc := range p.Procs {
+		proc.Stop()
+	}
+}
+
+// Process returns the named process.
+func (p *Plane) Process(name string) *Process {
+	for _, proc := range p.Procs {
+		if proc.Name == name {
+			return proc
+		}
+	}
+	return nil
+}
+
+// AgentOptions configure StartAgent.
+type AgentOptions struct {
+	BinDir     string
+	Cluster    string
+	Token      string
+	Kubeconfig string
+	LogDir     string
+	StateDir   string
+}
+
+// StartAgent starts an agent for a cluster against the plane.
+func (p *Plane) StartAgent(o AgentOptions) (*Process, error) {
+	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
+		return nil, err
+	}
+	tokenFile := filepath.Join(o.StateDir, "token")
+	if err := os.WriteFile(tokenFile, []byte(o.Token), 0o600); err != nil {
+		return nil, err
+	}
+	admin, err := Listen()
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	return Start(Spec{
+		Name: "agent-" + o.Cluster, Binary: Binary(o.BinDir, CmdAgent), LogDir: o.LogDir,
+		Args: []string{
+			"--cluster", o.Cluster, "--kubeconfig", o.Kubeconfig,
+			"--registration-addr", p.Registration, "--ingest-addr", p.Ingest, "--distribution-addr", p.Distribution,
+			"--relay-ca-file", p.PKI.RootFile(), "--server-name", "localhost", "--trust-domain", p.PKI.TrustDomain,
+			"--token-file", tokenFile, "--state-dir", o.StateDir, "--admin-addr", "fd:3", "--debounce", "50ms",
+		},
+		Listeners: []*net.TCPListener{admin},
+	})
+}

@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/meshplane/meshplane/libs/kube/kubetest"
+	"github.com/meshplane/meshplane/libs/redistest"
+	"github.com/meshplane/meshplane/test/e2e/harness"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var destinationRules = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "destinationrules"}
+
+// TestWalkingSkeleton runs the four services and two agents as separate
+// processes against two real API servers and a real Redis: every bookinfo
+// Service gets Meshplane's DestinationRule in its cluster, and deleting a
+// Service deletes its DestinationRule.
+func TestWalkingSkeleton(t *testing.T) {
+	for _, mode := range []struct {
+		name     string
+		allInOne bool
+	}{{"separate-processes", false}, {"all-in-one", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			runSkeleton(t, mode.allInOne)
+		})
+	}
+}
+
+func runSkeleton(t *testing.T, allInOne bool) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	clusters := kubetest.StartMany(t, kubetest.Options{Name: "east"}, kubetest.Options{Name: "west"})
+	redis := redistest.Start(t)
+
+	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{
+		BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east", "west"}, AllInOne: allInOne,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plane.Stop)
+	procs := append([]*harness.Process{}, plane.Procs...)
+
+	for _, c := range clusters {
+		if err := c.ApplyYAML(ctx, harness.Bookinfo(c.Name)); err != nil {
+			t.Fatalf("apply bookinfo to %s: %v", c.Name, err)
+		}
+		agent, err := plane.StartAgent(harness.AgentOptions{
+			BinDir: binDir, Cluster: c.Name, Token: tokens[c.Name], Kubeconfig: c.Kubeconfig(),
+			LogDir: filepath.Join(dir, "logs"), StateDir: filepath.Join(dir, "agent-"+c.Name),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(agent.Stop)
+		procs = append(procs, agent)
+	}
+
+	for _, c := range clusters {
+		for _, svc := range harness.BookinfoServices {
+			waitDR(t, ctx, c, svc, procs)
+		}
+		checkDR(t, ctx, c, "reviews")
+	}
+
+	// Deleting a Service deletes its DestinationRule in that cluster only.
+	east, west := clusters[0], clusters[1]
+	if err := east.Clientset().CoreV1().Services(harness.BookinfoNamespace).Delete(ctx, "ratings", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = harness.Wait(ctx, 60*time.Second, "ratings DestinationRule to disappear from east", func(ctx context.Context) (bool, error) {
+		_, err := east.Dynamic().Resource(destinationRules).Namespace(harness.BookinfoNamespace).Get(ctx, "ratings", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), err
+	}, procs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := west.Dynamic().Resource(destinationRules).Namespace(harness.BookinfoNamespace).Get(ctx, "ratings", metav1.GetOptions{}); err != nil {
+		t.Fatalf("west's ratings DestinationRule must stay: %v", err)
+	}
+}
+
+func waitDR(t *testing.T, ctx context.Context, c *kubetest.Cluster, name string, procs []*harness.Process) {
+	t.Helper()
+	err := harness.Wait(ctx, 90*time.Second, fmt.Sprintf("DestinationRule %s in %s", name, c.Name), func(ctx context.Context) (bool, error) {
+		_, err := c.Dynamic().Resource(destinationRules).Namespace(harness.BookinfoNamespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	}, procs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkDR asserts the content Meshplane owns: host, mTLS mode and the
+// ownership labels.
+func checkDR(t *testing.T, ctx context.Context, c *kubetest.Cluster, name string) {
+	t.Helper()
+	u, err := c.Dynamic().Resource(destinationRules).Namespace(harness.BookinfoNamespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := u.GetLabels()
+	if labels["meshplane.dev/managed-by"] != "meshplane" || labels["meshplane.dev/cluster"] != c.Name {
+		t.Errorf("%s: labels = %v, want managed-by=meshplane, cluster=%s", c.Name, labels, c.Name)
+	}
+	if u.GetAnnotations()["meshplane.dev/parents"] == "" {
+		t.Errorf("%s: no parents annotation", c.Name)
+	}
+	spec, _ := json.Marshal(u.Object["spec"])
+	var got struct {
+		Host          string `json:"host"`
+		TrafficPolicy struct {
+			TLS struct {
+				Mode string `json:"mode"`
+			} `json:"tls"`
+		} `json:"trafficPolicy"`
+	}
+	if err := json.Unmarshal(spec, &got); err != nil {
+		t.Fatal(err)
+	}
+	wantHost := fmt.Sprintf("%s.%s.svc.cluster.local", name, harness.BookinfoNamespace)
+	if got.Host != wantHost || got.TrafficPolicy.TLS.Mode != "ISTIO_MUTUAL" {
+		t.Errorf("%s: spec = %s, want host %s and tls ISTIO_MUTUAL", c.Name, spec, wantHost)
+	}
+	managers := map[string]bool{}
+	for _, mf := range u.GetManagedFields() {
+		managers[mf.Manager] = true
+	}
+	if !managers["meshplane"] {
+		t.Errorf("%s: field managers = %v, want meshplane", c.Name, managers)
+	}
+}
