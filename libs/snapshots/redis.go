@@ -36,7 +36,7 @@ func NewRedis[T proto.Message](client redis.UniversalClient, install string, kin
 var _ Store[proto.Message] = (*Redis[proto.Message])(nil)
 
 func (r *Redis[T]) key(cluster string) string { return r.base + ":" + cluster }
-func (r *Redis[T]) channel() string          { return r.base + ":changes" }
+func (r *Redis[T]) channel() string           { return r.base + ":changes" }
 
 func (r *Redis[T]) Put(ctx context.Context, cluster, version string, v T) error {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v)

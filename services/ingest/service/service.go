@@ -111,9 +111,11 @@ func WithNotifier(n TranslationNotifier) Option { return func(d *deps) { d.notif
 type Service struct {
 	ingestor *app.Ingestor
 	handler  *connectrpc.Handler
-	flusher  interface{ Run(context.Context, time.Duration) }
-	flush    time.Duration
-	redis    redis.UniversalClient
+	flusher  interface {
+		Run(context.Context, time.Duration)
+	}
+	flush time.Duration
+	redis redis.UniversalClient
 }
 
 // New builds the service.
@@ -154,7 +156,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		d.notifier = connectrpc.NewNotifier(client)
 	}
 	// A write-through store (built here or passed in) needs its flush loop.
-	if f, ok := d.inputs.(interface{ Run(context.Context, time.Duration) }); ok {
+	if f, ok := d.inputs.(interface {
+		Run(context.Context, time.Duration)
+	}); ok {
 		s.flusher = f
 	}
 	m, err := newMetrics(d.reg)

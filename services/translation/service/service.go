@@ -75,11 +75,11 @@ func (c *Config) Validate() error {
 type Option func(*deps)
 
 type deps struct {
-	log      *slog.Logger
-	reg      prometheus.Registerer
-	inputs   snapshots.Store[*snapshotv1.InputSnapshot]
-	outputs  snapshots.Store[*snapshotv1.OutputSnapshot]
-	redis    redis.UniversalClient
+	log     *slog.Logger
+	reg     prometheus.Registerer
+	inputs  snapshots.Store[*snapshotv1.InputSnapshot]
+	outputs snapshots.Store[*snapshotv1.OutputSnapshot]
+	redis   redis.UniversalClient
 }
 
 // WithLogger sets the logger.

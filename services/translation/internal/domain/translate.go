@@ -38,7 +38,7 @@ func (o Options) withDefaults() Options {
 
 // Istio kinds written by translation.
 const (
-	IstioNetworkingV1 = "networking.istio.io/v1"
+	IstioNetworkingV1   = "networking.istio.io/v1"
 	KindDestinationRule = "DestinationRule"
 )
 
