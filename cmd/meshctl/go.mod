@@ -1,3 +1,49 @@
 module github.com/meshplane/meshplane/cmd/meshctl
 
 go 1.26.0
+
+replace github.com/meshplane/meshplane/libs/gen => ../../libs/gen
+
+replace github.com/meshplane/meshplane/libs/platform => ../../libs/platform
+
+replace github.com/meshplane/meshplane/libs/pki => ../../libs/pki
+
+replace github.com/meshplane/meshplane/libs/kube => ../../libs/kube
+
+replace github.com/meshplane/meshplane/libs/redistest => ../../libs/redistest
+
+replace github.com/meshplane/meshplane/libs/snapshots => ../../libs/snapshots
+
+replace github.com/meshplane/meshplane/services/registration => ../../services/registration
+
+replace github.com/meshplane/meshplane/services/ingest => ../../services/ingest
+
+replace github.com/meshplane/meshplane/services/translation => ../../services/translation
+
+replace github.com/meshplane/meshplane/services/distribution => ../../services/distribution
+
+replace github.com/meshplane/meshplane/services/agent => ../../services/agent
+
+replace github.com/meshplane/meshplane/cmd/meshplane => ../meshplane
+
+replace github.com/meshplane/meshplane/test/e2e => ../../test/e2e
+
+require (
+	connectrpc.com/connect v1.21.1
+	connectrpc.com/grpchealth v1.5.0
+	github.com/meshplane/meshplane/libs/gen v0.0.0-00010101000000-000000000000
+	github.com/meshplane/meshplane/libs/platform v0.0.0-00010101000000-000000000000
+)
+
+require (
+	connectrpc.com/grpcreflect v1.3.1 // indirect
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	google.golang.org/protobuf v1.36.13-0.20261016172727-e9ee2a76ab8e // indirect
+)

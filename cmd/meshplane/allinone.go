@@ -105,6 +105,18 @@ func devServerPKI(dir, caDir, trustDomain string, o *platform.ServerOptions) err
 	if err := pki.WriteFileAtomic(key, keyPEM, 0o600); err != nil {
 		return err
 	}
+	// A client certificate for meshctl on this machine: `meshctl check
+	// --pki-dir <dir>`.
+	ctlCert, ctlKey, err := ca.IssueKeyPair(pki.LeafOptions{ID: pki.ServiceID(trustDomain, "meshctl"), TTL: 30 * 24 * time.Hour})
+	if err != nil {
+		return err
+	}
+	if err := pki.WriteFileAtomic(filepath.Join(dir, "meshctl.crt"), ctlCert, 0o644); err != nil {
+		return err
+	}
+	if err := pki.WriteFileAtomic(filepath.Join(dir, "meshctl.key"), ctlKey, 0o600); err != nil {
+		return err
+	}
 	o.TLS.CertFile, o.TLS.KeyFile = cert, key
 	o.TLS.ClientCAFile = filepath.Join(caDir, pki.RootCertFile)
 	return nil

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,6 +70,10 @@ func runSkeleton(t *testing.T, allInOne bool) {
 			waitDR(t, ctx, c, svc, procs)
 		}
 		checkDR(t, ctx, c, "reviews")
+	}
+
+	if allInOne {
+		checkMeshctl(t, ctx, plane, procs)
 	}
 
 	// Deleting a Service deletes its DestinationRule in that cluster only.
@@ -138,5 +144,31 @@ func checkDR(t *testing.T, ctx context.Context, c *kubetest.Cluster, name string
 	}
 	if !managers["meshplane"] {
 		t.Errorf("%s: field managers = %v, want meshplane", c.Name, managers)
+	}
+}
+
+// checkMeshctl runs `meshctl check` with a service certificate and expects
+// both clusters connected for push and pull, with the current version
+// applied.
+func checkMeshctl(t *testing.T, ctx context.Context, plane *harness.Plane, procs []*harness.Process) {
+	t.Helper()
+	cert, key, err := plane.PKI.ServiceCert("meshctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	err = harness.Wait(ctx, 30*time.Second, "meshctl check to pass", func(ctx context.Context) (bool, error) {
+		cmd := exec.CommandContext(ctx, harness.Binary(binDir, harness.CmdMeshctl), "check", "--addr", plane.Ingest,
+			"--ca-file", plane.PKI.RootFile(), "--cert-file", cert, "--key-file", key, "--server-name", "localhost")
+		out, err = cmd.CombinedOutput()
+		return err == nil, fmt.Errorf("%v: %s", err, out)
+	}, procs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"east", "west", "connected", "current"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("meshctl check output lacks %q:\n%s", want, out)
+		}
 	}
 }

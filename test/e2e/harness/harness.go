@@ -28,10 +28,11 @@ const (
 	CmdDistribution = "github.com/meshplane/meshplane/services/distribution/cmd/distribution"
 	CmdAgent        = "github.com/meshplane/meshplane/services/agent/cmd/agent"
 	CmdMeshplane    = "github.com/meshplane/meshplane/cmd/meshplane"
+	CmdMeshctl      = "github.com/meshplane/meshplane/cmd/meshctl"
 )
 
 // AllCommands is every command the harness can run.
-var AllCommands = []string{CmdRegistration, CmdIngest, CmdTranslation, CmdDistribution, CmdAgent, CmdMeshplane}
+var AllCommands = []string{CmdRegistration, CmdIngest, CmdTranslation, CmdDistribution, CmdAgent, CmdMeshplane, CmdMeshctl}
 
 // RepoRoot finds the repository root from this source file.
 func RepoRoot() string {

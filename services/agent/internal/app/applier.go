@@ -69,12 +69,20 @@ func (s *Syncer) session(ctx context.Context, b *Backoff) error {
 	if err != nil {
 		return err
 	}
-	defer stream.Close()
+	var wg sync.WaitGroup
+	// Cancelling ends the stream's Receive; the receiver is waited for
+	// before Close, which must not run concurrently with Receive, and so
+	// that no goroutine outlives the session.
+	defer func() {
+		cancel()
+		wg.Wait()
+		stream.Close()
+	}()
 	s.metrics.Connected("watch", true)
 
 	received := make(chan *snapshotv1.OutputSnapshot, 1)
 	errs := make(chan error, 1)
-	go func() {
+	wg.Go(func() {
 		for {
 			snap, err := stream.Receive()
 			if err != nil {
@@ -87,7 +95,7 @@ func (s *Syncer) session(ctx context.Context, b *Backoff) error {
 				return
 			}
 		}
-	}()
+	})
 
 	// A snapshot that did not apply in full is applied again until it
 	// does, or until a newer one replaces it.
@@ -102,6 +110,12 @@ func (s *Syncer) session(ctx context.Context, b *Backoff) error {
 			return err
 		case snap := <-received:
 			b.Reset()
+			if !complete(snap) {
+				// Applying it would garbage-collect everything that
+				// Meshplane applied.
+				s.log.Warn("ignored a watch message without a versioned snapshot")
+				continue
+			}
 			retry.Reset()
 			last = snap
 		case <-retryC:
@@ -114,9 +128,20 @@ func (s *Syncer) session(ctx context.Context, b *Backoff) error {
 	}
 }
 
+// complete reports whether snap is a whole output snapshot. Every snapshot
+// that distribution serves is sealed with its content hash, even an empty
+// one, so a missing version means a message that carries none.
+func complete(snap *snapshotv1.OutputSnapshot) bool {
+	return snap != nil && snap.GetVersion() != ""
+}
+
 // Apply applies one snapshot and acknowledges it. It reports whether
-// everything applied.
+// everything applied. A snapshot without a version is refused: nothing is
+// applied or deleted for it.
 func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) bool {
+	if !complete(snap) {
+		return false
+	}
 	start := time.Now()
 	var results []*snapshotv1.ApplyResult
 	applied, failed, deleted := 0, 0, 0

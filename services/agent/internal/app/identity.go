@@ -37,10 +37,12 @@ func NewIdentity(cluster, trustDomain string, token func() (string, error), stor
 func (i *Identity) Ensure(ctx context.Context) error {
 	cred, err := i.store.Load(ctx)
 	if err == nil && time.Now().Before(cred.NotAfter) {
-		if err := i.adopt(cred); err == nil {
+		err := i.adoptStored(cred)
+		if err == nil {
 			i.log.Info("using stored agent certificate", "expires", cred.NotAfter)
 			return nil
 		}
+		i.log.Warn("stored credentials are unusable; registering again", "error", err)
 	} else if err != nil && !errors.Is(err, ErrNoCredentials) {
 		i.log.Warn("reading stored credentials failed; registering again", "error", err)
 	}
@@ -91,6 +93,25 @@ func (i *Identity) register(ctx context.Context) error {
 	}
 	i.log.Info("registered", "cluster", i.cluster, "expires", cred.NotAfter)
 	return nil
+}
+
+// adoptStored adopts stored credentials only if they name this cluster: a
+// state directory kept across a change of --cluster or --trust-domain
+// holds another cluster's certificate, and with it the agent would push
+// and apply as that cluster.
+func (i *Identity) adoptStored(c Credentials) error {
+	certs, err := pki.ParseCertificates(c.CertPEM)
+	if err != nil {
+		return fmt.Errorf("stored certificate: %w", err)
+	}
+	id, err := pki.IDFromCertificate(certs[0])
+	if err != nil {
+		return fmt.Errorf("stored certificate: %w", err)
+	}
+	if want := pki.ClusterID(i.trustDomain, i.cluster); id != want {
+		return fmt.Errorf("stored certificate names %s, not %s", id, want)
+	}
+	return i.adopt(c)
 }
 
 func (i *Identity) adopt(c Credentials) error {

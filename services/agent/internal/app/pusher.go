@@ -70,50 +70,72 @@ func (p *Pusher) session(ctx context.Context, b *Backoff) error {
 	if err != nil {
 		return err
 	}
-	defer stream.Close()
+	var wg sync.WaitGroup
+	// Cancelling ends the stream's Receive; the receiver is waited for
+	// before Close, which must not run concurrently with Receive, and so
+	// that no goroutine outlives the session.
+	defer func() {
+		cancel()
+		wg.Wait()
+		stream.Close()
+	}()
 	p.metrics.Connected("push", true)
 
-	acks := make(chan error, 1)
-	go func() {
+	// The receiver only reports; b belongs to this goroutine, and Run
+	// uses it again as soon as the session returns.
+	acked := make(chan string)
+	ended := make(chan error, 1)
+	wg.Go(func() {
 		for {
 			v, err := stream.Receive()
 			if err != nil {
-				acks <- err
+				ended <- err
 				return
 			}
+			select {
+			case acked <- v:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+
+	sent := ""
+	// Every new stream gets the whole snapshot, even if unchanged: the
+	// replica behind it may be a new one.
+	dirty := true
+	for {
+		if dirty {
+			dirty = false
+			s, err := p.build()
+			if err != nil {
+				p.log.Error("discovery failed; keeping the last snapshot", "error", err)
+			} else if s.GetVersion() != sent {
+				err := stream.Send(s)
+				p.metrics.Pushed(proto.Size(s), err)
+				if err != nil {
+					return err
+				}
+				sent = s.GetVersion()
+				p.log.Info("pushed input snapshot", "version", sent, "destinations", len(s.GetDestinations()))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-ended:
+			return err
+		case v := <-acked:
 			b.Reset()
 			p.mu.Lock()
 			p.acked = v
 			p.mu.Unlock()
 			p.log.Debug("ingest stored snapshot", "version", v)
-		}
-	}()
-
-	sent := ""
-	for {
-		s, err := p.build()
-		if err != nil {
-			p.log.Error("discovery failed; keeping the last snapshot", "error", err)
-		} else if s.GetVersion() != sent {
-			// Every new stream gets the whole snapshot, even if unchanged:
-			// the replica behind it may be a new one.
-			err := stream.Send(s)
-			p.metrics.Pushed(proto.Size(s), err)
-			if err != nil {
-				return err
-			}
-			sent = s.GetVersion()
-			p.log.Info("pushed input snapshot", "version", sent, "destinations", len(s.GetDestinations()))
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-acks:
-			return err
 		case <-p.reader.Changed():
 			if !p.settle(ctx) {
 				return nil
 			}
+			dirty = true
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 )
@@ -55,17 +56,35 @@ func OrderForApply(objs []*snapshotv1.Object) []*snapshotv1.Object {
 	return out
 }
 
+// identity is an object's identity in the API server: the same object is
+// served under every version of its group, so the version is left out.
+type identity struct {
+	group, kind, namespace, name string
+}
+
+func identityOf(k ObjectKey) identity {
+	group, _, ok := strings.Cut(k.APIVersion, "/")
+	if !ok {
+		group = "" // the core group: "v1"
+	}
+	return identity{group: group, kind: k.Kind, namespace: k.Namespace, name: k.Name}
+}
+
 // Obsolete returns the owned objects that the desired set no longer holds,
 // in reverse dependency order for deletion. owned must hold only objects
 // that carry this install's and cluster's ownership labels.
+//
+// Objects are matched without their API version: the cluster lists an
+// object under the version it is asked for, which need not be the version
+// translation wrote, and the object must not be deleted for that.
 func Obsolete(desired []*snapshotv1.Object, owned []ObjectKey) []ObjectKey {
-	want := make(map[ObjectKey]bool, len(desired))
+	want := make(map[identity]bool, len(desired))
 	for _, o := range desired {
-		want[KeyOf(o)] = true
+		want[identityOf(KeyOf(o))] = true
 	}
 	var out []ObjectKey
 	for _, k := range owned {
-		if !want[k] {
+		if !want[identityOf(k)] {
 			out = append(out, k)
 		}
 	}

@@ -51,8 +51,10 @@ func (c Credentials) Load(context.Context) (app.Credentials, error) {
 	return app.Credentials{CertPEM: cert, KeyPEM: key, BundlePEM: bundle, NotAfter: certs[0].NotAfter}, nil
 }
 
-// Save writes the key last-but-one and renames atomically, so that a crash
-// never leaves a certificate next to a key it does not match for long.
+// Save replaces each file atomically, key first. A crash between files can
+// leave a new key beside the old certificate; loading them then fails the
+// key-pair check and the agent registers again rather than using a pair
+// that does not match.
 func (c Credentials) Save(_ context.Context, cred app.Credentials) error {
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		return err

@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 
@@ -157,10 +156,10 @@ func (a *Applier) Delete(ctx context.Context, key domain.ObjectKey) error {
 		return nil
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("read %s: %w", key, err)
 	}
 	if !a.owns(existing.GetLabels()) {
-		return errors.New("refusing to delete an object without Meshplane's ownership labels")
+		return fmt.Errorf("refusing to delete %s: %w", key, app.ErrConflict)
 	}
 	// Preconditions make sure we delete the object we checked.
 	uid := existing.GetUID()

@@ -1,0 +1,357 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/kube/kubetest"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/agent/internal/app"
+	"github.com/meshplane/meshplane/services/agent/internal/domain"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+const (
+	install   = "meshplane"
+	ns        = "bookinfo"
+	networkV1 = "networking.istio.io/v1"
+)
+
+var (
+	drGVR = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "destinationrules"}
+	vsGVR = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices"}
+)
+
+func dr(name, spec string) *snapshotv1.Object {
+	return &snapshotv1.Object{ApiVersion: networkV1, Kind: "DestinationRule", Namespace: ns, Name: name, Spec: []byte(spec)}
+}
+
+func drKey(name string) domain.ObjectKey {
+	return domain.ObjectKey{APIVersion: networkV1, Kind: "DestinationRule", Namespace: ns, Name: name}
+}
+
+func vsKey(name string) domain.ObjectKey {
+	return domain.ObjectKey{APIVersion: networkV1, Kind: "VirtualService", Namespace: ns, Name: name}
+}
+
+func get(t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, name string) *unstructured.Unstructured {
+	t.Helper()
+	u, err := dyn.Resource(gvr).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get %s %s/%s: %v", gvr.Resource, ns, name, err)
+	}
+	return u
+}
+
+func exists(t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, name string) bool {
+	t.Helper()
+	_, err := dyn.Resource(gvr).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("get %s %s/%s: %v", gvr.Resource, ns, name, err)
+	}
+	return true
+}
+
+func host(t *testing.T, u *unstructured.Unstructured) string {
+	t.Helper()
+	h, _, err := unstructured.NestedString(u.Object, "spec", "host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// appliedBy reports whether manager holds fields of u through server-side
+// apply.
+func appliedBy(u *unstructured.Unstructured, manager string) bool {
+	for _, mf := range u.GetManagedFields() {
+		if mf.Manager == manager && mf.Operation == metav1.ManagedFieldsOperationApply {
+			return true
+		}
+	}
+	return false
+}
+
+type ackRelay struct{ acks [][]*snapshotv1.ApplyResult }
+
+func (r *ackRelay) OpenPush(context.Context) (app.PushStream, error) {
+	return nil, errors.New("not used")
+}
+func (r *ackRelay) Watch(context.Context, string) (app.WatchStream, error) {
+	return nil, errors.New("not used")
+}
+func (r *ackRelay) Ack(_ context.Context, _ string, results []*snapshotv1.ApplyResult) error {
+	r.acks = append(r.acks, results)
+	return nil
+}
+
+func TestApplier(t *testing.T) {
+	t.Parallel()
+	c := kubetest.Start(t, kubetest.Options{Name: "east"})
+	createNamespace(t, c.Clientset(), ns)
+	dyn := c.Dynamic()
+	a := NewApplier(dyn, c.Mapper(), install, "east")
+
+	// Objects Meshplane must never touch: a user's, one that another
+	// cluster's agent owns, and one of another install. The user's
+	// resources are written by another field manager, as kubectl would.
+	if err := c.ApplyYAML(t.Context(), []byte(`
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: ratings, namespace: bookinfo}
+spec: {host: ratings.user.example}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata:
+  name: west-reviews
+  namespace: bookinfo
+  labels: {meshplane.dev/managed-by: meshplane, meshplane.dev/cluster: west}
+spec: {host: reviews.west.example}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata:
+  name: other-install
+  namespace: bookinfo
+  labels: {meshplane.dev/managed-by: staging, meshplane.dev/cluster: east}
+spec: {host: reviews.staging.example}
+`)); err != nil {
+		t.Fatal(err)
+	}
+	untouchable := map[string]string{} // name -> resourceVersion
+	for _, n := range []string{"ratings", "west-reviews", "other-install"} {
+		untouchable[n] = get(t, dyn, drGVR, n).GetResourceVersion()
+	}
+	checkUntouched := func(t *testing.T) {
+		t.Helper()
+		for n, rv := range untouchable {
+			u, err := dyn.Resource(drGVR).Namespace(ns).Get(t.Context(), n, metav1.GetOptions{})
+			if err != nil {
+				t.Errorf("%s: %v (Meshplane deleted an object it does not own)", n, err)
+				continue
+			}
+			if u.GetResourceVersion() != rv {
+				t.Errorf("%s changed (resourceVersion %s -> %s): %v", n, rv, u.GetResourceVersion(), u.Object)
+			}
+		}
+	}
+
+	t.Run("apply creates the object with ownership labels and the field manager", func(t *testing.T) {
+		obj := dr("reviews", `{"host":"reviews.bookinfo.svc.cluster.local","trafficPolicy":{"tls":{"mode":"ISTIO_MUTUAL"}}}`)
+		// Translation's labels are kept, but ownership is the agent's to
+		// set, whatever translation sent.
+		obj.Labels = map[string]string{"app": "reviews", snapshots.LabelCluster: "west", snapshots.LabelManagedBy: "someone"}
+		obj.Annotations = map[string]string{snapshots.AnnotationParents: "TrafficPolicy bookinfo/reviews"}
+		if err := a.Apply(t.Context(), obj); err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+		u := get(t, dyn, drGVR, "reviews")
+		wantLabels := map[string]string{"app": "reviews", snapshots.LabelManagedBy: install, snapshots.LabelCluster: "east"}
+		for k, v := range wantLabels {
+			if got := u.GetLabels()[k]; got != v {
+				t.Errorf("label %s = %q, want %q", k, got, v)
+			}
+		}
+		if got := u.GetAnnotations()[snapshots.AnnotationParents]; got != "TrafficPolicy bookinfo/reviews" {
+			t.Errorf("parents annotation = %q", got)
+		}
+		if h := host(t, u); h != "reviews.bookinfo.svc.cluster.local" {
+			t.Errorf("spec.host = %q", h)
+		}
+		if mode, _, _ := unstructured.NestedString(u.Object, "spec", "trafficPolicy", "tls", "mode"); mode != "ISTIO_MUTUAL" {
+			t.Errorf("spec.trafficPolicy.tls.mode = %q", mode)
+		}
+		if !appliedBy(u, snapshots.FieldManager) {
+			t.Errorf("no server-side apply entry for field manager %q in %v", snapshots.FieldManager, u.GetManagedFields())
+		}
+	})
+
+	t.Run("re-apply with a changed spec updates the object", func(t *testing.T) {
+		before := get(t, dyn, drGVR, "reviews")
+		if err := a.Apply(t.Context(), dr("reviews", `{"host":"reviews.bookinfo.svc.cluster.local","subsets":[{"name":"v1","labels":{"version":"v1"}}]}`)); err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+		u := get(t, dyn, drGVR, "reviews")
+		if u.GetUID() != before.GetUID() {
+			t.Errorf("the object was replaced, not updated")
+		}
+		if u.GetGeneration() <= before.GetGeneration() {
+			t.Errorf("generation %d -> %d, want an update", before.GetGeneration(), u.GetGeneration())
+		}
+		subsets, _, _ := unstructured.NestedSlice(u.Object, "spec", "subsets")
+		if len(subsets) != 1 {
+			t.Errorf("spec.subsets = %v, want one subset", subsets)
+		}
+		// Fields Meshplane no longer applies are removed.
+		if _, found, _ := unstructured.NestedMap(u.Object, "spec", "trafficPolicy"); found {
+			t.Errorf("spec.trafficPolicy is still set after it was dropped from the applied spec")
+		}
+		if _, found := u.GetAnnotations()[snapshots.AnnotationParents]; found {
+			t.Errorf("the parents annotation is still set after it was dropped")
+		}
+		if u.GetLabels()[snapshots.LabelManagedBy] != install || u.GetLabels()[snapshots.LabelCluster] != "east" {
+			t.Errorf("ownership labels lost: %v", u.GetLabels())
+		}
+	})
+
+	t.Run("an object without ownership labels is the user's: conflict", func(t *testing.T) {
+		for _, name := range []string{"ratings", "west-reviews", "other-install"} {
+			err := a.Apply(t.Context(), dr(name, `{"host":"hijacked.example"}`))
+			if !errors.Is(err, app.ErrConflict) {
+				t.Errorf("Apply over %s = %v, want ErrConflict", name, err)
+			}
+		}
+		checkUntouched(t)
+	})
+
+	t.Run("a spec that violates the CRD schema is rejected", func(t *testing.T) {
+		// A missing required field fails validation (422 Invalid). A wrong
+		// type already fails building the typed apply patch, which the API
+		// server answers with a 500 that names the field.
+		tests := []struct {
+			name, spec string
+			want       func(*apierrors.StatusError) bool
+		}{
+			{"no-host", `{"subsets":[{"name":"v1"}]}`, func(s *apierrors.StatusError) bool { return apierrors.IsInvalid(s) }},
+			{"host-not-a-string", `{"host":42}`, func(s *apierrors.StatusError) bool {
+				return strings.Contains(s.ErrStatus.Message, ".spec.host: expected string")
+			}},
+			{"subsets-not-a-list", `{"host":"h.example","subsets":"v1"}`, func(s *apierrors.StatusError) bool {
+				return strings.Contains(s.ErrStatus.Message, ".spec.subsets: expected list")
+			}},
+		}
+		for _, tt := range tests {
+			err := a.Apply(t.Context(), dr(tt.name, tt.spec))
+			var status *apierrors.StatusError
+			switch {
+			case err == nil:
+				t.Errorf("Apply %s: want an error", tt.name)
+			case errors.Is(err, app.ErrConflict):
+				t.Errorf("Apply %s = %v: a rejection is not a conflict", tt.name, err)
+			case !errors.As(err, &status):
+				t.Errorf("Apply %s = %v, want the API server's refusal", tt.name, err)
+			case !tt.want(status):
+				t.Errorf("Apply %s = %v (code %d, reason %q): not the refusal expected", tt.name, err, status.ErrStatus.Code, status.ErrStatus.Reason)
+			}
+			if exists(t, dyn, drGVR, tt.name) {
+				t.Errorf("%s was created despite the error", tt.name)
+			}
+		}
+	})
+
+	t.Run("objects that cannot be applied", func(t *testing.T) {
+		tests := []struct {
+			name string
+			obj  *snapshotv1.Object
+		}{
+			{"unknown kind", &snapshotv1.Object{ApiVersion: "networking.istio.io/v1", Kind: "NoSuchKind", Namespace: ns, Name: "x", Spec: []byte(`{}`)}},
+			{"bad apiVersion", &snapshotv1.Object{ApiVersion: "a/b/c", Kind: "DestinationRule", Namespace: ns, Name: "x", Spec: []byte(`{}`)}},
+			{"spec is not JSON", dr("broken", `{host:`)},
+		}
+		for _, tt := range tests {
+			if err := a.Apply(t.Context(), tt.obj); err == nil {
+				t.Errorf("%s: Apply = nil, want an error", tt.name)
+			}
+		}
+	})
+
+	t.Run("ListOwned lists only this install's and cluster's objects", func(t *testing.T) {
+		vs := &snapshotv1.Object{ApiVersion: networkV1, Kind: "VirtualService", Namespace: ns, Name: "reviews",
+			Spec: []byte(`{"hosts":["reviews"],"http":[{"route":[{"destination":{"host":"reviews","subset":"v1"}}]}]}`)}
+		if err := a.Apply(t.Context(), vs); err != nil {
+			t.Fatalf("Apply VirtualService: %v", err)
+		}
+		got, err := a.ListOwned(t.Context())
+		if err != nil {
+			t.Fatalf("ListOwned: %v", err)
+		}
+		want := []domain.ObjectKey{drKey("reviews"), vsKey("reviews")}
+		slices.SortFunc(got, func(x, y domain.ObjectKey) int { return compareKeys(x, y) })
+		if !slices.Equal(got, want) {
+			t.Errorf("ListOwned = %v, want %v", got, want)
+		}
+		// Another cluster's agent of the same install sees only its own.
+		west, err := NewApplier(dyn, c.Mapper(), install, "west").ListOwned(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []domain.ObjectKey{drKey("west-reviews")}; !slices.Equal(west, want) {
+			t.Errorf("west's ListOwned = %v, want %v", west, want)
+		}
+	})
+
+	t.Run("Delete removes owned objects and refuses others", func(t *testing.T) {
+		if err := a.Apply(t.Context(), dr("to-delete", `{"host":"gone.example"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Delete(t.Context(), drKey("to-delete")); err != nil {
+			t.Fatalf("Delete owned: %v", err)
+		}
+		if exists(t, dyn, drGVR, "to-delete") {
+			t.Errorf("owned object still exists after Delete")
+		}
+		if err := a.Delete(t.Context(), drKey("to-delete")); err != nil {
+			t.Errorf("Delete of an object already gone = %v, want nil", err)
+		}
+		for _, name := range []string{"ratings", "west-reviews", "other-install"} {
+			if err := a.Delete(t.Context(), drKey(name)); !errors.Is(err, app.ErrConflict) {
+				t.Errorf("Delete %s = %v, want a refusal wrapping ErrConflict", name, err)
+			}
+		}
+		checkUntouched(t)
+	})
+
+	t.Run("the syncer's garbage collection deletes only obsolete owned objects", func(t *testing.T) {
+		relay := &ackRelay{}
+		s := app.NewSyncer(relay, a, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		snap := &snapshotv1.OutputSnapshot{Cluster: "east", Objects: []*snapshotv1.Object{
+			dr("reviews", `{"host":"reviews.bookinfo.svc.cluster.local"}`),
+		}}
+		snapshots.SealOutput(snap)
+		if !s.Apply(t.Context(), snap) {
+			t.Fatalf("Apply reported a failure: %v", relay.acks)
+		}
+		if exists(t, dyn, vsGVR, "reviews") {
+			t.Errorf("the obsolete owned VirtualService was not deleted")
+		}
+		if !exists(t, dyn, drGVR, "reviews") {
+			t.Errorf("the desired DestinationRule was deleted")
+		}
+		checkUntouched(t)
+
+		// An empty snapshot removes every owned object and nothing else.
+		empty := &snapshotv1.OutputSnapshot{Cluster: "east"}
+		snapshots.SealOutput(empty)
+		if !s.Apply(t.Context(), empty) {
+			t.Fatalf("Apply of the empty snapshot reported a failure: %v", relay.acks)
+		}
+		if owned, err := a.ListOwned(t.Context()); err != nil || len(owned) != 0 {
+			t.Errorf("owned after an empty snapshot = %v, %v; want none", owned, err)
+		}
+		checkUntouched(t)
+	})
+}
+
+func compareKeys(x, y domain.ObjectKey) int {
+	switch {
+	case x.String() < y.String():
+		return -1
+	case x.String() > y.String():
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,418 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/services/agent/internal/domain"
+)
+
+// Hand-written fakes of the ports. Each is safe for concurrent use, since
+// the use cases call them from their own goroutines.
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out after %v: %s", timeout, fmt.Sprintf(format, args...))
+		case <-tick.C:
+		}
+	}
+}
+
+// receive returns the next value from ch, failing the test after timeout.
+func receive[T any](t *testing.T, ch <-chan T, timeout time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(timeout):
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		panic("unreachable")
+	}
+}
+
+// fakeApplier holds the cluster's owned objects in memory.
+type fakeApplier struct {
+	mu sync.Mutex
+	// owned is what ListOwned returns; Apply adds and Delete removes.
+	owned map[domain.ObjectKey]bool
+	// applyErr and deleteErr fail calls for a key.
+	applyErr  map[domain.ObjectKey]error
+	deleteErr map[domain.ObjectKey]error
+	listErr   error
+	// calls records "apply <key>", "list" and "delete <key>" in order.
+	calls []string
+}
+
+func newFakeApplier(owned ...domain.ObjectKey) *fakeApplier {
+	f := &fakeApplier{owned: map[domain.ObjectKey]bool{}, applyErr: map[domain.ObjectKey]error{}, deleteErr: map[domain.ObjectKey]error{}}
+	for _, k := range owned {
+		f.owned[k] = true
+	}
+	return f
+}
+
+func (f *fakeApplier) Apply(_ context.Context, obj *snapshotv1.Object) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := domain.KeyOf(obj)
+	f.calls = append(f.calls, "apply "+k.String())
+	if err := f.applyErr[k]; err != nil {
+		return err
+	}
+	f.owned[k] = true
+	return nil
+}
+
+func (f *fakeApplier) ListOwned(context.Context) ([]domain.ObjectKey, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "list")
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	var out []domain.ObjectKey
+	for k := range f.owned {
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+func (f *fakeApplier) Delete(_ context.Context, k domain.ObjectKey) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "delete "+k.String())
+	if err := f.deleteErr[k]; err != nil {
+		return err
+	}
+	delete(f.owned, k)
+	return nil
+}
+
+func (f *fakeApplier) setApplyErr(k domain.ObjectKey, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		delete(f.applyErr, k)
+	} else {
+		f.applyErr[k] = err
+	}
+}
+
+func (f *fakeApplier) callLog() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeApplier) count(prefix string) int {
+	n := 0
+	for _, c := range f.callLog() {
+		if len(c) >= len(prefix) && c[:len(prefix)] == prefix {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *fakeApplier) ownedKeys() map[domain.ObjectKey]bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[domain.ObjectKey]bool, len(f.owned))
+	for k := range f.owned {
+		out[k] = true
+	}
+	return out
+}
+
+type ack struct {
+	version string
+	results []*snapshotv1.ApplyResult
+}
+
+// fakeRelay is the management plane. Each Watch or OpenPush takes the next
+// stream the test queued, or fails when none is queued and down is set.
+type fakeRelay struct {
+	mu       sync.Mutex
+	watchErr error
+	watches  []string // the version passed to each Watch
+	pushes   int
+	pushErr  error
+	acks     chan ack
+	ackErr   error
+
+	watchStreams chan *fakeWatchStream
+	pushStreams  chan *fakePushStream
+}
+
+func newFakeRelay() *fakeRelay {
+	return &fakeRelay{
+		acks:         make(chan ack, 100),
+		watchStreams: make(chan *fakeWatchStream, 10),
+		pushStreams:  make(chan *fakePushStream, 10),
+	}
+}
+
+func (r *fakeRelay) Watch(ctx context.Context, have string) (WatchStream, error) {
+	r.mu.Lock()
+	r.watches = append(r.watches, have)
+	err := r.watchErr
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case s := <-r.watchStreams:
+		s.bind(ctx)
+		return s, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (r *fakeRelay) OpenPush(ctx context.Context) (PushStream, error) {
+	r.mu.Lock()
+	r.pushes++
+	err := r.pushErr
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case s := <-r.pushStreams:
+		s.bind(ctx)
+		return s, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (r *fakeRelay) Ack(_ context.Context, version string, results []*snapshotv1.ApplyResult) error {
+	r.acks <- ack{version: version, results: results}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ackErr
+}
+
+func (r *fakeRelay) watchCalls() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.watches...)
+}
+
+func (r *fakeRelay) pushCalls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pushes
+}
+
+// fakeWatchStream delivers what the test sends on snaps; closing end (or
+// sending on fail) ends the stream with an error.
+type fakeWatchStream struct {
+	snaps chan *snapshotv1.OutputSnapshot
+	fail  chan error
+	ctx   context.Context
+
+	mu     sync.Mutex
+	closed bool
+}
+
+func newFakeWatchStream() *fakeWatchStream {
+	return &fakeWatchStream{snaps: make(chan *snapshotv1.OutputSnapshot), fail: make(chan error, 1)}
+}
+
+func (s *fakeWatchStream) bind(ctx context.Context) { s.ctx = ctx }
+
+func (s *fakeWatchStream) Receive() (*snapshotv1.OutputSnapshot, error) {
+	select {
+	case snap := <-s.snaps:
+		return snap, nil
+	case err := <-s.fail:
+		return nil, err
+	case <-s.ctx.Done():
+		return nil, s.ctx.Err()
+	}
+}
+
+func (s *fakeWatchStream) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+func (s *fakeWatchStream) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// fakePushStream records what is sent and answers with what the test puts
+// on stored.
+type fakePushStream struct {
+	sent   chan *snapshotv1.InputSnapshot
+	stored chan string
+	fail   chan error
+	ctx    context.Context
+
+	mu      sync.Mutex
+	closed  bool
+	all     []*snapshotv1.InputSnapshot
+	sendErr error
+	// inFlight is an acknowledgement that arrived just as the stream was
+	// closed: Receive returns it once after Close.
+	inFlight string
+	closedC  chan struct{}
+}
+
+func newFakePushStream() *fakePushStream {
+	return &fakePushStream{sent: make(chan *snapshotv1.InputSnapshot, 100), stored: make(chan string), fail: make(chan error, 1), closedC: make(chan struct{})}
+}
+
+func (s *fakePushStream) bind(ctx context.Context) { s.ctx = ctx }
+
+func (s *fakePushStream) Send(snap *snapshotv1.InputSnapshot) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return io.ErrClosedPipe
+	}
+	if s.sendErr != nil {
+		return s.sendErr
+	}
+	s.all = append(s.all, snap)
+	s.sent <- snap
+	return nil
+}
+
+func (s *fakePushStream) Receive() (string, error) {
+	select {
+	case v := <-s.stored:
+		return v, nil
+	case err := <-s.fail:
+		return "", err
+	case <-s.ctx.Done():
+		return "", s.ctx.Err()
+	case <-s.closedC:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if v := s.inFlight; v != "" {
+			s.inFlight = ""
+			return v, nil
+		}
+		return "", io.ErrClosedPipe
+	}
+}
+
+func (s *fakePushStream) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.closedC)
+	}
+	return nil
+}
+
+func (s *fakePushStream) sends() []*snapshotv1.InputSnapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*snapshotv1.InputSnapshot(nil), s.all...)
+}
+
+// fakeReader is discovery over a list of services the test edits.
+type fakeReader struct {
+	mu        sync.Mutex
+	services  []domain.Service
+	err       error
+	discovers int
+	changed   chan struct{}
+	synced    chan struct{}
+}
+
+func newFakeReader(svcs ...domain.Service) *fakeReader {
+	r := &fakeReader{services: svcs, changed: make(chan struct{}), synced: make(chan struct{})}
+	close(r.synced)
+	return r
+}
+
+func (r *fakeReader) WaitForSync(ctx context.Context) error {
+	select {
+	case <-r.synced:
+		return nil
+	case <-ctx.Done():
+		return errors.New("not synced")
+	}
+}
+
+func (r *fakeReader) Changed() <-chan struct{} { return r.changed }
+
+func (r *fakeReader) Discover() (domain.Discovered, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.discovers++
+	if r.err != nil {
+		return domain.Discovered{}, r.err
+	}
+	return domain.Discovered{Services: append([]domain.Service(nil), r.services...)}, nil
+}
+
+func (r *fakeReader) set(svcs ...domain.Service) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.services = svcs
+}
+
+func (r *fakeReader) discoverCalls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.discovers
+}
+
+// recordingMetrics counts what the use cases report.
+type recordingMetrics struct {
+	mu        sync.Mutex
+	applied   []string
+	connected map[string]bool
+}
+
+func (m *recordingMetrics) Pushed(int, error) {}
+func (m *recordingMetrics) Applied(version string, applied, failed, deleted int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.applied = append(m.applied, fmt.Sprintf("%s applied=%d failed=%d deleted=%d", version, applied, failed, deleted))
+}
+func (m *recordingMetrics) Connected(stream string, up bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.connected == nil {
+		m.connected = map[string]bool{}
+	}
+	m.connected[stream] = up
+}
