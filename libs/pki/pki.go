@@ -62,26 +62,49 @@ func (id ID) URL() *url.URL {
 func (id ID) String() string { return id.URL().String() }
 
 // ParseID parses spiffe://<trust-domain>/<kind>/<name>, where kind is
-// "cluster" or "service" and name is a DNS label.
+// "cluster" or "service" and name is a DNS label. Anything else, including
+// extra path segments, ports, queries, fragments or escapes, is an error: an
+// ID that two parsers could read differently must not name anyone.
 func ParseID(u *url.URL) (ID, error) {
-	if u == nil || u.Scheme != "spiffe" {
-		return ID{}, errors.New("identity is not a spiffe:// URI")
+	if u == nil {
+		return ID{}, errors.New("no URI")
 	}
-	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Port() != "" {
-		return ID{}, fmt.Errorf("identity %q: want spiffe://<trust-domain>/<kind>/<name>", u)
+	if u.Scheme != "spiffe" {
+		return ID{}, fmt.Errorf("URI %q: scheme is not spiffe", u)
+	}
+	if u.Opaque != "" || u.User != nil || u.Port() != "" || u.RawQuery != "" || u.ForceQuery ||
+		u.Fragment != "" || u.RawFragment != "" || u.RawPath != "" {
+		return ID{}, fmt.Errorf("URI %q: a SPIFFE ID has only a trust domain and a path", u)
+	}
+	if err := ValidateTrustDomain(u.Host); err != nil {
+		return ID{}, fmt.Errorf("URI %q: %w", u, err)
 	}
 	parts := strings.Split(strings.TrimPrefix(u.Path, "/"), "/")
-	if len(parts) != 2 {
-		return ID{}, fmt.Errorf("identity %q: want spiffe://<trust-domain>/<kind>/<name>", u)
+	if !strings.HasPrefix(u.Path, "/") || len(parts) != 2 {
+		return ID{}, fmt.Errorf("URI %q: path must be /cluster/<name> or /service/<name>", u)
 	}
 	kind, name := parts[0], parts[1]
 	if kind != KindCluster && kind != KindService {
-		return ID{}, fmt.Errorf("identity %q: unknown kind %q", u, kind)
+		return ID{}, fmt.Errorf("URI %q: unknown kind %q (want cluster or service)", u, kind)
 	}
 	if err := ValidateName(name); err != nil {
-		return ID{}, fmt.Errorf("identity %q: %w", u, err)
+		return ID{}, fmt.Errorf("URI %q: %w", u, err)
 	}
 	return ID{TrustDomain: u.Host, Kind: kind, Name: name}, nil
+}
+
+// ValidateTrustDomain follows the SPIFFE spec: lower-case letters, digits,
+// dots, dashes and underscores.
+func ValidateTrustDomain(td string) error {
+	if td == "" {
+		return errors.New("trust domain is empty")
+	}
+	for _, r := range td {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+			return fmt.Errorf("trust domain %q has %q; only lower-case letters, digits, '.', '-' and '_' are allowed", td, r)
+		}
+	}
+	return nil
 }
 
 // ValidateName checks that a cluster or service name is a DNS-1123 label, so

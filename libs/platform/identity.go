@@ -5,8 +5,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/meshplane/meshplane/libs/pki"
 	"net/url"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -46,42 +46,21 @@ func (id Identity) SPIFFEID() string {
 // certificates do.
 func (id Identity) String() string { return id.SPIFFEID() }
 
-// SPIFFEID builds spiffe://<trustDomain>/<kind>/<name>. The PKI uses it for
-// the URI SAN it signs, so both sides agree on the format.
+// SPIFFEID builds spiffe://<trustDomain>/<kind>/<name>, as libs/pki signs
+// it.
 func SPIFFEID(trustDomain string, kind Kind, name string) string {
-	return (&url.URL{Scheme: "spiffe", Host: trustDomain, Path: "/" + string(kind) + "/" + name}).String()
+	return pki.ID{TrustDomain: trustDomain, Kind: string(kind), Name: name}.String()
 }
 
 // ParseSPIFFEID parses spiffe://<trust-domain>/cluster/<name> or
-// spiffe://<trust-domain>/service/<name>. Anything else, including extra path
-// segments, ports, queries, fragments or escapes, is an error: an ID that two
-// parsers could read differently must not name anyone.
+// spiffe://<trust-domain>/service/<name> with libs/pki's parser, so that
+// the signer and the checker agree on what names anyone.
 func ParseSPIFFEID(u *url.URL) (Identity, error) {
-	if u == nil {
-		return Identity{}, errors.New("no URI")
+	id, err := pki.ParseID(u)
+	if err != nil {
+		return Identity{}, err
 	}
-	if u.Scheme != "spiffe" {
-		return Identity{}, fmt.Errorf("URI %q: scheme is not spiffe", u)
-	}
-	if u.Opaque != "" || u.User != nil || u.Port() != "" || u.RawQuery != "" || u.ForceQuery ||
-		u.Fragment != "" || u.RawFragment != "" || u.RawPath != "" {
-		return Identity{}, fmt.Errorf("URI %q: a SPIFFE ID has only a trust domain and a path", u)
-	}
-	if err := validateTrustDomain(u.Host); err != nil {
-		return Identity{}, fmt.Errorf("URI %q: %w", u, err)
-	}
-	segs := strings.Split(strings.TrimPrefix(u.Path, "/"), "/")
-	if !strings.HasPrefix(u.Path, "/") || len(segs) != 2 {
-		return Identity{}, fmt.Errorf("URI %q: path must be /cluster/<name> or /service/<name>", u)
-	}
-	kind := Kind(segs[0])
-	if kind != KindCluster && kind != KindService {
-		return Identity{}, fmt.Errorf("URI %q: unknown kind %q (want cluster or service)", u, segs[0])
-	}
-	if err := validateSegment(segs[1]); err != nil {
-		return Identity{}, fmt.Errorf("URI %q: name: %w", u, err)
-	}
-	return Identity{Kind: kind, Name: segs[1], TrustDomain: u.Host}, nil
+	return Identity{Kind: Kind(id.Kind), Name: id.Name, TrustDomain: id.TrustDomain}, nil
 }
 
 // IdentityFromCertificate reads the identity of a certificate that has
@@ -103,32 +82,7 @@ func IdentityFromCertificate(cert *x509.Certificate) (Identity, error) {
 	return id, nil
 }
 
-// validateTrustDomain follows the SPIFFE spec: lower-case letters, digits,
-// dots, dashes and underscores.
-func validateTrustDomain(td string) error {
-	if td == "" {
-		return errors.New("trust domain is empty")
-	}
-	for _, r := range td {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
-			return fmt.Errorf("trust domain %q has %q; only lower-case letters, digits, '.', '-' and '_' are allowed", td, r)
-		}
-	}
-	return nil
-}
-
-// validateSegment follows the SPIFFE spec for a path segment.
-func validateSegment(s string) error {
-	if s == "" || s == "." || s == ".." {
-		return fmt.Errorf("%q is not a valid path segment", s)
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
-			return fmt.Errorf("%q has %q; only letters, digits, '.', '-' and '_' are allowed", s, r)
-		}
-	}
-	return nil
-}
+func validateTrustDomain(td string) error { return pki.ValidateTrustDomain(td) }
 
 type identityKey struct{}
 

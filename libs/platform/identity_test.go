@@ -20,7 +20,10 @@ func TestParseSPIFFEID(t *testing.T) {
 	}{
 		{"spiffe://test.local/cluster/east", platform.Identity{Kind: platform.KindCluster, Name: "east", TrustDomain: "test.local"}},
 		{"spiffe://test.local/service/ingest", platform.Identity{Kind: platform.KindService, Name: "ingest", TrustDomain: "test.local"}},
-		{"spiffe://td/cluster/Us-East_1.a", platform.Identity{Kind: platform.KindCluster, Name: "Us-East_1.a", TrustDomain: "td"}},
+		{"spiffe://td/cluster/us-east-1a", platform.Identity{Kind: platform.KindCluster, Name: "us-east-1a", TrustDomain: "td"}},
+		// Names are DNS labels: they end up in Kubernetes label values and
+		// Redis keys.
+		{"spiffe://td/cluster/Us-East_1.a", platform.Identity{}},
 		{"spiffe://test.local/user/alice", platform.Identity{}},
 		{"spiffe://test.local/cluster", platform.Identity{}},
 		{"spiffe://test.local/cluster/", platform.Identity{}},
