@@ -3,6 +3,7 @@ module github.com/meshplane/meshplane/libs/kube
 go 1.26.0
 
 require (
+	github.com/meshplane/meshplane/libs/gen v0.0.0-00010101000000-000000000000
 	istio.io/api v1.31.1
 	istio.io/client-go v1.31.1
 	k8s.io/api v0.37.2
@@ -48,7 +49,7 @@ require (
 	golang.org/x/text v0.40.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260526163538-3dc84a4a5aaa // indirect
-	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
+	google.golang.org/protobuf v1.36.13-0.20261016172727-e9ee2a76ab8e // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
@@ -58,3 +59,29 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace github.com/meshplane/meshplane/libs/gen => ../gen
+
+replace github.com/meshplane/meshplane/libs/platform => ../platform
+
+replace github.com/meshplane/meshplane/libs/pki => ../pki
+
+replace github.com/meshplane/meshplane/libs/redistest => ../redistest
+
+replace github.com/meshplane/meshplane/libs/snapshots => ../snapshots
+
+replace github.com/meshplane/meshplane/services/registration => ../../services/registration
+
+replace github.com/meshplane/meshplane/services/ingest => ../../services/ingest
+
+replace github.com/meshplane/meshplane/services/translation => ../../services/translation
+
+replace github.com/meshplane/meshplane/services/distribution => ../../services/distribution
+
+replace github.com/meshplane/meshplane/services/agent => ../../services/agent
+
+replace github.com/meshplane/meshplane/cmd/meshctl => ../../cmd/meshctl
+
+replace github.com/meshplane/meshplane/cmd/meshplane => ../../cmd/meshplane
+
+replace github.com/meshplane/meshplane/test/e2e => ../../test/e2e

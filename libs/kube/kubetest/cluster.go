@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/meshplane/meshplane/libs/gen/crds"
 	"io"
 	"net/http"
 	"os"
@@ -49,6 +50,8 @@ type Options struct {
 	CRDs [][]byte
 	// SkipIstioCRDs leaves out the Istio CRDs.
 	SkipIstioCRDs bool
+	// SkipMeshplaneCRDs leaves out Meshplane's own CRDs (libs/gen/crds).
+	SkipMeshplaneCRDs bool
 	// LogDir receives <Name>-etcd.log and <Name>-kube-apiserver.log, and
 	// keeps them after Stop. Default: the cluster's temporary state
 	// directory, which Stop removes.
@@ -124,6 +127,13 @@ func StartCluster(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 		crdDocs = append(crdDocs, istio)
+	}
+	if !opts.SkipMeshplaneCRDs {
+		own, err := crds.All()
+		if err != nil {
+			return nil, fmt.Errorf("kubetest: meshplane CRDs: %w", err)
+		}
+		crdDocs = append(crdDocs, own...)
 	}
 	crdDocs = append(crdDocs, opts.CRDs...)
 

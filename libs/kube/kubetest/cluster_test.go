@@ -147,6 +147,55 @@ func TestClusters(t *testing.T) {
 		}
 	})
 
+	t.Run("MeshplaneCRDs", func(t *testing.T) {
+		ctx := t.Context()
+		// The generated schemas are accepted by a real API server, they
+		// admit a Gloo-style manifest, and the oneof rule rejects a
+		// matcher that sets two path specifiers.
+		valid := `apiVersion: networking.meshplane.dev/v1
+kind: TrafficPolicy
+metadata: {name: reviews-retries, namespace: default}
+spec:
+  destinationSelector:
+  - kubeServiceRefs:
+      services: [{name: reviews, namespace: bookinfo, cluster: east}]
+  httpRequestMatchers:
+  - prefix: /api
+    headers: [{name: x-canary, value: "true"}]
+  policy:
+    requestTimeout: 2s
+    retries: {attempts: 3, perTryTimeout: 0.5s}
+    mtls: {istio: {tlsMode: ISTIO_MUTUAL}}
+`
+		if err := east.ApplyYAML(ctx, []byte(valid)); err != nil {
+			t.Fatalf("a valid TrafficPolicy was refused: %v", err)
+		}
+		for name, doc := range map[string]string{
+			"two path specifiers": `apiVersion: networking.meshplane.dev/v1
+kind: TrafficPolicy
+metadata: {name: bad-oneof, namespace: default}
+spec:
+  httpRequestMatchers: [{prefix: /a, exact: /b}]
+`,
+			"unknown enum value": `apiVersion: networking.meshplane.dev/v1
+kind: TrafficPolicy
+metadata: {name: bad-enum, namespace: default}
+spec:
+  policy: {mtls: {istio: {tlsMode: STRICTEST}}}
+`,
+			"bad duration": `apiVersion: networking.meshplane.dev/v1
+kind: TrafficPolicy
+metadata: {name: bad-duration, namespace: default}
+spec:
+  policy: {requestTimeout: soon}
+`,
+		} {
+			if err := east.ApplyYAML(ctx, []byte(doc)); err == nil {
+				t.Errorf("%s: the API server accepted an invalid TrafficPolicy", name)
+			}
+		}
+	})
+
 	t.Run("ExtraCRDsAndApplyYAML", func(t *testing.T) {
 		ctx := t.Context()
 		yaml := []byte(`
