@@ -60,7 +60,7 @@ test-short: ## Unit tests only: no real API servers or processes.
 
 .PHONY: demo
 demo: tools build ## The main job: all-in-one management plane, two clusters with bookinfo, two agents.
-	$(GO) run ./test/e2e/cmd/demo --bin $(BIN)
+	$(GO) run ./test/e2e/cmd/demo --bin $(BIN) $(DEMO_ARGS)
 
 .PHONY: bench
 bench: ## Run the benchmarks.
