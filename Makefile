@@ -55,7 +55,7 @@ test: tools verify-generate lint ## Run every test (needs the tools; installs th
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 .PHONY: test-short
-test-short: ## Unit tests only: no real API servers or processes.
+test-short: ## Everything but the e2e suite (go test -short).
 	$(GO) test -short $(PKGS)
 
 .PHONY: demo

@@ -37,6 +37,8 @@ func allInOne(args []string) int {
 	fs := flag.NewFlagSet("meshplane all-in-one", flag.ExitOnError)
 	srvOpts := platform.NewServerOptions()
 	srvOpts.Addr = ":9900"
+	srvOpts.AdminAddr = ":9990"
+	srvOpts.TrustDomain = pki.DefaultTrustDomain
 	// Register is called before an agent has a certificate.
 	srvOpts.TLS.ClientAuth = platform.ClientAuthOptional
 	srvOpts.AddFlags(fs, "")
@@ -57,9 +59,6 @@ func allInOne(args []string) int {
 	f.String(&s.devPKIDir, "dev-pki-dir", "create a development CA and a server certificate for localhost here, when no --tls-cert-file is given")
 	s.redis.AddFlags(fs)
 	_ = fs.Parse(args)
-	if srvOpts.TrustDomain == "" {
-		srvOpts.TrustDomain = s.trustDomain
-	}
 	s.trustDomain = srvOpts.TrustDomain
 
 	if s.devPKIDir != "" && srvOpts.TLS.CertFile == "" {

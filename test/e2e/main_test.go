@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,12 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// -short is the developer's explicit opt-out of the slow suite;
+		// every test below skips and says so.
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "meshplane-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/services/distribution/service"
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,8 @@ import (
 func main() {
 	srvOpts := platform.NewServerOptions()
 	srvOpts.Addr = ":9904"
+	srvOpts.AdminAddr = ":9994"
+	srvOpts.TrustDomain = pki.DefaultTrustDomain
 	srvOpts.AddFlags(flag.CommandLine, "")
 	logOpts := platform.NewLogOptions()
 	logOpts.AddFlags(flag.CommandLine, "")

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/services/registration/service"
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,8 @@ import (
 func main() {
 	srvOpts := platform.NewServerOptions()
 	srvOpts.Addr = ":9901"
+	srvOpts.AdminAddr = ":9991"
+	srvOpts.TrustDomain = pki.DefaultTrustDomain
 	// Register is called before the agent has a certificate.
 	srvOpts.TLS.ClientAuth = platform.ClientAuthOptional
 	srvOpts.AddFlags(flag.CommandLine, "")
@@ -24,9 +27,6 @@ func main() {
 	flag.Parse()
 	// One trust domain: the one the server accepts identities of is the
 	// one registration signs for.
-	if srvOpts.TrustDomain == "" {
-		srvOpts.TrustDomain = cfg.TrustDomain
-	}
 	cfg.TrustDomain = srvOpts.TrustDomain
 
 	os.Exit(platform.RunMain(service.Name, srvOpts, logOpts, func(log *slog.Logger, reg *prometheus.Registry) (platform.Component, error) {
