@@ -96,8 +96,9 @@ func (o *RedisOptions) NewClient() (redis.UniversalClient, error) {
 		DB:          o.DB,
 		DialTimeout: o.DialTimeout,
 		// Fail fast while Redis is down: callers fall back to memory.
-		MaxRetries:   1,
-		ReadTimeout:  2 * time.Second,
-		WriteTimeout: 2 * time.Second,
+		MaxRetries:    1,
+		DialerRetries: 1,
+		ReadTimeout:   2 * time.Second,
+		WriteTimeout:  2 * time.Second,
 	}), nil
 }

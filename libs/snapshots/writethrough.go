@@ -24,6 +24,16 @@ type WriteThrough[T proto.Message] struct {
 
 	mu      sync.Mutex
 	pending map[string]string // cluster -> version not yet in remote
+	// writing serializes remote writes per cluster, so that a flush of an
+	// older snapshot never lands after a newer Put.
+	writing sync.Map // cluster -> *sync.Mutex
+}
+
+func (w *WriteThrough[T]) lockCluster(cluster string) func() {
+	m, _ := w.writing.LoadOrStore(cluster, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
 }
 
 // NewWriteThrough composes a shared store with a memory store.
@@ -35,6 +45,8 @@ var _ Store[proto.Message] = (*WriteThrough[proto.Message])(nil)
 
 // Put never fails because the shared store is down.
 func (w *WriteThrough[T]) Put(ctx context.Context, cluster, version string, v T) error {
+	unlock := w.lockCluster(cluster)
+	defer unlock()
 	if err := w.local.Put(ctx, cluster, version, v); err != nil {
 		return err
 	}
@@ -158,18 +170,29 @@ func (w *WriteThrough[T]) Run(ctx context.Context, interval time.Duration) {
 // Flush tries once to write every pending snapshot through.
 func (w *WriteThrough[T]) Flush(ctx context.Context) {
 	for _, cluster := range w.Pending() {
-		e, err := w.local.Get(ctx, cluster)
-		if err != nil {
-			continue
-		}
-		if err := w.remote.Put(ctx, cluster, e.Version, e.Value); err != nil {
+		if !w.flushOne(ctx, cluster) {
 			return // still down; try again later
 		}
-		w.mu.Lock()
-		if w.pending[cluster] == e.Version {
-			delete(w.pending, cluster)
-		}
-		w.mu.Unlock()
-		w.log.Info("wrote a pending snapshot through to the shared store", "cluster", cluster, "version", e.Version)
 	}
+}
+
+// flushOne writes one cluster's pending snapshot through, under the
+// cluster's write lock; it reports false when the remote store failed.
+func (w *WriteThrough[T]) flushOne(ctx context.Context, cluster string) bool {
+	unlock := w.lockCluster(cluster)
+	defer unlock()
+	e, err := w.local.Get(ctx, cluster)
+	if err != nil {
+		return true
+	}
+	if err := w.remote.Put(ctx, cluster, e.Version, e.Value); err != nil {
+		return false
+	}
+	w.mu.Lock()
+	if w.pending[cluster] == e.Version {
+		delete(w.pending, cluster)
+	}
+	w.mu.Unlock()
+	w.log.Info("wrote a pending snapshot through to the shared store", "cluster", cluster, "version", e.Version)
+	return true
 }

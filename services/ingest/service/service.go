@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
@@ -116,6 +117,10 @@ type Service struct {
 	}
 	flush time.Duration
 	redis redis.UniversalClient
+	// shared is the Redis store behind the write-through one; nil without
+	// Redis.
+	shared *snapshots.Redis[*snapshotv1.InputSnapshot]
+	log    *slog.Logger
 }
 
 // New builds the service.
@@ -128,7 +133,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		o(&d)
 	}
 	log := d.log.With("service", Name)
-	s := &Service{flush: cfg.FlushInterval}
+	s := &Service{flush: cfg.FlushInterval, log: log}
 	newInput := func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} }
 	if d.inputs == nil {
 		if cfg.Redis.Enabled() {
@@ -137,9 +142,10 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 				return nil, err
 			}
 			s.redis = client
+			s.shared = snapshots.NewRedis(client, cfg.Install, snapshots.Inputs, newInput)
 			// Pushes are accepted while Redis is down and written through
 			// when it returns.
-			d.inputs = snapshots.NewWriteThrough(snapshots.NewRedis(client, cfg.Install, snapshots.Inputs, newInput), snapshots.NewMemory(newInput), log)
+			d.inputs = snapshots.NewWriteThrough(s.shared, snapshots.NewMemory(newInput), log)
 		} else {
 			d.inputs = snapshots.NewMemory(newInput)
 		}
@@ -182,18 +188,52 @@ func (s *Service) Mount(srv *platform.Server) {
 	})
 }
 
-// Run writes through snapshots kept in memory during a Redis outage until
-// ctx ends.
+// Run writes through snapshots kept in memory during a Redis outage, and
+// restores what Redis lost when it comes back empty, until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
 	defer func() {
+		wg.Wait()
 		if s.redis != nil {
 			s.redis.Close()
 		}
 	}()
+	if s.shared != nil {
+		wg.Go(func() { s.restoreOnResync(ctx) })
+	}
 	if s.flusher != nil {
 		s.flusher.Run(ctx, s.flush)
 		return nil
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// restoreOnResync follows Redis and, on every resubscription (Redis came
+// back, perhaps empty), writes back the snapshots of the clusters connected
+// here that it lost. Without this an agent whose content did not change
+// would never be stored again: its pushes match the copy kept in memory.
+func (s *Service) restoreOnResync(ctx context.Context) {
+	for ctx.Err() == nil {
+		changes, err := s.shared.Subscribe(ctx)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(s.flush):
+			}
+			continue
+		}
+		for c := range changes {
+			if !c.Resync {
+				continue
+			}
+			restored, err := s.ingestor.Restore(ctx, s.shared)
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("restoring input snapshots to Redis failed; will retry on the next resync", "error", err)
+			}
+			if len(restored) > 0 {
+				s.log.Info("restored input snapshots to Redis", "clusters", restored)
+			}
+		}
+	}
 }

@@ -26,6 +26,7 @@ type Distributor struct {
 	acks    AckStore
 	metrics Metrics
 	log     *slog.Logger
+	now     func() time.Time
 
 	// resyncEvery bounds how long a missed notice can delay a watcher.
 	resyncEvery time.Duration
@@ -41,7 +42,7 @@ func NewDistributor(source OutputSource, acks AckStore, metrics Metrics, log *sl
 		metrics = NopMetrics{}
 	}
 	return &Distributor{
-		source: source, acks: acks, metrics: metrics, log: log,
+		source: source, acks: acks, metrics: metrics, log: log, now: time.Now,
 		resyncEvery: 30 * time.Second,
 		watchers:    map[string]map[chan struct{}]struct{}{},
 	}
@@ -184,7 +185,7 @@ func (d *Distributor) Ack(ctx context.Context, cluster, version string, results 
 			errs++
 		}
 	}
-	if err := d.acks.PutAck(ctx, AckRecord{Cluster: cluster, Version: version, Results: results, ApplyErrors: errs}); err != nil {
+	if err := d.acks.PutAck(ctx, AckRecord{Cluster: cluster, Version: version, Results: results, ApplyErrors: errs, AckedAt: d.now()}); err != nil {
 		return fmt.Errorf("record ack of cluster %q: %w", cluster, err)
 	}
 	d.metrics.Acked(cluster, errs)

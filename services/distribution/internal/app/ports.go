@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"time"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
@@ -22,6 +23,7 @@ type AckRecord struct {
 	Version     string
 	Results     []*snapshotv1.ApplyResult
 	ApplyErrors int
+	AckedAt     time.Time
 }
 
 // AckStore keeps the latest acknowledgement of each cluster.

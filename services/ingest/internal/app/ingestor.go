@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"google.golang.org/protobuf/proto"
@@ -30,6 +31,9 @@ type Ingestor struct {
 
 	mu       sync.Mutex
 	clusters map[string]*ClusterState
+	// writes serializes the store writes of each cluster, so that a
+	// restore never puts back an older snapshot over a push.
+	writes map[string]*sync.Mutex
 }
 
 // ClusterState is what this replica knows of one cluster's pushes.
@@ -48,7 +52,7 @@ func NewIngestor(store SnapshotStore, notifier TranslationNotifier, metrics Metr
 	if metrics == nil {
 		metrics = NopMetrics{}
 	}
-	return &Ingestor{store: store, notifier: notifier, metrics: metrics, log: log, replica: replica, now: time.Now, clusters: map[string]*ClusterState{}}
+	return &Ingestor{store: store, notifier: notifier, metrics: metrics, log: log, replica: replica, now: time.Now, clusters: map[string]*ClusterState{}, writes: map[string]*sync.Mutex{}}
 }
 
 // Push validates and stores a cluster's snapshot and notifies translation.
@@ -65,17 +69,22 @@ func (i *Ingestor) push(ctx context.Context, cluster string, s *snapshotv1.Input
 		return "", err
 	}
 	version := s.GetVersion()
+	unlock := i.lockWrites(cluster)
+	defer unlock()
 	stored, err := i.store.Version(ctx, cluster)
 	if err != nil && !errors.Is(err, snapshots.ErrNotFound) {
 		stored = ""
 	}
-	i.recordPush(cluster, version, s.GetAgent().GetVersion())
 	if stored == version {
+		i.recordPush(cluster, version, s.GetAgent().GetVersion())
 		return version, nil
 	}
 	if err := i.store.Put(ctx, cluster, version, s); err != nil {
 		return "", fmt.Errorf("store snapshot: %w", err)
 	}
+	// Recorded only once stored: connectivity reports must not show a
+	// version that was refused.
+	i.recordPush(cluster, version, s.GetAgent().GetVersion())
 	if err := i.notifier.Notify(ctx, cluster, version, s); err != nil {
 		// Translation also follows the store, so a lost notice delays the
 		// change rather than dropping it.
@@ -84,6 +93,63 @@ func (i *Ingestor) push(ctx context.Context, cluster string, s *snapshotv1.Input
 	i.log.Info("stored input snapshot", "cluster", cluster, "version", version,
 		"destinations", len(s.GetDestinations()), "workloads", len(s.GetWorkloads()), "meshes", len(s.GetMeshes()))
 	return version, nil
+}
+
+func (i *Ingestor) lockWrites(cluster string) (unlock func()) {
+	i.mu.Lock()
+	m, ok := i.writes[cluster]
+	if !ok {
+		m = &sync.Mutex{}
+		i.writes[cluster] = m
+	}
+	i.mu.Unlock()
+	m.Lock()
+	return m.Unlock
+}
+
+// Restore writes back to the shared store the snapshot of every cluster
+// whose agent is connected to this replica and that the shared store no
+// longer holds, as after a Redis restart without persistence. The agent
+// will not push again until something changes, and this replica holds its
+// newest snapshot; clusters connected elsewhere are left to their replica.
+// It returns the clusters restored.
+func (i *Ingestor) Restore(ctx context.Context, shared SharedStore) ([]string, error) {
+	var restored []string
+	var errs []error
+	for _, st := range i.Clusters() {
+		if st.Connections == 0 {
+			continue
+		}
+		ok, err := i.restore(ctx, shared, st.Cluster)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("restore snapshot of cluster %q: %w", st.Cluster, err))
+		}
+		if ok {
+			restored = append(restored, st.Cluster)
+		}
+	}
+	return restored, errors.Join(errs...)
+}
+
+func (i *Ingestor) restore(ctx context.Context, shared SharedStore, cluster string) (bool, error) {
+	unlock := i.lockWrites(cluster)
+	defer unlock()
+	_, err := shared.Version(ctx, cluster)
+	if !errors.Is(err, snapshots.ErrNotFound) {
+		return false, err // present (nil), or the store failed
+	}
+	e, err := i.store.Get(ctx, cluster)
+	if errors.Is(err, snapshots.ErrNotFound) {
+		return false, nil // nothing pushed here yet
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := shared.Put(ctx, cluster, e.Version, e.Value); err != nil {
+		return false, err
+	}
+	i.log.Info("restored an input snapshot the shared store had lost", "cluster", cluster, "version", e.Version)
+	return true, nil
 }
 
 // Validate checks a snapshot before it may replace the last good one.
@@ -98,10 +164,32 @@ func Validate(cluster string, s *snapshotv1.InputSnapshot) error {
 	if s.GetVersion() != want {
 		return fmt.Errorf("%w: version %q does not match the content hash %q (was the snapshot sorted and sealed?)", ErrInvalidSnapshot, s.GetVersion(), want)
 	}
+	// Discovered objects are facts about the pushing cluster; one that
+	// names another cluster would let an agent speak for that cluster.
 	for _, d := range s.GetDestinations() {
-		if c := d.GetMetadata().GetCluster(); c != cluster {
-			return fmt.Errorf("%w: destination %s/%s names cluster %q", ErrInvalidSnapshot, d.GetMetadata().GetNamespace(), d.GetMetadata().GetName(), c)
+		if err := checkDiscovered("destination", d.GetMetadata(), cluster); err != nil {
+			return err
 		}
+		if c := d.GetSpec().GetKubeService().GetRef().GetCluster(); c != "" && c != cluster {
+			return fmt.Errorf("%w: destination %s/%s refers to a Service in cluster %q", ErrInvalidSnapshot, d.GetMetadata().GetNamespace(), d.GetMetadata().GetName(), c)
+		}
+	}
+	for _, w := range s.GetWorkloads() {
+		if err := checkDiscovered("workload", w.GetMetadata(), cluster); err != nil {
+			return err
+		}
+	}
+	for _, m := range s.GetMeshes() {
+		if err := checkDiscovered("mesh", m.GetMetadata(), cluster); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkDiscovered(kind string, meta *commonv1.ObjectMeta, cluster string) error {
+	if c := meta.GetCluster(); c != cluster {
+		return fmt.Errorf("%w: %s %s/%s names cluster %q", ErrInvalidSnapshot, kind, meta.GetNamespace(), meta.GetName(), c)
 	}
 	return nil
 }

@@ -17,6 +17,14 @@ type SnapshotStore interface {
 	Version(ctx context.Context, cluster string) (string, error)
 }
 
+// SharedStore is the store that other replicas and services read (Redis),
+// as opposed to SnapshotStore, which may fall back to memory. Restore
+// writes to it directly.
+type SharedStore interface {
+	Version(ctx context.Context, cluster string) (string, error)
+	Put(ctx context.Context, cluster, version string, s *snapshotv1.InputSnapshot) error
+}
+
 // TranslationNotifier tells translation that a cluster's input changed.
 type TranslationNotifier interface {
 	Notify(ctx context.Context, cluster, version string, s *snapshotv1.InputSnapshot) error

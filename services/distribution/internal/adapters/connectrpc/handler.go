@@ -11,6 +11,7 @@ import (
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/services/distribution/internal/app"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Handler implements DistributionService.
@@ -28,6 +29,13 @@ func NewHandler(d *app.Distributor) *Handler { return &Handler{d: d} }
 func (h *Handler) Watch(ctx context.Context, req *connect.Request[distributionv1.WatchRequest], stream *connect.ServerStream[distributionv1.WatchResponse]) error {
 	cluster, err := platform.ClusterFromContext(ctx)
 	if err != nil {
+		return err
+	}
+	// Flush the response headers now. Connect and gRPC clients return from
+	// Watch only once headers arrive, and an agent that already holds the
+	// current version may get no message for hours: without this it would
+	// hang in the call, unable to tell a live watch from a dead dial.
+	if err := stream.Send(nil); err != nil {
 		return err
 	}
 	err = h.d.Watch(ctx, cluster, req.Msg.GetVersion(), func(s *snapshotv1.OutputSnapshot) error {
@@ -57,13 +65,17 @@ func (h *Handler) ListAcks(ctx context.Context, _ *connect.Request[distributionv
 	}
 	resp := &distributionv1.ListAcksResponse{}
 	for _, r := range recs {
-		resp.Clusters = append(resp.Clusters, &distributionv1.ClusterAck{
+		ack := &distributionv1.ClusterAck{
 			Cluster:       r.Cluster,
 			LatestVersion: latest[r.Cluster],
 			AckedVersion:  r.Version,
 			ApplyErrors:   uint32(r.ApplyErrors),
 			Connected:     h.d.Connected(r.Cluster),
-		})
+		}
+		if !r.AckedAt.IsZero() {
+			ack.AckedAt = timestamppb.New(r.AckedAt)
+		}
+		resp.Clusters = append(resp.Clusters, ack)
 	}
 	return connect.NewResponse(resp), nil
 }

@@ -1,0 +1,351 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/distribution/internal/adapters/memory"
+	"github.com/meshplane/meshplane/services/distribution/internal/app"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const timeout = 10 * time.Second
+
+func output(cluster string, names ...string) *snapshotv1.OutputSnapshot {
+	o := &snapshotv1.OutputSnapshot{Cluster: cluster}
+	for _, n := range names {
+		o.Objects = append(o.Objects, &snapshotv1.Object{ApiVersion: "networking.istio.io/v1", Kind: "DestinationRule", Namespace: "default", Name: n})
+	}
+	snapshots.SealOutput(o)
+	return o
+}
+
+// source is the memory store with hooks that let tests know when the
+// distributor has subscribed and how often it has read a version.
+type source struct {
+	*snapshots.Memory[*snapshotv1.OutputSnapshot]
+	subscribed chan struct{}
+
+	mu       sync.Mutex
+	versions map[string]int
+	read     chan struct{}
+}
+
+func newSource() *source {
+	return &source{
+		Memory:     snapshots.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} }),
+		subscribed: make(chan struct{}, 16),
+		versions:   map[string]int{},
+		read:       make(chan struct{}, 1),
+	}
+}
+
+func (s *source) Subscribe(ctx context.Context) (<-chan snapshots.Change, error) {
+	ch, err := s.Memory.Subscribe(ctx)
+	if err == nil {
+		s.subscribed <- struct{}{}
+	}
+	return ch, err
+}
+
+func (s *source) Version(ctx context.Context, cluster string) (string, error) {
+	v, err := s.Memory.Version(ctx, cluster)
+	s.mu.Lock()
+	s.versions[cluster]++
+	s.mu.Unlock()
+	select {
+	case s.read <- struct{}{}:
+	default:
+	}
+	return v, err
+}
+
+// waitVersionReads waits until the cluster's version has been read n times.
+func (s *source) waitVersionReads(t *testing.T, cluster string, n int) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		s.mu.Lock()
+		got := s.versions[cluster]
+		s.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-s.read:
+		case <-deadline:
+			t.Fatalf("version of %s read %d times, want %d", cluster, got, n)
+		}
+	}
+}
+
+func (s *source) put(t *testing.T, o *snapshotv1.OutputSnapshot) {
+	t.Helper()
+	if err := s.Put(t.Context(), o.GetCluster(), o.GetVersion(), o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newDistributor runs a distributor over src until the test ends, and
+// returns once it follows the store.
+func newDistributor(t *testing.T, src *source) *app.Distributor {
+	t.Helper()
+	d := app.NewDistributor(src, memory.NewAcks(), nil, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case <-src.subscribed:
+	case <-time.After(timeout):
+		t.Fatal("distributor did not subscribe to the store")
+	}
+	return d
+}
+
+// watch is one running Watch call whose sends land on got.
+type watch struct {
+	got    chan *snapshotv1.OutputSnapshot
+	done   chan error
+	cancel context.CancelFunc
+	once   sync.Once
+}
+
+// stop cancels the watch and waits for Watch to return.
+func (w *watch) stop(t *testing.T) {
+	t.Helper()
+	w.once.Do(func() {
+		w.cancel()
+		select {
+		case err := <-w.done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("Watch: %v", err)
+			}
+		case <-time.After(timeout):
+			t.Error("Watch did not return after its context ended")
+		}
+	})
+}
+
+// startWatch watches cluster from have. With block, send never returns
+// until the watch is cancelled: an agent that stopped reading.
+func startWatch(t *testing.T, d *app.Distributor, cluster, have string, block bool) *watch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watch{got: make(chan *snapshotv1.OutputSnapshot, 100), done: make(chan error, 1), cancel: cancel}
+	go func() {
+		w.done <- d.Watch(ctx, cluster, have, func(s *snapshotv1.OutputSnapshot) error {
+			w.got <- s
+			if block {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return nil
+		})
+	}()
+	t.Cleanup(func() { w.stop(t) })
+	return w
+}
+
+func (w *watch) next(t *testing.T) *snapshotv1.OutputSnapshot {
+	t.Helper()
+	select {
+	case s := <-w.got:
+		return s
+	case err := <-w.done:
+		t.Fatalf("Watch returned %v while a snapshot was expected", err)
+	case <-time.After(timeout):
+		t.Fatal("no snapshot sent")
+	}
+	return nil
+}
+
+func (w *watch) nothingSent(t *testing.T) {
+	t.Helper()
+	select {
+	case s := <-w.got:
+		t.Fatalf("sent version %s, want nothing", s.GetVersion())
+	default:
+	}
+}
+
+func wantVersion(t *testing.T, got, want *snapshotv1.OutputSnapshot) {
+	t.Helper()
+	if got.GetVersion() != want.GetVersion() || !proto.Equal(got, want) {
+		t.Fatalf("sent %s of cluster %s, want %s of cluster %s", got.GetVersion(), got.GetCluster(), want.GetVersion(), want.GetCluster())
+	}
+}
+
+func TestWatchSendsCurrentWhenVersionDiffers(t *testing.T) {
+	v1 := output("east", "reviews")
+	for _, tc := range []struct {
+		name string
+		have string
+	}{
+		{"agent holds nothing", ""},
+		{"agent holds an older version", output("east", "old").GetVersion()},
+		{"agent holds a version from another install", "sha256:unknown"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := newSource()
+			src.put(t, v1)
+			src.put(t, output("west", "details"))
+			d := newDistributor(t, src)
+			w := startWatch(t, d, "east", tc.have, false)
+			wantVersion(t, w.next(t), v1)
+		})
+	}
+}
+
+func TestWatchSendsNothingWhenAgentIsCurrent(t *testing.T) {
+	src := newSource()
+	v1 := output("east", "reviews")
+	src.put(t, v1)
+	d := newDistributor(t, src)
+	w := startWatch(t, d, "east", v1.GetVersion(), false)
+
+	// The first look at the store is over once a second wake-up (a Put of
+	// the same version) has read the version again.
+	src.waitVersionReads(t, "east", 1)
+	src.put(t, v1)
+	src.waitVersionReads(t, "east", 2)
+	w.nothingSent(t)
+
+	v2 := output("east", "reviews", "ratings")
+	src.put(t, v2)
+	wantVersion(t, w.next(t), v2)
+}
+
+func TestWatchOnlyOwnCluster(t *testing.T) {
+	src := newSource()
+	d := newDistributor(t, src)
+	w := startWatch(t, d, "east", "", false)
+	// Nothing to send yet: east has no output.
+	src.waitVersionReads(t, "east", 1)
+	src.put(t, output("west", "details"))
+	east := output("east", "reviews")
+	src.put(t, east)
+	wantVersion(t, w.next(t), east)
+}
+
+func TestSlowWatcherDoesNotBlockOthers(t *testing.T) {
+	src := newSource()
+	v1 := output("east", "a")
+	src.put(t, v1)
+	d := newDistributor(t, src)
+
+	stuck := startWatch(t, d, "east", "", true)
+	wantVersion(t, stuck.next(t), v1) // and now it never returns from send
+	fast := startWatch(t, d, "east", "", false)
+	wantVersion(t, fast.next(t), v1)
+
+	for _, names := range [][]string{{"a", "b"}, {"a", "b", "c"}, {"c"}} {
+		v := output("east", names...)
+		src.put(t, v)
+		wantVersion(t, fast.next(t), v)
+	}
+	// Another cluster is not held up either.
+	west := startWatch(t, d, "west", "", false)
+	w1 := output("west", "x")
+	src.put(t, w1)
+	wantVersion(t, west.next(t), w1)
+
+	stuck.stop(t)
+	if !d.Connected("east") {
+		t.Fatal("east's other watcher is gone too")
+	}
+	fast.stop(t)
+	if d.Connected("east") {
+		t.Fatal("east still connected after its watchers ended")
+	}
+}
+
+func TestWatchReturnsWhenSendFails(t *testing.T) {
+	src := newSource()
+	src.put(t, output("east", "a"))
+	d := newDistributor(t, src)
+	broken := errors.New("agent went away")
+	err := d.Watch(t.Context(), "east", "", func(*snapshotv1.OutputSnapshot) error { return broken })
+	if !errors.Is(err, broken) {
+		t.Fatalf("Watch: %v, want the send error", err)
+	}
+}
+
+func TestAck(t *testing.T) {
+	src := newSource()
+	latest := output("east", "a", "b")
+	src.put(t, latest)
+	d := newDistributor(t, src)
+
+	res := func(o snapshotv1.ApplyOutcome) *snapshotv1.ApplyResult {
+		return &snapshotv1.ApplyResult{Ref: &snapshotv1.ObjectRef{Kind: "DestinationRule", Name: "x"}, Outcome: o}
+	}
+	for _, tc := range []struct {
+		name       string
+		version    string
+		results    []*snapshotv1.ApplyResult
+		wantErr    error
+		wantErrors int
+	}{
+		{name: "all applied", version: "v1", results: []*snapshotv1.ApplyResult{res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED), res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_DELETED)}},
+		{name: "no results", version: "v1"},
+		{name: "conflicts and rejections are errors", version: "v2", wantErrors: 3, results: []*snapshotv1.ApplyResult{
+			res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED),
+			res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_CONFLICT),
+			res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_REJECTED),
+			res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_REJECTED),
+			res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_UNSPECIFIED),
+		}},
+		{name: "no version", version: "", wantErr: app.ErrInvalidAck},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := time.Now()
+			err := d.Ack(t.Context(), "east", tc.version, tc.results)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Ack: %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Ack: %v", err)
+			}
+			recs, latestVersions, err := d.ListAcks(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) != 1 {
+				t.Fatalf("%d ack records, want 1", len(recs))
+			}
+			r := recs[0]
+			if r.Cluster != "east" || r.Version != tc.version || r.ApplyErrors != tc.wantErrors || len(r.Results) != len(tc.results) {
+				t.Fatalf("record %+v, want east at %s with %d errors and %d results", r, tc.version, tc.wantErrors, len(tc.results))
+			}
+			if r.AckedAt.Before(before) || r.AckedAt.After(time.Now()) {
+				t.Fatalf("AckedAt %v is not the time of the ack", r.AckedAt)
+			}
+			if latestVersions["east"] != latest.GetVersion() {
+				t.Fatalf("latest version %q, want %q", latestVersions["east"], latest.GetVersion())
+			}
+		})
+	}
+	// A refused ack leaves the last good record.
+	recs, _, _ := d.ListAcks(t.Context())
+	if len(recs) != 1 || recs[0].Version != "v2" {
+		t.Fatalf("records after a refused ack: %+v", recs)
+	}
+}
