@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,8 +122,9 @@ func (t *Translator) Run(ctx context.Context) error {
 	changes, err := t.source.Subscribe(ctx)
 	if err != nil {
 		// The store may be down at start. Translation still runs on what
-		// ingest sends; the store is read again when it returns.
-		t.log.Warn("input store subscription failed; relying on notices from ingest", "error", err)
+		// ingest sends; the subscription is retried on every retry tick,
+		// and the store is read again once it succeeds.
+		t.log.Warn("input store subscription failed; relying on notices from ingest until it returns", "error", err)
 		changes = nil
 	}
 	t.loadAll(ctx)
@@ -140,6 +142,9 @@ func (t *Translator) Run(ctx context.Context) error {
 			}
 			t.onStoreChange(ctx, c)
 		case <-retry.C:
+			if changes == nil {
+				changes = t.resubscribe(ctx)
+			}
 			t.publishPending(ctx)
 		case <-t.kick:
 			if !t.settle(ctx) {
@@ -148,6 +153,33 @@ func (t *Translator) Run(ctx context.Context) error {
 			t.translate(ctx)
 		}
 	}
+}
+
+// resubscribe tries to follow the store again after its subscription
+// failed or ended. On success it rereads every input, because notices sent
+// meanwhile were missed.
+func (t *Translator) resubscribe(ctx context.Context) <-chan snapshots.Change {
+	changes, err := t.source.Subscribe(ctx)
+	if err != nil {
+		t.log.Debug("input store subscription still failing", "error", err)
+		return nil
+	}
+	t.log.Info("following the input store again")
+	t.resync(ctx)
+	return changes
+}
+
+// resync rereads every input and publishes every output again. A resync
+// follows a reconnection to the store, which may have restarted empty:
+// what was published before cannot be trusted to still be there. Putting
+// the same version again is harmless, and agents that hold it are sent
+// nothing.
+func (t *Translator) resync(ctx context.Context) {
+	t.mu.Lock()
+	clear(t.published)
+	t.mu.Unlock()
+	t.loadAll(ctx)
+	t.publishPending(ctx)
 }
 
 // settle waits until no new kick arrives for the debounce interval.
@@ -182,7 +214,7 @@ func (t *Translator) loadAll(ctx context.Context) {
 
 func (t *Translator) onStoreChange(ctx context.Context, c snapshots.Change) {
 	if c.Resync {
-		t.loadAll(ctx)
+		t.resync(ctx)
 		return
 	}
 	if c.Deleted {
@@ -244,10 +276,7 @@ func (t *Translator) publishPending(ctx context.Context) {
 	}
 	t.mu.RUnlock()
 	slices.SortFunc(pending, func(a, b *snapshotv1.OutputSnapshot) int {
-		if a.GetCluster() < b.GetCluster() {
-			return -1
-		}
-		return 1
+		return strings.Compare(a.GetCluster(), b.GetCluster())
 	})
 	for _, o := range pending {
 		if err := t.publish.Put(ctx, o.GetCluster(), o.GetVersion(), o); err != nil {

@@ -6,16 +6,15 @@ package domain
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
 
-	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 )
 
 // Options are the install-wide settings translation needs.
@@ -40,78 +39,90 @@ func (o Options) withDefaults() Options {
 const (
 	IstioNetworkingV1   = "networking.istio.io/v1"
 	KindDestinationRule = "DestinationRule"
+	KindVirtualService  = "VirtualService"
+)
+
+// Kinds of the parents named in the parents annotation, and of the user
+// resources that get statuses.
+const (
+	NetworkingV1          = "networking.meshplane.dev/v1"
+	KindTrafficPolicy     = "TrafficPolicy"
+	parentKindDestination = "discovery.meshplane.dev/v1, Kind=Destination"
+	parentKindTraffic     = NetworkingV1 + ", Kind=" + KindTrafficPolicy
 )
 
 // Translate computes one output snapshot per cluster that has an input. The
 // result depends only on the inputs and options: the same inputs give the
-// same versions on any replica.
+// same versions on any replica. Problems with user resources are not
+// errors: they are reported in the resources' statuses. An error means an
+// output could not be encoded.
 func Translate(inputs map[string]*snapshotv1.InputSnapshot, opts Options) (map[string]*snapshotv1.OutputSnapshot, error) {
 	opts = opts.withDefaults()
-	clusters := make([]string, 0, len(inputs))
-	for c := range inputs {
-		clusters = append(clusters, c)
-	}
-	slices.Sort(clusters)
-
 	outputs := make(map[string]*snapshotv1.OutputSnapshot, len(inputs))
-	for _, cluster := range clusters {
-		in := inputs[cluster]
-		out := &snapshotv1.OutputSnapshot{
+	for _, cluster := range sortedKeys(inputs) {
+		outputs[cluster] = &snapshotv1.OutputSnapshot{
 			Cluster:       cluster,
-			InputVersions: map[string]string{cluster: in.GetVersion()},
+			InputVersions: map[string]string{cluster: inputs[cluster].GetVersion()},
 		}
-		for _, d := range in.GetDestinations() {
-			obj, err := defaultDestinationRule(cluster, d, opts)
+	}
+
+	ix := NewIndex(inputs, opts.ClusterDomain)
+	tr := newTrafficTranslation(ix)
+	policies := collectTrafficPolicies(inputs)
+	tr.apply(policies)
+
+	for _, d := range ix.destinations {
+		out := outputs[d.Key.Cluster]
+		st := tr.states[d.Key]
+		if vs := st.virtualService(); vs != nil {
+			obj, err := newObject(KindVirtualService, d, st.vsParents, vs, opts)
 			if err != nil {
 				return nil, err
 			}
-			if obj != nil {
-				out.Objects = append(out.Objects, obj)
-			}
+			out.Objects = append(out.Objects, obj)
 		}
+		obj, err := newObject(KindDestinationRule, d, st.drParents, st.destinationRule(d), opts)
+		if err != nil {
+			return nil, err
+		}
+		out.Objects = append(out.Objects, obj)
+	}
+	for _, p := range policies {
+		st, err := trafficPolicyStatus(p)
+		if err != nil {
+			return nil, err
+		}
+		outputs[p.Key.Cluster].Statuses = append(outputs[p.Key.Cluster].Statuses, st)
+	}
+	for _, out := range outputs {
 		snapshots.SealOutput(out)
-		outputs[cluster] = out
 	}
 	return outputs, nil
 }
 
-// defaultDestinationRule is the DestinationRule Meshplane owns for every
-// discovered Service: Istio mutual TLS to its FQDN.
-func defaultDestinationRule(cluster string, d *discoveryv1.Destination, opts Options) (*snapshotv1.Object, error) {
-	ks := d.GetSpec().GetKubeService()
-	ref := ks.GetRef()
-	if ref.GetName() == "" || ref.GetNamespace() == "" {
-		return nil, nil
-	}
-	host := ks.GetHostname()
-	if host == "" {
-		host = fmt.Sprintf("%s.%s.svc.%s", ref.GetName(), ref.GetNamespace(), opts.ClusterDomain)
-	}
-	spec := &networkingv1alpha3.DestinationRule{
-		Host: host,
-		TrafficPolicy: &networkingv1alpha3.TrafficPolicy{
-			Tls: &networkingv1alpha3.ClientTLSSettings{Mode: networkingv1alpha3.ClientTLSSettings_ISTIO_MUTUAL},
-		},
-	}
+// newObject wraps an Istio spec for destination d with the labels and
+// parents annotation every Meshplane object carries.
+func newObject(kind string, d *destination, policies []ObjectKey, spec proto.Message, opts Options) (*snapshotv1.Object, error) {
 	specJSON, err := MarshalSpec(spec)
 	if err != nil {
-		return nil, fmt.Errorf("destination rule for %s/%s: %w", ref.GetNamespace(), ref.GetName(), err)
+		return nil, fmt.Errorf("%s for %s/%s in %s: %w", kind, d.Key.Namespace, d.Key.Name, d.Key.Cluster, err)
+	}
+	parents := make([]ParentRef, 0, len(policies)+1)
+	parents = append(parents, ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster})
+	for _, p := range policies {
+		parents = append(parents, ParentRef{Kind: parentKindTraffic, Name: p.Name, Namespace: p.Namespace, Cluster: p.Cluster})
 	}
 	return &snapshotv1.Object{
 		ApiVersion: IstioNetworkingV1,
-		Kind:       KindDestinationRule,
-		Namespace:  ref.GetNamespace(),
-		Name:       ref.GetName(),
+		Kind:       kind,
+		Namespace:  d.Key.Namespace,
+		Name:       d.Key.Name,
 		Labels: map[string]string{
 			snapshots.LabelManagedBy: opts.Install,
-			snapshots.LabelCluster:   cluster,
+			snapshots.LabelCluster:   d.Key.Cluster,
 		},
-		Annotations: map[string]string{
-			snapshots.AnnotationParents: Parents(ParentRef{
-				Kind: "discovery.meshplane.dev/v1, Kind=Destination", Name: ref.GetName(), Namespace: ref.GetNamespace(), Cluster: cluster,
-			}),
-		},
-		Spec: specJSON,
+		Annotations: map[string]string{snapshots.AnnotationParents: Parents(parents...)},
+		Spec:        specJSON,
 	}, nil
 }
 
@@ -140,11 +151,17 @@ type ParentRef struct {
 }
 
 // Parents renders the parents annotation: parent refs grouped by kind, as
-// JSON with sorted keys.
+// JSON with sorted keys, each kind's refs sorted and without duplicates.
 func Parents(refs ...ParentRef) string {
 	byKind := map[string][]ParentRef{}
 	for _, r := range refs {
 		byKind[r.Kind] = append(byKind[r.Kind], r)
+	}
+	for k, rs := range byKind {
+		slices.SortFunc(rs, func(a, b ParentRef) int {
+			return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		})
+		byKind[k] = slices.Compact(rs)
 	}
 	b, _ := json.Marshal(byKind) // maps marshal with sorted keys
 	return string(b)

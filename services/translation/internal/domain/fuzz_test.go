@@ -1,0 +1,328 @@
+package domain_test
+
+import (
+	"fmt"
+	"testing"
+
+	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
+	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
+	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/translation/internal/domain"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
+)
+
+// bytesSource hands out values drawn from fuzz input; once the input runs
+// out every value is zero, so any input builds some policy.
+type bytesSource struct{ b []byte }
+
+func (s *bytesSource) byte() byte {
+	if len(s.b) == 0 {
+		return 0
+	}
+	v := s.b[0]
+	s.b = s.b[1:]
+	return v
+}
+
+func (s *bytesSource) bool() bool  { return s.byte()&1 == 1 }
+func (s *bytesSource) n(n int) int { return int(s.byte()) % n }
+func (s *bytesSource) pick(xs ...string) string {
+	return xs[s.n(len(xs))]
+}
+
+func (s *bytesSource) labels() map[string]string {
+	m := map[string]string{}
+	for range s.n(3) {
+		m[s.pick("app", "version", "tier", "")] = s.pick("reviews", "ratings", "v1", "v2", "v9", "backend", "")
+	}
+	return m
+}
+
+func (s *bytesSource) strings(xs ...string) []string {
+	var out []string
+	for range s.n(3) {
+		out = append(out, s.pick(xs...))
+	}
+	return out
+}
+
+func (s *bytesSource) duration() *durationpb.Duration {
+	switch s.n(4) {
+	case 0:
+		return nil
+	case 1:
+		return &durationpb.Duration{Seconds: int64(int8(s.byte()))}
+	case 2:
+		return &durationpb.Duration{Nanos: int32(s.byte()) * 1e6}
+	default:
+		return &durationpb.Duration{Seconds: 1, Nanos: -1} // invalid
+	}
+}
+
+func (s *bytesSource) percentage() float64 {
+	return float64(int8(s.byte())) * 1.5
+}
+
+var fuzzPaths = []string{"/", "/a", "/a/b", "/api/v1", "(", "/a/[0-9]+", "", ".*", "/x\\"}
+
+func (s *bytesSource) trafficPolicySpec() *networkingv1.TrafficPolicySpec {
+	spec := &networkingv1.TrafficPolicySpec{}
+	for range s.n(3) {
+		spec.SourceSelector = append(spec.SourceSelector, &networkingv1.WorkloadSelector{Type: &networkingv1.WorkloadSelector_KubeWorkloadMatcher_{
+			KubeWorkloadMatcher: &networkingv1.WorkloadSelector_KubeWorkloadMatcher{
+				Labels: s.labels(), Namespaces: s.strings("default", "shop", ""), Clusters: s.strings("east", "west", "north"),
+			},
+		}})
+	}
+	for range s.n(3) {
+		if s.bool() {
+			var refs []*commonv1.ClusterObjectRef
+			for range s.n(3) {
+				refs = append(refs, &commonv1.ClusterObjectRef{Name: s.pick("reviews", "ratings", "nosuch", ""), Namespace: s.pick("", "default", "shop"), Cluster: s.pick("", "east", "west")})
+			}
+			spec.DestinationSelector = append(spec.DestinationSelector, &networkingv1.DestinationSelector{Type: &networkingv1.DestinationSelector_KubeServiceRefs_{
+				KubeServiceRefs: &networkingv1.DestinationSelector_KubeServiceRefs{Services: refs},
+			}})
+		} else {
+			spec.DestinationSelector = append(spec.DestinationSelector, &networkingv1.DestinationSelector{Type: &networkingv1.DestinationSelector_KubeServiceMatcher_{
+				KubeServiceMatcher: &networkingv1.DestinationSelector_KubeServiceMatcher{
+					Labels: s.labels(), Namespaces: s.strings("default", "shop"), Clusters: s.strings("east", "west"),
+				},
+			}})
+		}
+	}
+	for range s.n(4) {
+		m := &networkingv1.TrafficPolicySpec_HttpMatcher{Method: s.pick("", "GET", "POST", "get")}
+		switch s.n(4) {
+		case 1:
+			m.PathSpecifier = &networkingv1.TrafficPolicySpec_HttpMatcher_Prefix{Prefix: s.pick(fuzzPaths...)}
+		case 2:
+			m.PathSpecifier = &networkingv1.TrafficPolicySpec_HttpMatcher_Exact{Exact: s.pick(fuzzPaths...)}
+		case 3:
+			m.PathSpecifier = &networkingv1.TrafficPolicySpec_HttpMatcher_Regex{Regex: s.pick(fuzzPaths...)}
+		}
+		for range s.n(3) {
+			m.Headers = append(m.Headers, &networkingv1.TrafficPolicySpec_HeaderMatcher{
+				Name: s.pick("x-a", "x-b", ""), Value: s.pick("", "1", "(", "[a-z]+"), Regex: s.bool(), InvertMatch: s.bool(),
+			})
+		}
+		for range s.n(2) {
+			m.QueryParameters = append(m.QueryParameters, &networkingv1.TrafficPolicySpec_QueryParameterMatcher{
+				Name: s.pick("q", "v", ""), Value: s.pick("1", "(", ""), Regex: s.bool(),
+			})
+		}
+		spec.HttpRequestMatchers = append(spec.HttpRequestMatchers, m)
+	}
+	p := &networkingv1.TrafficPolicySpec_Policy{}
+	spec.Policy = p
+	p.RequestTimeout = s.duration()
+	if s.bool() {
+		p.Retries = &networkingv1.TrafficPolicySpec_Policy_RetryPolicy{Attempts: int32(int8(s.byte())), PerTryTimeout: s.duration(), RetryOn: s.pick("", "5xx")}
+	}
+	if s.bool() {
+		f := &networkingv1.TrafficPolicySpec_Policy_FaultInjection{Percentage: s.percentage()}
+		switch s.n(3) {
+		case 1:
+			f.FaultInjectionType = &networkingv1.TrafficPolicySpec_Policy_FaultInjection_FixedDelay{FixedDelay: s.duration()}
+		case 2:
+			f.FaultInjectionType = &networkingv1.TrafficPolicySpec_Policy_FaultInjection_Abort_{Abort: &networkingv1.TrafficPolicySpec_Policy_FaultInjection_Abort{HttpStatus: int32(s.byte()) * 3}}
+		}
+		p.FaultInjection = f
+	}
+	if s.bool() {
+		p.CorsPolicy = &networkingv1.TrafficPolicySpec_Policy_CorsPolicy{
+			AllowOrigins: []*networkingv1.TrafficPolicySpec_Policy_CorsPolicy_StringMatch{{MatchType: &networkingv1.TrafficPolicySpec_Policy_CorsPolicy_StringMatch_Regex{Regex: s.pick(fuzzPaths...)}}},
+			AllowMethods: s.strings("GET", "POST"), MaxAge: s.duration(),
+		}
+	}
+	if s.bool() {
+		p.Mirror = &networkingv1.TrafficPolicySpec_Policy_Mirror{
+			DestinationType: &networkingv1.TrafficPolicySpec_Policy_Mirror_KubeService{KubeService: &commonv1.ClusterObjectRef{Name: s.pick("ratings", "nosuch", ""), Cluster: s.pick("", "west")}},
+			Percentage:      s.percentage(), Port: uint32(s.n(3)) * 9080,
+		}
+	}
+	if s.bool() {
+		p.HeaderManipulation = &networkingv1.TrafficPolicySpec_Policy_HeaderManipulation{
+			RemoveRequestHeaders: s.strings("x-a", ""), AppendResponseHeaders: s.labels(),
+		}
+	}
+	if s.bool() {
+		ts := &networkingv1.TrafficPolicySpec_Policy_MultiDestination{}
+		for range s.n(4) {
+			ts.Destinations = append(ts.Destinations, &networkingv1.TrafficPolicySpec_Policy_MultiDestination_WeightedDestination{
+				Weight: uint32(s.byte()) % 4 * 25,
+				DestinationType: &networkingv1.TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_KubeService{
+					KubeService: &networkingv1.TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_KubeDestination{
+						Name: s.pick("reviews", "ratings", "nosuch"), ClusterName: s.pick("", "", "west"), Subset: s.labels(), Port: uint32(s.n(2)) * 9080,
+					},
+				},
+			})
+		}
+		p.TrafficShift = ts
+	}
+	if s.bool() {
+		p.OutlierDetection = &networkingv1.OutlierDetection{ConsecutiveErrors: uint32(s.n(8)), Interval: s.duration(), MaxEjectionPercent: uint32(s.byte())}
+	}
+	if s.bool() {
+		p.Mtls = &networkingv1.TrafficPolicySpec_Policy_MTLS{Istio: &networkingv1.TrafficPolicySpec_Policy_MTLS_Istio{
+			TlsMode: networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_TLSmode(s.n(5)),
+		}}
+	}
+	return spec
+}
+
+func fuzzWorkload(cluster, name string, labels map[string]string) *discoveryv1.Workload {
+	return &discoveryv1.Workload{
+		Metadata: &commonv1.ObjectMeta{Name: name, Namespace: "default", Cluster: cluster},
+		Spec: &discoveryv1.WorkloadSpec{Type: &discoveryv1.WorkloadSpec_Kubernetes_{Kubernetes: &discoveryv1.WorkloadSpec_Kubernetes{
+			PodLabels: labels,
+		}}},
+	}
+}
+
+func fuzzDestination(cluster, name string) *discoveryv1.Destination {
+	return &discoveryv1.Destination{
+		Metadata: &commonv1.ObjectMeta{Name: name + "-default-" + cluster, Namespace: "default", Cluster: cluster},
+		Spec: &discoveryv1.DestinationSpec{Type: &discoveryv1.DestinationSpec_KubeService_{KubeService: &discoveryv1.DestinationSpec_KubeService{
+			Ref:                    &commonv1.ClusterObjectRef{Name: name, Namespace: "default", Cluster: cluster},
+			WorkloadSelectorLabels: map[string]string{"app": name},
+			Labels:                 map[string]string{"app": name},
+			Ports:                  []*discoveryv1.DestinationSpec_KubeService_KubeServicePort{{Port: 9080, Name: "http"}},
+		}}},
+	}
+}
+
+// fuzzEstate is a fixed estate of two clusters plus the policies built from
+// data, all applied in east.
+func fuzzEstate(data []byte) map[string]*snapshotv1.InputSnapshot {
+	s := &bytesSource{b: data}
+	inputs := map[string]*snapshotv1.InputSnapshot{}
+	for _, c := range []string{"east", "west"} {
+		in := &snapshotv1.InputSnapshot{Cluster: c}
+		for _, name := range []string{"reviews", "ratings"} {
+			in.Destinations = append(in.Destinations, fuzzDestination(c, name))
+			for _, v := range []string{"v1", "v2"} {
+				in.Workloads = append(in.Workloads, fuzzWorkload(c, name+"-"+v, map[string]string{"app": name, "version": v}))
+			}
+		}
+		inputs[c] = in
+	}
+	for i := range 1 + s.n(4) {
+		inputs["east"].TrafficPolicies = append(inputs["east"].TrafficPolicies, &networkingv1.TrafficPolicy{
+			Metadata: &commonv1.ObjectMeta{
+				Name: fmt.Sprintf("p%d", i), Namespace: "default", Cluster: "east", Generation: int64(s.byte()),
+				CreationTimestamp: &timestamppb.Timestamp{Seconds: int64(s.n(3))},
+			},
+			Spec: s.trafficPolicySpec(),
+		})
+	}
+	for _, in := range inputs {
+		snapshots.SealInput(in)
+	}
+	return inputs
+}
+
+func fuzzSeeds() [][]byte {
+	return [][]byte{
+		nil,
+		{0},
+		{3, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20},
+		[]byte("retries and a 50/50 traffic shift to subsets v1 and v2, please"),
+		{255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255},
+		{2, 0, 1, 1, 1, 3, 0, 0, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+		[]byte("\x01\x07\x13\x21\x02\x05\xf0\x33\x44\x01\x09\x88\x77\x66\x55\x44\x33\x22\x11\x00\x01\x02\x03\x05\x08\x0d"),
+	}
+}
+
+// checkTranslation translates the estate built from data twice, the second
+// time with every list reversed, and checks that the versions agree and
+// that every object and status decodes as what it claims to be.
+func checkTranslation(t *testing.T, data []byte) {
+	inputs := fuzzEstate(data)
+	first, err := domain.Translate(inputs, domain.Options{})
+	if err != nil {
+		t.Fatalf("Translate: %v", err)
+	}
+	second, err := domain.Translate(reversed(inputs), domain.Options{})
+	if err != nil {
+		t.Fatalf("Translate again: %v", err)
+	}
+	for c, o := range first {
+		if second[c].GetVersion() != o.GetVersion() {
+			t.Fatalf("%s: version %s, then %s for the same inputs", c, o.GetVersion(), second[c].GetVersion())
+		}
+		if got := snapshots.OutputVersion(o); got != o.GetVersion() {
+			t.Fatalf("%s: version %s is not the content hash %s", c, o.GetVersion(), got)
+		}
+		for _, obj := range o.GetObjects() {
+			var err error
+			switch obj.GetKind() {
+			case "VirtualService":
+				err = protojson.Unmarshal(obj.GetSpec(), &networkingv1alpha3.VirtualService{})
+			case "DestinationRule":
+				err = protojson.Unmarshal(obj.GetSpec(), &networkingv1alpha3.DestinationRule{})
+			default:
+				err = fmt.Errorf("unexpected kind")
+			}
+			if err != nil {
+				t.Fatalf("%s %s/%s: %v: %s", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err, obj.GetSpec())
+			}
+			if obj.GetKind() == "VirtualService" {
+				checkVirtualService(t, obj.GetSpec())
+			}
+		}
+		for _, st := range o.GetStatuses() {
+			var rs commonv1.ResourceStatus
+			if err := protojson.Unmarshal(st.GetStatus(), &rs); err != nil {
+				t.Fatalf("status of %s: %v", st.GetName(), err)
+			}
+			if rs.GetState() == commonv1.ApprovalState_PENDING {
+				t.Fatalf("status of %s is still PENDING", st.GetName())
+			}
+		}
+	}
+}
+
+// checkVirtualService checks what Istio's validation would reject: weights
+// that do not add up to 100, and a catch-all route before the last.
+func checkVirtualService(t *testing.T, spec []byte) {
+	var vs networkingv1alpha3.VirtualService
+	if err := protojson.Unmarshal(spec, &vs); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range vs.GetHttp() {
+		if len(r.GetMatch()) == 0 && i != len(vs.GetHttp())-1 {
+			t.Fatalf("catch-all route %d is not last: %s", i, spec)
+		}
+		if len(r.GetRoute()) > 1 {
+			var sum int32
+			for _, d := range r.GetRoute() {
+				sum += d.GetWeight()
+			}
+			if sum != 100 {
+				t.Fatalf("route %d weights add up to %d: %s", i, sum, spec)
+			}
+		}
+	}
+	if n := len(vs.GetHttp()); n == 0 || len(vs.GetHttp()[n-1].GetMatch()) != 0 {
+		t.Fatalf("the last route is not a catch-all: %s", spec)
+	}
+}
+
+func TestTranslateFuzzSeeds(t *testing.T) {
+	for i, seed := range fuzzSeeds() {
+		t.Run(fmt.Sprint(i), func(t *testing.T) { checkTranslation(t, seed) })
+	}
+}
+
+func FuzzTranslate(f *testing.F) {
+	for _, seed := range fuzzSeeds() {
+		f.Add(seed)
+	}
+	f.Fuzz(checkTranslation)
+}

@@ -1,0 +1,284 @@
+package domain
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
+	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
+	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+)
+
+// ObjectKey names a namespaced object in a cluster.
+type ObjectKey struct {
+	Cluster, Namespace, Name string
+}
+
+// String renders the key as statuses do: "<name>.<namespace>.<cluster>".
+func (k ObjectKey) String() string { return k.Name + "." + k.Namespace + "." + k.Cluster }
+
+func (k ObjectKey) compare(o ObjectKey) int {
+	return cmp.Or(cmp.Compare(k.Cluster, o.Cluster), cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Name, o.Name))
+}
+
+// destination is a discovered Kubernetes Service.
+type destination struct {
+	Key      ObjectKey
+	Host     string
+	Labels   map[string]string // the Service's own labels
+	Selector map[string]string // the Service's pod selector
+	Subsets  map[string]*discoveryv1.DestinationSpec_KubeService_Subset
+	Ports    []uint32
+}
+
+// workload is a discovered group of mesh pods.
+type workload struct {
+	Key    ObjectKey
+	Labels map[string]string
+}
+
+// Index holds every cluster's discovered entities, looked up by the keys
+// that selectors use.
+type Index struct {
+	destinations []*destination // sorted by key
+	byKey        map[ObjectKey]*destination
+	byCluster    map[string][]*destination
+	byClusterNS  map[[2]string][]*destination
+
+	workloads     []*workload // sorted by key
+	workloadsByNS map[[2]string][]*workload
+}
+
+// NewIndex indexes the destinations and workloads of every input. The
+// cluster of an entity is the cluster of the input that carried it: an
+// agent speaks only for its own cluster.
+func NewIndex(inputs map[string]*snapshotv1.InputSnapshot, clusterDomain string) *Index {
+	ix := &Index{
+		byKey:         map[ObjectKey]*destination{},
+		byCluster:     map[string][]*destination{},
+		byClusterNS:   map[[2]string][]*destination{},
+		workloadsByNS: map[[2]string][]*workload{},
+	}
+	// Two entries for one object (an agent bug, or a resync race) are
+	// resolved by content, so that list order cannot change the result.
+	dests := map[ObjectKey]*discoveryv1.Destination{}
+	works := map[ObjectKey]*discoveryv1.Workload{}
+	for _, cluster := range sortedKeys(inputs) {
+		in := inputs[cluster]
+		for _, d := range in.GetDestinations() {
+			ref := d.GetSpec().GetKubeService().GetRef()
+			if ref.GetName() == "" || ref.GetNamespace() == "" {
+				continue
+			}
+			key := ObjectKey{Cluster: cluster, Namespace: ref.GetNamespace(), Name: ref.GetName()}
+			if old, dup := dests[key]; !dup || compareContent(d, old) < 0 {
+				dests[key] = d
+			}
+		}
+		for _, w := range in.GetWorkloads() {
+			key := workloadKey(cluster, w)
+			if key.Name == "" {
+				continue
+			}
+			if old, dup := works[key]; !dup || compareContent(w, old) < 0 {
+				works[key] = w
+			}
+		}
+	}
+	for key, d := range dests {
+		ks := d.GetSpec().GetKubeService()
+		host := ks.GetHostname()
+		if host == "" {
+			host = fmt.Sprintf("%s.%s.svc.%s", key.Name, key.Namespace, clusterDomain)
+		}
+		dst := &destination{Key: key, Host: host, Labels: ks.GetLabels(), Selector: ks.GetWorkloadSelectorLabels(), Subsets: ks.GetSubsets()}
+		for _, p := range ks.GetPorts() {
+			dst.Ports = append(dst.Ports, p.GetPort())
+		}
+		ix.byKey[key] = dst
+	}
+	for key, w := range works {
+		ix.workloads = append(ix.workloads, &workload{Key: key, Labels: w.GetSpec().GetKubernetes().GetPodLabels()})
+	}
+	for _, d := range ix.byKey {
+		ix.destinations = append(ix.destinations, d)
+	}
+	slices.SortFunc(ix.destinations, func(a, b *destination) int { return a.Key.compare(b.Key) })
+	for _, d := range ix.destinations {
+		ix.byCluster[d.Key.Cluster] = append(ix.byCluster[d.Key.Cluster], d)
+		nk := [2]string{d.Key.Cluster, d.Key.Namespace}
+		ix.byClusterNS[nk] = append(ix.byClusterNS[nk], d)
+	}
+	slices.SortFunc(ix.workloads, func(a, b *workload) int { return a.Key.compare(b.Key) })
+	for _, w := range ix.workloads {
+		nk := [2]string{w.Key.Cluster, w.Key.Namespace}
+		ix.workloadsByNS[nk] = append(ix.workloadsByNS[nk], w)
+	}
+	return ix
+}
+
+func workloadKey(cluster string, w *discoveryv1.Workload) ObjectKey {
+	md := w.GetMetadata()
+	key := ObjectKey{Cluster: cluster, Namespace: md.GetNamespace(), Name: md.GetName()}
+	if c := w.GetSpec().GetKubernetes().GetController(); key.Name == "" && c != nil {
+		key.Namespace, key.Name = c.GetNamespace(), c.GetName()
+	}
+	return key
+}
+
+// Destination returns the destination with the given key.
+func (ix *Index) destination(k ObjectKey) (*destination, bool) {
+	d, ok := ix.byKey[k]
+	return d, ok
+}
+
+// selectDestinations returns the destinations that a policy living in
+// policyKey's cluster and namespace selects, sorted by key. An empty list
+// selects every destination.
+func (ix *Index) selectDestinations(selectors []*networkingv1.DestinationSelector, policy ObjectKey) []*destination {
+	if len(selectors) == 0 {
+		return ix.destinations
+	}
+	seen := map[ObjectKey]bool{}
+	var out []*destination
+	add := func(d *destination) {
+		if !seen[d.Key] {
+			seen[d.Key] = true
+			out = append(out, d)
+		}
+	}
+	for _, sel := range selectors {
+		switch {
+		case sel.GetKubeServiceRefs() != nil:
+			for _, ref := range sel.GetKubeServiceRefs().GetServices() {
+				if d, ok := ix.byKey[resolveRef(ref, policy)]; ok {
+					add(d)
+				}
+			}
+		default:
+			m := sel.GetKubeServiceMatcher() // nil matches everything
+			for _, d := range ix.candidates(m.GetClusters(), m.GetNamespaces()) {
+				if matchDestination(m, d) {
+					add(d)
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *destination) int { return a.Key.compare(b.Key) })
+	return out
+}
+
+// candidates narrows the destinations to scan by the matcher's clusters and
+// namespaces, when it names them.
+func (ix *Index) candidates(clusters, namespaces []string) []*destination {
+	if len(clusters) == 0 {
+		return ix.destinations
+	}
+	var out []*destination
+	for _, c := range uniqueSorted(clusters) {
+		if len(namespaces) == 0 {
+			out = append(out, ix.byCluster[c]...)
+			continue
+		}
+		for _, ns := range uniqueSorted(namespaces) {
+			out = append(out, ix.byClusterNS[[2]string{c, ns}]...)
+		}
+	}
+	return out
+}
+
+// resolveRef fills the defaults of a reference made by a policy: the
+// policy's cluster and namespace.
+func resolveRef(ref *commonv1.ClusterObjectRef, policy ObjectKey) ObjectKey {
+	k := ObjectKey{Cluster: ref.GetCluster(), Namespace: ref.GetNamespace(), Name: ref.GetName()}
+	if k.Cluster == "" {
+		k.Cluster = policy.Cluster
+	}
+	if k.Namespace == "" {
+		k.Namespace = policy.Namespace
+	}
+	return k
+}
+
+func matchDestination(m *networkingv1.DestinationSelector_KubeServiceMatcher, d *destination) bool {
+	return containsOrEmpty(m.GetClusters(), d.Key.Cluster) &&
+		containsOrEmpty(m.GetNamespaces(), d.Key.Namespace) &&
+		labelsMatch(m.GetLabels(), d.Labels)
+}
+
+// selectWorkloads returns the workloads that any of the selectors matches,
+// sorted by key.
+func (ix *Index) selectWorkloads(selectors []*networkingv1.WorkloadSelector) []*workload {
+	var out []*workload
+	for _, w := range ix.workloads {
+		for _, sel := range selectors {
+			if matchWorkload(sel.GetKubeWorkloadMatcher(), w) {
+				out = append(out, w)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func matchWorkload(m *networkingv1.WorkloadSelector_KubeWorkloadMatcher, w *workload) bool {
+	return containsOrEmpty(m.GetClusters(), w.Key.Cluster) &&
+		containsOrEmpty(m.GetNamespaces(), w.Key.Namespace) &&
+		labelsMatch(m.GetLabels(), w.Labels)
+}
+
+// hasSubset says whether some workload behind d carries every label of
+// subset, or, when no workload is known, whether discovery reported each
+// label value among d's subsets.
+func (ix *Index) hasSubset(d *destination, subset map[string]string) bool {
+	backing := false
+	for _, w := range ix.workloadsByNS[[2]string{d.Key.Cluster, d.Key.Namespace}] {
+		if len(d.Selector) == 0 || !labelsMatch(d.Selector, w.Labels) {
+			continue
+		}
+		backing = true
+		if labelsMatch(subset, w.Labels) {
+			return true
+		}
+	}
+	if backing || len(d.Subsets) == 0 {
+		return false
+	}
+	for k, v := range subset {
+		if !slices.Contains(d.Subsets[k].GetValues(), v) {
+			return false
+		}
+	}
+	return true
+}
+
+// labelsMatch says whether have holds every label of want.
+func labelsMatch(want, have map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func containsOrEmpty(list []string, s string) bool {
+	return len(list) == 0 || slices.Contains(list, s)
+}
+
+func uniqueSorted(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,69 @@
+package domain
+
+import (
+	"cmp"
+	"slices"
+
+	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
+	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// trafficPolicy is a TrafficPolicy with what translation learns about it.
+type trafficPolicy struct {
+	Key  ObjectKey // the cluster is the one whose input carried it
+	Meta *commonv1.ObjectMeta
+	Spec *networkingv1.TrafficPolicySpec
+	// Errors found by validation: the policy is not translated at all.
+	Errors []string
+	Status *commonv1.ResourceStatus
+
+	src *networkingv1.TrafficPolicy
+}
+
+// collectTrafficPolicies gathers the policies of every input in acceptance
+// order: by creation time, then namespace, name and cluster. A policy found
+// twice (same cluster, namespace and name) is kept once, by content.
+func collectTrafficPolicies(inputs map[string]*snapshotv1.InputSnapshot) []*trafficPolicy {
+	byKey := map[ObjectKey]*trafficPolicy{}
+	for _, cluster := range sortedKeys(inputs) {
+		for _, tp := range inputs[cluster].GetTrafficPolicies() {
+			md := tp.GetMetadata()
+			key := ObjectKey{Cluster: cluster, Namespace: md.GetNamespace(), Name: md.GetName()}
+			if key.Name == "" {
+				continue
+			}
+			if old, dup := byKey[key]; dup && compareContent(old.src, tp) <= 0 {
+				continue
+			}
+			p := &trafficPolicy{Key: key, Meta: md, Spec: tp.GetSpec(), src: tp}
+			if p.Spec == nil {
+				p.Spec = &networkingv1.TrafficPolicySpec{}
+			}
+			byKey[key] = p
+		}
+	}
+	out := make([]*trafficPolicy, 0, len(byKey))
+	for _, p := range byKey {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *trafficPolicy) int {
+		ta, tb := a.Meta.GetCreationTimestamp(), b.Meta.GetCreationTimestamp()
+		return cmp.Or(
+			cmp.Compare(ta.GetSeconds(), tb.GetSeconds()),
+			cmp.Compare(ta.GetNanos(), tb.GetNanos()),
+			cmp.Compare(a.Key.Namespace, b.Key.Namespace),
+			cmp.Compare(a.Key.Name, b.Key.Name),
+			cmp.Compare(a.Key.Cluster, b.Key.Cluster),
+		)
+	})
+	return out
+}
+
+func compareContent(a, b proto.Message) int {
+	opts := proto.MarshalOptions{Deterministic: true}
+	ab, _ := opts.Marshal(a)
+	bb, _ := opts.Marshal(b)
+	return slices.Compare(ab, bb)
+}

@@ -1,0 +1,394 @@
+package domain
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
+	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	istiov1alpha3 "istio.io/api/networking/v1alpha3"
+)
+
+// trafficTranslation applies valid TrafficPolicies to destinations, in
+// acceptance order, with field ownership.
+type trafficTranslation struct {
+	ix     *Index
+	states map[ObjectKey]*destState
+}
+
+// destState is what the policies applied to one destination make of its
+// VirtualService and DestinationRule.
+type destState struct {
+	dst *destination
+	// Valid policies that select the destination, in acceptance order.
+	applied []*trafficPolicy
+
+	routes     map[string]*routeGroup // by matchKey
+	destOwners map[string]*trafficPolicy
+	outlier    *networkingv1.OutlierDetection
+	tlsMode    networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_TLSmode
+	subsets    map[string]map[string]string // name -> labels
+	vsParents  []ObjectKey
+	drParents  []ObjectKey
+}
+
+// routeGroup is one route of a VirtualService: every policy with the same
+// sources and request matchers for a destination contributes to it.
+type routeGroup struct {
+	route  *istiov1alpha3.HTTPRoute
+	owners map[string]*trafficPolicy // field -> policy that set it
+}
+
+func newTrafficTranslation(ix *Index) *trafficTranslation {
+	t := &trafficTranslation{ix: ix, states: make(map[ObjectKey]*destState, len(ix.destinations))}
+	for _, d := range ix.destinations {
+		t.states[d.Key] = &destState{dst: d}
+	}
+	return t
+}
+
+// apply validates every policy, then translates the valid ones destination
+// by destination. policies must be in acceptance order.
+func (t *trafficTranslation) apply(policies []*trafficPolicy) {
+	for _, p := range policies {
+		p.Status = &commonv1.ResourceStatus{ObservedGeneration: p.Meta.GetGeneration()}
+		if len(p.Spec.GetSourceSelector()) > 0 {
+			for _, w := range t.ix.selectWorkloads(p.Spec.GetSourceSelector()) {
+				p.Status.Workloads = append(p.Status.Workloads, &commonv1.ClusterObjectRef{Name: w.Key.Name, Namespace: w.Key.Namespace, Cluster: w.Key.Cluster})
+			}
+		}
+		if p.Errors = ValidateTrafficPolicy(p.Spec); len(p.Errors) > 0 {
+			continue
+		}
+		for _, d := range t.ix.selectDestinations(p.Spec.GetDestinationSelector(), p.Key) {
+			st := t.states[d.Key]
+			st.applied = append(st.applied, p)
+		}
+	}
+	for _, d := range t.ix.destinations {
+		st := t.states[d.Key]
+		for i, p := range st.applied {
+			as := &commonv1.ApprovalStatus{AcceptanceOrder: uint32(i)}
+			if p.Status.Destinations == nil {
+				p.Status.Destinations = map[string]*commonv1.ApprovalStatus{}
+			}
+			p.Status.Destinations[d.Key.String()] = as
+			t.applyTo(st, p, as)
+		}
+	}
+}
+
+// applyTo applies one valid policy to one destination, or reports why it
+// cannot: a reference that does not resolve for this destination, or a
+// field that a policy accepted earlier already owns.
+func (t *trafficTranslation) applyTo(st *destState, p *trafficPolicy, as *commonv1.ApprovalStatus) {
+	d := st.dst
+	pol := p.Spec.GetPolicy()
+	shift, subsets, mirror, errs := t.resolveTargets(d, pol)
+	if len(errs) > 0 {
+		as.State, as.Errors = commonv1.ApprovalState_INVALID, errs
+		return
+	}
+
+	rfields := routeFields(pol)
+	var group *routeGroup
+	var key string
+	var matches []*istiov1alpha3.HTTPMatchRequest
+	if len(rfields) > 0 {
+		sources, ok := sourceConditions(p.Spec.GetSourceSelector(), d.Key.Cluster)
+		if !ok {
+			as.Warnings = append(as.Warnings, fmt.Sprintf("no source selector matches clients in cluster %q; the route settings are not translated there", d.Key.Cluster))
+			rfields = nil
+		} else {
+			matches = combine(requestConditions(p.Spec.GetHttpRequestMatchers()), sources)
+			key = matchKey(matches)
+			group = st.routes[key]
+		}
+	}
+	dfields := destinationFields(pol)
+
+	for _, f := range rfields {
+		if group != nil && group.owners[f] != nil {
+			errs = append(errs, fmt.Sprintf("spec.policy.%s: conflicts with TrafficPolicy %s, accepted earlier, which sets %s for the same destination, sources and request matchers", f, group.owners[f].Key, f))
+		}
+	}
+	for _, f := range dfields {
+		if o := st.destOwners[f]; o != nil {
+			errs = append(errs, fmt.Sprintf("spec.policy.%s: conflicts with TrafficPolicy %s, accepted earlier, which sets %s for the same destination", f, o.Key, f))
+		}
+	}
+	if len(errs) > 0 {
+		as.State, as.Errors = commonv1.ApprovalState_INVALID, errs
+		return
+	}
+
+	as.State = commonv1.ApprovalState_ACCEPTED
+	if len(rfields) > 0 {
+		if group == nil {
+			group = &routeGroup{
+				route: &istiov1alpha3.HTTPRoute{
+					Match: matches,
+					Route: []*istiov1alpha3.HTTPRouteDestination{{Destination: &istiov1alpha3.Destination{Host: d.Host}}},
+				},
+				owners: map[string]*trafficPolicy{},
+			}
+			if st.routes == nil {
+				st.routes = map[string]*routeGroup{}
+			}
+			st.routes[key] = group
+		}
+		for _, f := range rfields {
+			setRouteField(group.route, f, pol, shift, mirror)
+			group.owners[f] = p
+		}
+		st.vsParents = append(st.vsParents, p.Key)
+	}
+	for _, f := range dfields {
+		if st.destOwners == nil {
+			st.destOwners = map[string]*trafficPolicy{}
+		}
+		st.destOwners[f] = p
+		switch f {
+		case fieldOutlierDetection:
+			st.outlier = pol.GetOutlierDetection()
+		case fieldMTLS:
+			st.tlsMode = pol.GetMtls().GetIstio().GetTlsMode()
+		}
+	}
+	if len(dfields) > 0 {
+		st.drParents = append(st.drParents, p.Key)
+	}
+	for _, s := range subsets {
+		ts := t.states[s.target]
+		if ts.subsets == nil {
+			ts.subsets = map[string]map[string]string{}
+		}
+		ts.subsets[s.name] = s.labels
+		ts.drParents = append(ts.drParents, p.Key)
+	}
+}
+
+type subsetRef struct {
+	target ObjectKey
+	name   string
+	labels map[string]string
+}
+
+// resolveTargets resolves the services a policy sends or mirrors traffic
+// to, as seen from destination d. A target's cluster and namespace default
+// to d's: a policy that selects a service in several clusters shifts each
+// one's traffic within its cluster.
+func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.TrafficPolicySpec_Policy) (shift []*istiov1alpha3.HTTPRouteDestination, subsets []subsetRef, mirror *istiov1alpha3.Destination, errs []string) {
+	resolve := func(path, name, namespace, cluster, clusterField string, port uint32) (*destination, bool) {
+		key := ObjectKey{Cluster: cmp.Or(cluster, d.Key.Cluster), Namespace: cmp.Or(namespace, d.Key.Namespace), Name: name}
+		if key.Cluster != d.Key.Cluster {
+			errs = append(errs, fmt.Sprintf("%s.%s: service %s is not in cluster %q of destination %s; traffic to other clusters needs federation, which is not translated yet", path, clusterField, key, d.Key.Cluster, d.Key))
+			return nil, false
+		}
+		target, ok := t.ix.destination(key)
+		if !ok {
+			errs = append(errs, fmt.Sprintf("%s: service %s not found", path, key))
+			return nil, false
+		}
+		if port != 0 && len(target.Ports) > 0 && !slices.Contains(target.Ports, port) {
+			errs = append(errs, fmt.Sprintf("%s.port: service %s has no port %d", path, key, port))
+			return nil, false
+		}
+		return target, true
+	}
+
+	if ts := pol.GetTrafficShift(); ts != nil {
+		weights := make([]uint32, 0, len(ts.GetDestinations()))
+		for i, wd := range ts.GetDestinations() {
+			ks := wd.GetKubeService()
+			path := fmt.Sprintf("spec.policy.trafficShift.destinations[%d].kubeService", i)
+			target, ok := resolve(path, ks.GetName(), ks.GetNamespace(), ks.GetClusterName(), "clusterName", ks.GetPort())
+			if !ok {
+				continue
+			}
+			rd := &istiov1alpha3.HTTPRouteDestination{Destination: &istiov1alpha3.Destination{Host: target.Host}}
+			if ks.GetPort() != 0 {
+				rd.Destination.Port = &istiov1alpha3.PortSelector{Number: ks.GetPort()}
+			}
+			if len(ks.GetSubset()) > 0 {
+				if !t.ix.hasSubset(target, ks.GetSubset()) {
+					errs = append(errs, fmt.Sprintf("%s.subset: no workload of service %s has the labels %s", path, target.Key, formatLabels(ks.GetSubset())))
+					continue
+				}
+				name := SubsetName(ks.GetSubset())
+				rd.Destination.Subset = name
+				subsets = append(subsets, subsetRef{target: target.Key, name: name, labels: maps.Clone(ks.GetSubset())})
+			}
+			shift = append(shift, rd)
+			weights = append(weights, wd.GetWeight())
+		}
+		if len(shift) > 1 {
+			for i, w := range normalizeWeights(weights) {
+				shift[i].Weight = w
+			}
+		}
+	}
+	if m := pol.GetMirror(); m != nil {
+		ref := m.GetKubeService()
+		if target, ok := resolve("spec.policy.mirror.kubeService", ref.GetName(), ref.GetNamespace(), ref.GetCluster(), "cluster", m.GetPort()); ok {
+			mirror = &istiov1alpha3.Destination{Host: target.Host}
+			if m.GetPort() != 0 {
+				mirror.Port = &istiov1alpha3.PortSelector{Number: m.GetPort()}
+			}
+		}
+	}
+	return shift, subsets, mirror, errs
+}
+
+// SubsetName names the DestinationRule subset for pod labels: the sorted
+// "key-value" pairs joined by "-", e.g. "version-v2". Istio wants a DNS
+// label, so other characters become "-", and a name that had to be changed
+// or cut gets a hash of the labels to stay unique.
+func SubsetName(labels map[string]string) string {
+	var raw strings.Builder
+	for i, k := range slices.Sorted(maps.Keys(labels)) {
+		if i > 0 {
+			raw.WriteByte('-')
+		}
+		raw.WriteString(k + "-" + labels[k])
+	}
+	name := []byte(strings.ToLower(raw.String()))
+	for i, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			name[i] = '-'
+		}
+	}
+	clean := strings.Trim(string(name), "-")
+	if clean == raw.String() && len(clean) <= 63 && clean != "" {
+		return clean
+	}
+	sum := sha256.Sum256([]byte(formatLabels(labels)))
+	suffix := hex.EncodeToString(sum[:])[:8]
+	if len(clean) > 54 {
+		clean = strings.Trim(clean[:54], "-")
+	}
+	if clean == "" {
+		return "subset-" + suffix
+	}
+	return clean + "-" + suffix
+}
+
+func formatLabels(labels map[string]string) string {
+	parts := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		parts = append(parts, k+"="+labels[k])
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// virtualService is the destination's VirtualService, or nil when no
+// policy sets anything on its routes.
+func (st *destState) virtualService() *istiov1alpha3.VirtualService {
+	if len(st.routes) == 0 {
+		return nil
+	}
+	routes := make([]*istiov1alpha3.HTTPRoute, 0, len(st.routes)+1)
+	catchAll := false
+	for _, g := range st.routes {
+		routes = append(routes, g.route)
+		catchAll = catchAll || len(g.route.GetMatch()) == 0
+	}
+	slices.SortFunc(routes, compareRoutes)
+	if !catchAll {
+		// Requests that match no route would get a 404 from Envoy; they
+		// must reach the service as they did without a VirtualService.
+		routes = append(routes, &istiov1alpha3.HTTPRoute{
+			Route: []*istiov1alpha3.HTTPRouteDestination{{Destination: &istiov1alpha3.Destination{Host: st.dst.Host}}},
+		})
+	}
+	return &istiov1alpha3.VirtualService{Hosts: []string{st.dst.Host}, Http: routes}
+}
+
+// Outlier detection defaults, as in Gloo Mesh v1.
+var (
+	defaultConsecutiveErrors  = uint32(5)
+	defaultInterval           = durationpb.New(10e9)
+	defaultBaseEjectionTime   = durationpb.New(30e9)
+	defaultMaxEjectionPercent = int32(100)
+)
+
+var tlsModes = map[networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_TLSmode]istiov1alpha3.ClientTLSSettings_TLSmode{
+	networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_DISABLE:      istiov1alpha3.ClientTLSSettings_DISABLE,
+	networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_SIMPLE:       istiov1alpha3.ClientTLSSettings_SIMPLE,
+	networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_ISTIO_MUTUAL: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL,
+}
+
+// destinationRule is the DestinationRule Meshplane owns for every
+// discovered Service: Istio mutual TLS to its FQDN unless a policy sets
+// another mode, plus the subsets that traffic shifts name and outlier
+// detection.
+func (st *destState) destinationRule(d *destination) *istiov1alpha3.DestinationRule {
+	mode, ok := tlsModes[st.tlsMode]
+	if !ok {
+		mode = istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL
+	}
+	dr := &istiov1alpha3.DestinationRule{
+		Host:          d.Host,
+		TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: mode}},
+	}
+	if o := st.outlier; o != nil {
+		od := &istiov1alpha3.OutlierDetection{
+			Consecutive_5XxErrors: wrapperspb.UInt32(cmp.Or(o.GetConsecutiveErrors(), defaultConsecutiveErrors)),
+			Interval:              cloneDuration(defaultInterval),
+			BaseEjectionTime:      cloneDuration(defaultBaseEjectionTime),
+			MaxEjectionPercent:    cmp.Or(int32(o.GetMaxEjectionPercent()), defaultMaxEjectionPercent),
+		}
+		if o.GetInterval() != nil {
+			od.Interval = cloneDuration(o.GetInterval())
+		}
+		if o.GetBaseEjectionTime() != nil {
+			od.BaseEjectionTime = cloneDuration(o.GetBaseEjectionTime())
+		}
+		dr.TrafficPolicy.OutlierDetection = od
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.subsets)) {
+		dr.Subsets = append(dr.Subsets, &istiov1alpha3.Subset{Name: name, Labels: st.subsets[name]})
+	}
+	return dr
+}
+
+// trafficPolicyStatus is the status written back to a TrafficPolicy. The
+// policy is INVALID when validation rejected it or when it is INVALID for
+// any destination it selects; each destination's entry says which.
+func trafficPolicyStatus(p *trafficPolicy) (*snapshotv1.ResourceStatus, error) {
+	s := p.Status
+	s.State = commonv1.ApprovalState_ACCEPTED
+	s.Errors = slices.Clone(p.Errors)
+	if len(p.Errors) > 0 {
+		s.State = commonv1.ApprovalState_INVALID
+	}
+	for _, key := range slices.Sorted(maps.Keys(s.Destinations)) {
+		as := s.Destinations[key]
+		if as.State == commonv1.ApprovalState_INVALID {
+			s.State = commonv1.ApprovalState_INVALID
+			for _, e := range as.Errors {
+				s.Errors = append(s.Errors, "destination "+key+": "+e)
+			}
+		}
+	}
+	raw, err := MarshalSpec(s)
+	if err != nil {
+		return nil, fmt.Errorf("status of TrafficPolicy %s: %w", p.Key, err)
+	}
+	return &snapshotv1.ResourceStatus{
+		ApiVersion:         NetworkingV1,
+		Kind:               KindTrafficPolicy,
+		Namespace:          p.Key.Namespace,
+		Name:               p.Key.Name,
+		ObservedGeneration: p.Meta.GetGeneration(),
+		Status:             raw,
+	}, nil
+}

@@ -1,0 +1,75 @@
+package domain_test
+
+import (
+	"slices"
+	"testing"
+
+	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	"github.com/meshplane/meshplane/services/translation/internal/domain"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+func TestValidateTrafficPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name, spec string
+		want       []string
+	}{
+		{"empty policy is valid", `{}`, nil},
+		{"a full valid policy", `{"httpRequestMatchers":[{"regex":"/a/[0-9]+","headers":[{"name":"x","value":"^v[12]$","regex":true}],"method":"GET"}],
+			"policy":{"requestTimeout":"1s","retries":{"attempts":0,"perTryTimeout":"0.1s"},"faultInjection":{"abort":{"httpStatus":503},"percentage":100},
+			"trafficShift":{"destinations":[{"weight":0,"kubeService":{"name":"a"}},{"weight":1,"kubeService":{"name":"b"}}]},
+			"mirror":{"kubeService":{"name":"m"},"percentage":0},"outlierDetection":{},"mtls":{"istio":{"tlsMode":"ISTIO_MUTUAL"}}}}`, nil},
+		{"durations must be positive", `{"policy":{"requestTimeout":"0s","retries":{"perTryTimeout":"-1s"},"corsPolicy":{"maxAge":"0s"},"outlierDetection":{"interval":"-2s","baseEjectionTime":"0s"}}}`, []string{
+			"spec.policy.requestTimeout: must be positive",
+			"spec.policy.retries.perTryTimeout: must be positive",
+			"spec.policy.corsPolicy.maxAge: must be positive",
+			"spec.policy.outlierDetection.interval: must be positive",
+			"spec.policy.outlierDetection.baseEjectionTime: must be positive",
+		}},
+		{"percentages", `{"policy":{"faultInjection":{"fixedDelay":"1s","percentage":-1},"mirror":{"kubeService":{"name":"m"},"percentage":100.5},"outlierDetection":{"maxEjectionPercent":101}}}`, []string{
+			"spec.policy.faultInjection.percentage: must be between 0 and 100",
+			"spec.policy.mirror.percentage: must be between 0 and 100",
+			"spec.policy.outlierDetection.maxEjectionPercent: must be between 0 and 100",
+		}},
+		{"retries", `{"policy":{"retries":{"attempts":-3}}}`, []string{"spec.policy.retries.attempts: must be >= 0"}},
+		{"durations under Istio's 1ms minimum", `{"policy":{"requestTimeout":"0.000999s","faultInjection":{"fixedDelay":"0.001s"}}}`, []string{"spec.policy.requestTimeout: must be at least 1ms"}},
+		{"regexes", `{"httpRequestMatchers":[{"prefix":"/"},{"regex":"(["}],"policy":{"corsPolicy":{"allowOrigins":[{"regex":"*"}]}}}`, []string{
+			"spec.httpRequestMatchers[1].regex: invalid RE2 regex \"([\": error parsing regexp: missing closing ]: `[`",
+			"spec.policy.corsPolicy.allowOrigins[0].regex: invalid RE2 regex \"*\": error parsing regexp: missing argument to repetition operator: `*`",
+		}},
+		{"matchers", `{"httpRequestMatchers":[{"exact":"","headers":[{"name":"x"},{"name":"x"},{"name":"x","invertMatch":true},{"value":"1"}],"queryParameters":[{"name":"q"},{"name":"q"}],"method":"get"}]}`, []string{
+			"spec.httpRequestMatchers[0].exact: must not be empty",
+			`spec.httpRequestMatchers[0].headers[1].name: header "x" is matched twice`,
+			"spec.httpRequestMatchers[0].headers[3].name: is required",
+			`spec.httpRequestMatchers[0].queryParameters[1].name: query parameter "q" is matched twice`,
+			`spec.httpRequestMatchers[0].method: "get" is not an HTTP method`,
+		}},
+		{"traffic shift", `{"policy":{"trafficShift":{"destinations":[{"weight":0,"kubeService":{}},{"weight":0},{"weight":0,"virtualDestination":{"name":"v"}}]}}}`, []string{
+			"spec.policy.trafficShift.destinations[0].kubeService.name: is required",
+			"spec.policy.trafficShift.destinations[1]: one of kubeService or virtualDestination is required",
+			"spec.policy.trafficShift.destinations[2].virtualDestination: traffic shifts to VirtualDestinations are not translated yet",
+			"spec.policy.trafficShift.destinations: weights must not all be zero",
+		}},
+		{"empty shift, fault without type, mirror without target", `{"policy":{"trafficShift":{},"faultInjection":{},"mirror":{}}}`, []string{
+			"spec.policy.faultInjection: one of fixedDelay or abort is required",
+			"spec.policy.mirror.kubeService: is required",
+			"spec.policy.trafficShift.destinations: must not be empty",
+		}},
+		{"refs need names", `{"destinationSelector":[{"kubeServiceRefs":{"services":[{"namespace":"a"}]}}]}`, []string{
+			"spec.destinationSelector[0].kubeServiceRefs.services[0].name: is required",
+		}},
+		{"abort status", `{"policy":{"faultInjection":{"abort":{"httpStatus":99}}}}`, []string{
+			"spec.policy.faultInjection.abort.httpStatus: must be between 200 and 599",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &networkingv1.TrafficPolicySpec{}
+			if err := protojson.Unmarshal([]byte(tc.spec), spec); err != nil {
+				t.Fatal(err)
+			}
+			if got := domain.ValidateTrafficPolicy(spec); !slices.Equal(got, tc.want) {
+				t.Errorf("errors:\n%q\nwant:\n%q", got, tc.want)
+			}
+		})
+	}
+}
