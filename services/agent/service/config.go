@@ -11,6 +11,8 @@ import (
 	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/agent/internal/domain"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Config is everything the agent reads at start.
@@ -44,9 +46,18 @@ type Config struct {
 	Debounce          time.Duration
 	IncludeNamespaces string
 	ExcludeNamespaces string
-	AdminAddr         string
-	Namespace         string
-	Replica           string
+	// NamespaceSelector is a label selector that namespaces must match to
+	// be discovered; empty means all.
+	NamespaceSelector string
+	// IngressGatewayLabels and EastWestGatewayLabels select gateway pods,
+	// as "key=value,key=value".
+	IngressGatewayLabels  string
+	EastWestGatewayLabels string
+	// GatewayTLSPortName names the gateway Service port that takes mTLS.
+	GatewayTLSPortName string
+	AdminAddr          string
+	Namespace          string
+	Replica            string
 
 	flags *platform.Flags
 }
@@ -60,9 +71,13 @@ func DefaultConfig() Config {
 		StateDir:      "/var/run/meshplane/agent",
 		ClusterDomain: "cluster.local",
 		Debounce:      100 * time.Millisecond,
-		AdminAddr:     ":9988",
-		Namespace:     os.Getenv("POD_NAMESPACE"),
-		Replica:       host,
+
+		IngressGatewayLabels:  "istio=ingressgateway",
+		EastWestGatewayLabels: "istio=eastwestgateway",
+		GatewayTLSPortName:    "tls",
+		AdminAddr:             ":9988",
+		Namespace:             os.Getenv("POD_NAMESPACE"),
+		Replica:               host,
 	}
 }
 
@@ -87,6 +102,10 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	f.Duration(&c.Debounce, "debounce", "how long a burst of changes may settle before a snapshot is pushed")
 	f.String(&c.IncludeNamespaces, "include-namespaces", "comma-separated namespaces to discover; empty means all")
 	f.String(&c.ExcludeNamespaces, "exclude-namespaces", "comma-separated namespaces to leave out")
+	f.String(&c.NamespaceSelector, "namespace-selector", "label selector that namespaces must match to be discovered; empty means all")
+	f.String(&c.IngressGatewayLabels, "ingress-gateway-labels", "pod labels (key=value,...) that mark ingress gateways")
+	f.String(&c.EastWestGatewayLabels, "east-west-gateway-labels", "pod labels (key=value,...) that mark east-west gateways")
+	f.String(&c.GatewayTLSPortName, "gateway-tls-port-name", "name of the gateway Service port that accepts mTLS")
 	f.String(&c.AdminAddr, "admin-addr", "address of /healthz, /readyz and /metrics")
 	f.String(&c.Namespace, "namespace", "namespace the agent runs in")
 	f.String(&c.Replica, "replica", "name of this replica")
@@ -122,10 +141,28 @@ func (c *Config) Validate() error {
 	if c.Install == "" || c.TrustDomain == "" {
 		errs = append(errs, errors.New("--install and --trust-domain must not be empty"))
 	}
+	if _, err := labels.Parse(c.NamespaceSelector); err != nil {
+		errs = append(errs, fmt.Errorf("--namespace-selector: %w", err))
+	}
+	for flag, v := range map[string]string{"ingress-gateway-labels": c.IngressGatewayLabels, "east-west-gateway-labels": c.EastWestGatewayLabels} {
+		if m, err := labels.ConvertSelectorToLabelsMap(v); err != nil || len(m) == 0 {
+			errs = append(errs, fmt.Errorf("--%s must be key=value pairs: %q", flag, v))
+		}
+	}
+	if c.GatewayTLSPortName == "" {
+		errs = append(errs, errors.New("--gateway-tls-port-name must not be empty"))
+	}
 	if c.Debounce < 0 {
 		errs = append(errs, errors.New("--debounce must not be negative"))
 	}
 	return errors.Join(errs...)
+}
+
+// discoveryOptions returns the gateway rules; Validate has checked them.
+func (c *Config) discoveryOptions() domain.Options {
+	in, _ := labels.ConvertSelectorToLabelsMap(c.IngressGatewayLabels)
+	ew, _ := labels.ConvertSelectorToLabelsMap(c.EastWestGatewayLabels)
+	return domain.Options{IngressGatewayLabels: in, EastWestGatewayLabels: ew, TLSPortName: c.GatewayTLSPortName}
 }
 
 func splitList(s string) []string {

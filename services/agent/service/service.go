@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 )
 
@@ -113,10 +112,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("kubernetes config: %w", err)
 	}
 	restCfg.UserAgent = "meshplane-agent/" + platform.Version
-	clientset, err := kubernetes.NewForConfig(restCfg)
-	if err != nil {
-		return err
-	}
 	dyn, err := dynamic.NewForConfig(restCfg)
 	if err != nil {
 		return err
@@ -150,9 +145,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		distributionv1connect.NewDistributionServiceClient(distClient.c, distClient.url, distClient.options()...),
 		platform.Version)
 
-	reader, err := kubeadapter.NewReader(ctx, clientset, kubeadapter.NamespaceFilter{
-		Include: splitList(a.cfg.IncludeNamespaces), Exclude: splitList(a.cfg.ExcludeNamespaces),
-	}, 10*time.Minute)
+	clients, err := kubeadapter.NewClients(restCfg)
+	if err != nil {
+		return err
+	}
+	reader, err := kubeadapter.NewReader(ctx, clients, kubeadapter.Options{
+		Cluster: a.cfg.Cluster,
+		Namespaces: kubeadapter.NamespaceFilter{
+			Include: splitList(a.cfg.IncludeNamespaces), Exclude: splitList(a.cfg.ExcludeNamespaces), Selector: a.cfg.NamespaceSelector,
+		},
+		Discovery: a.cfg.discoveryOptions(),
+		Resync:    10 * time.Minute,
+		Log:       a.log,
+	})
 	if err != nil {
 		return err
 	}

@@ -96,3 +96,104 @@ spec:
 	}
 	return []byte(b.String())
 }
+
+// IstioNamespace holds the Istio control-plane fixture.
+const IstioNamespace = "istio-system"
+
+// IstioControlPlane returns an istiod of the given revision ("" for the
+// default one) as YAML: its Deployment, the pod a controller would have made
+// from it, its service account and its mesh config ConfigMap (istio or
+// istio-<revision>) with trustDomain. Apply it beside Bookinfo to give the
+// cluster a mesh; without it, the cluster has sidecar pods and no istiod.
+func IstioControlPlane(revision, version, trustDomain string) []byte {
+	name, cm, revLabel := "istiod", "istio", "default"
+	if revision != "" {
+		name, cm, revLabel = "istiod-"+revision, "istio-"+revision, revision
+	}
+	return []byte(fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: %[1]s
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: %[2]s
+  namespace: %[1]s
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: %[3]s
+  namespace: %[1]s
+  labels: {istio.io/rev: %[4]s}
+data:
+  mesh: |
+    defaultConfig:
+      discoveryAddress: %[2]s.%[1]s.svc:15012
+    trustDomain: %[6]s
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[2]s
+  namespace: %[1]s
+  labels: {app: istiod, istio.io/rev: %[4]s}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: istiod, istio.io/rev: %[4]s}
+  template:
+    metadata:
+      labels: {app: istiod, istio: pilot, istio.io/rev: %[4]s}
+    spec:
+      serviceAccountName: %[2]s
+      containers:
+      - name: discovery
+        image: docker.io/istio/pilot:%[5]s
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: %[2]s-0
+  namespace: %[1]s
+  labels: {app: istiod, istio: pilot, istio.io/rev: %[4]s}
+spec:
+  serviceAccountName: %[2]s
+  containers:
+  - name: discovery
+    image: docker.io/istio/pilot:%[5]s
+`, IstioNamespace, name, cm, revLabel, version, trustDomain))
+}
+
+// EastWestGateway returns an east-west gateway of the default revision as
+// YAML: a pod labelled istio=eastwestgateway and its LoadBalancer Service
+// with the "tls" port 15443. No controller runs in a test API server, so the
+// test writes the Service's status.loadBalancer itself when it needs an
+// external address.
+func EastWestGateway(network string) []byte {
+	return []byte(fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: istio-eastwestgateway-0
+  namespace: %[1]s
+  labels: {istio: eastwestgateway, app: istio-eastwestgateway, topology.istio.io/network: %[2]s}
+spec:
+  containers:
+  - name: istio-proxy
+    image: docker.io/istio/proxyv2:1.24.0
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: istio-eastwestgateway
+  namespace: %[1]s
+  labels: {istio: eastwestgateway, topology.istio.io/network: %[2]s}
+spec:
+  type: LoadBalancer
+  selector: {istio: eastwestgateway, topology.istio.io/network: %[2]s}
+  ports:
+  - {name: status-port, port: 15021, targetPort: 15021}
+  - {name: tls, port: 15443, targetPort: 15443}
+`, IstioNamespace, network))
+}

@@ -117,7 +117,8 @@ func (p *Pusher) session(ctx context.Context, b *Backoff) error {
 					return err
 				}
 				sent = s.GetVersion()
-				p.log.Info("pushed input snapshot", "version", sent, "destinations", len(s.GetDestinations()))
+				p.log.Info("pushed input snapshot", "version", sent,
+					"meshes", len(s.GetMeshes()), "workloads", len(s.GetWorkloads()), "destinations", len(s.GetDestinations()))
 			}
 		}
 		select {

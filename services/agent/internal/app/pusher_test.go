@@ -15,7 +15,7 @@ import (
 var eastID = domain.Identity{Cluster: "east", AgentVersion: "test", Replica: "agent-0", Namespace: "meshplane"}
 
 func svc(name string, port uint32) domain.Service {
-	return domain.Service{Name: name, Namespace: "bookinfo", Type: "ClusterIP",
+	return domain.Service{Name: name, Namespace: "bookinfo", Type: "ClusterIP", Discover: "true",
 		Ports: []domain.ServicePort{{Name: "http", Port: port, Protocol: "TCP", TargetPort: port}}}
 }
 

@@ -5,12 +5,27 @@
 package domain
 
 import (
-	"fmt"
+	"maps"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
-	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
+	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
+)
+
+// Well-known label and annotation keys.
+const (
+	LabelRevision        = "istio.io/rev"
+	LabelRegion          = "topology.kubernetes.io/region"
+	LabelZone            = "topology.kubernetes.io/zone"
+	LabelSubzone         = "topology.istio.io/subzone"
+	AnnotationDiscover   = "discovery.meshplane.dev/discover"
+	AnnotationSidecar    = "sidecar.istio.io/status"
+	SidecarContainerName = "istio-proxy"
+	DefaultTrustDomain   = "cluster.local"
+	DefaultTLSPortName   = "tls"
+	defaultRevisionLabel = "default"
 )
 
 // Service is the part of a Kubernetes Service that discovery uses.
@@ -21,6 +36,12 @@ type Service struct {
 	Selector  map[string]string
 	Type      string // ClusterIP, NodePort, LoadBalancer, ExternalName
 	Ports     []ServicePort
+	// Discover is the value of the discovery.meshplane.dev/discover
+	// annotation: "true" discovers a Service that fronts no mesh workload,
+	// "false" leaves out one that does.
+	Discover string
+	// LoadBalancer holds the IPs or hostnames of status.loadBalancer.ingress.
+	LoadBalancer []string
 }
 
 // ServicePort is one port of a Service.
@@ -31,11 +52,170 @@ type ServicePort struct {
 	AppProtocol string
 	TargetPort  uint32
 	TargetName  string
+	NodePort    uint32
+}
+
+// OwnerRef names an object's controller.
+type OwnerRef struct {
+	Kind string
+	Name string
+}
+
+// Pod is the part of a Pod that discovery uses.
+type Pod struct {
+	Name           string
+	Namespace      string
+	Labels         map[string]string
+	ServiceAccount string
+	// Controller is the pod's controlling owner; empty for a bare pod.
+	Controller OwnerRef
+	// Sidecar says the pod carries an istio-proxy container, or an
+	// istio-proxy native sidecar (an init container that restarts always).
+	Sidecar bool
+	// SidecarRevision is the revision named in the sidecar.istio.io/status
+	// annotation that the injector writes, "" when absent.
+	SidecarRevision string
+	// DiscoveryImage is the image of a container named "discovery", which
+	// only istiod has.
+	DiscoveryImage string
+	Ready          bool
+	IP             string
+	NodeName       string
+}
+
+// ReplicaSet is the ownership of a ReplicaSet, which leads from a pod to
+// its Deployment.
+type ReplicaSet struct {
+	Name       string
+	Namespace  string
+	Controller OwnerRef
+}
+
+// Deployment is the part of a Deployment that mesh discovery uses.
+type Deployment struct {
+	Name           string
+	Namespace      string
+	Labels         map[string]string
+	PodLabels      map[string]string
+	ServiceAccount string
+	DiscoveryImage string
+}
+
+// Namespace is a namespace's labels.
+type Namespace struct {
+	Name   string
+	Labels map[string]string
+}
+
+// MeshConfig is what discovery reads from an Istio mesh config ConfigMap
+// (istio or istio-<revision>, key "mesh").
+type MeshConfig struct {
+	Name        string
+	Namespace   string
+	TrustDomain string
+	// DNSCapture is defaultConfig.proxyMetadata.ISTIO_META_DNS_CAPTURE.
+	DNSCapture bool
+}
+
+// Node is the part of a Node that locality and gateway addresses use.
+type Node struct {
+	Name       string
+	Labels     map[string]string
+	InternalIP string
+	ExternalIP string
+}
+
+// EndpointSlice is the part of a discovery.k8s.io/v1 EndpointSlice that
+// discovery uses.
+type EndpointSlice struct {
+	Name      string
+	Namespace string
+	// Service is the kubernetes.io/service-name label.
+	Service   string
+	Ports     []EndpointPort
+	Endpoints []Endpoint
+}
+
+// EndpointPort is one port of an EndpointSlice.
+type EndpointPort struct {
+	Name        string
+	Port        uint32
+	Protocol    string
+	AppProtocol string
+}
+
+// Endpoint is one endpoint of an EndpointSlice.
+type Endpoint struct {
+	Addresses []string
+	Ready     bool
+	NodeName  string
+	// Zone is the slice's own zone hint, used when the node is unknown.
+	Zone string
+	// Pod names the target pod, "" when the target is not a pod.
+	Pod string
+}
+
+// UserResources are the Meshplane resources applied in the cluster,
+// already decoded.
+type UserResources struct {
+	VirtualMeshes       []*networkingv1.VirtualMesh
+	TrafficPolicies     []*networkingv1.TrafficPolicy
+	AccessPolicies      []*networkingv1.AccessPolicy
+	VirtualDestinations []*networkingv1.VirtualDestination
+	Settings            []*settingsv1.Settings
+}
+
+// Options are the discovery rules that users configure.
+type Options struct {
+	// IngressGatewayLabels and EastWestGatewayLabels select gateway pods
+	// (all pairs must match). Nil means the defaults.
+	IngressGatewayLabels  map[string]string
+	EastWestGatewayLabels map[string]string
+	// TLSPortName names the gateway Service port that accepts mTLS.
+	TLSPortName string
+}
+
+// DefaultOptions returns Istio's conventions.
+func DefaultOptions() Options {
+	return Options{
+		IngressGatewayLabels:  map[string]string{"istio": "ingressgateway"},
+		EastWestGatewayLabels: map[string]string{"istio": "eastwestgateway"},
+		TLSPortName:           DefaultTLSPortName,
+	}
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.IngressGatewayLabels == nil {
+		o.IngressGatewayLabels = d.IngressGatewayLabels
+	}
+	if o.EastWestGatewayLabels == nil {
+		o.EastWestGatewayLabels = d.EastWestGatewayLabels
+	}
+	if o.TLSPortName == "" {
+		o.TLSPortName = d.TLSPortName
+	}
+	return o
 }
 
 // Discovered is everything the agent found in its cluster.
 type Discovered struct {
-	Services []Service
+	Options Options
+	// InScope holds the namespaces that the namespace filter lets through,
+	// as the adapter evaluated it; nil means every namespace. Workloads,
+	// destinations and user resources outside it are left out. Meshes and
+	// their gateways are not: a filter that scopes discovery to the
+	// application namespaces must not lose istio-system.
+	InScope        map[string]bool
+	Services       []Service
+	Pods           []Pod
+	ReplicaSets    []ReplicaSet
+	Deployments    []Deployment
+	Namespaces     []Namespace
+	MeshConfigs    []MeshConfig
+	Nodes          []Node
+	EndpointSlices []EndpointSlice
+	Resources      UserResources
 }
 
 // Identity says who produced a snapshot.
@@ -48,51 +228,58 @@ type Identity struct {
 }
 
 // BuildInputSnapshot turns what was discovered into a sealed input snapshot.
+// It is deterministic: the same cluster state gives the same version.
 func BuildInputSnapshot(id Identity, d Discovered) *snapshotv1.InputSnapshot {
 	s := &snapshotv1.InputSnapshot{
 		Cluster: id.Cluster,
 		Agent:   &snapshotv1.AgentInfo{Version: id.AgentVersion, Replica: id.Replica, Namespace: id.Namespace},
 	}
-	for _, svc := range d.Services {
-		s.Destinations = append(s.Destinations, destination(id, svc))
-	}
+	ix := newIndex(id, d)
+	s.Meshes = ix.meshes()
+	s.Workloads = ix.workloadProtos()
+	s.Destinations = ix.destinations()
+
+	r := d.Resources
+	s.VirtualMeshes = inScope(ix, r.VirtualMeshes)
+	s.TrafficPolicies = inScope(ix, r.TrafficPolicies)
+	s.AccessPolicies = inScope(ix, r.AccessPolicies)
+	s.VirtualDestinations = inScope(ix, r.VirtualDestinations)
+	s.Settings = inScope(ix, r.Settings)
 	snapshots.SealInput(s)
 	return s
 }
 
-var serviceTypes = map[string]discoveryv1.DestinationSpec_KubeService_ServiceType{
-	"ClusterIP":    discoveryv1.DestinationSpec_KubeService_CLUSTER_IP,
-	"NodePort":     discoveryv1.DestinationSpec_KubeService_NODE_PORT,
-	"LoadBalancer": discoveryv1.DestinationSpec_KubeService_LOAD_BALANCER,
-	"ExternalName": discoveryv1.DestinationSpec_KubeService_EXTERNAL_NAME,
+type withMeta interface {
+	GetMetadata() *commonv1.ObjectMeta
 }
 
-func destination(id Identity, svc Service) *discoveryv1.Destination {
-	domainSuffix := id.ClusterDomain
-	if domainSuffix == "" {
-		domainSuffix = "cluster.local"
+func inScope[T withMeta](ix *index, in []T) []T {
+	var out []T
+	for _, r := range in {
+		if ix.inScope(r.GetMetadata().GetNamespace()) {
+			out = append(out, r)
+		}
 	}
-	ks := &discoveryv1.DestinationSpec_KubeService{
-		Ref:                    &commonv1.ClusterObjectRef{Name: svc.Name, Namespace: svc.Namespace, Cluster: id.Cluster},
-		WorkloadSelectorLabels: svc.Selector,
-		Labels:                 svc.Labels,
-		ServiceType:            serviceTypes[svc.Type],
-		Hostname:               fmt.Sprintf("%s.%s.svc.%s", svc.Name, svc.Namespace, domainSuffix),
+	return out
+}
+
+// matches reports whether labels hold every pair of selector. An empty
+// selector matches nothing: a Service without one selects no pods.
+func matches(selector, labels map[string]string) bool {
+	if len(selector) == 0 {
+		return false
 	}
-	for _, p := range svc.Ports {
-		ks.Ports = append(ks.Ports, &discoveryv1.DestinationSpec_KubeService_KubeServicePort{
-			Port: p.Port, Name: p.Name, Protocol: p.Protocol, AppProtocol: p.AppProtocol,
-			TargetPortNumber: p.TargetPort, TargetPortName: p.TargetName,
-		})
+	for k, v := range selector {
+		if w, ok := labels[k]; !ok || w != v {
+			return false
+		}
 	}
-	return &discoveryv1.Destination{
-		Metadata: &commonv1.ObjectMeta{
-			// Destinations are named after their Service and cluster, so that
-			// names are unique across the estate.
-			Name:      fmt.Sprintf("%s-%s-%s", svc.Name, svc.Namespace, id.Cluster),
-			Namespace: svc.Namespace,
-			Cluster:   id.Cluster,
-		},
-		Spec: &discoveryv1.DestinationSpec{Type: &discoveryv1.DestinationSpec_KubeService_{KubeService: ks}},
+	return true
+}
+
+func cloneLabels(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
 	}
+	return maps.Clone(m)
 }

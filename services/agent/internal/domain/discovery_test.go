@@ -15,7 +15,7 @@ var east = Identity{Cluster: "east", AgentVersion: "1.0.0", Replica: "agent-0", 
 
 func reviews() Service {
 	return Service{
-		Name: "reviews", Namespace: "bookinfo", Type: "ClusterIP",
+		Name: "reviews", Namespace: "bookinfo", Type: "ClusterIP", Discover: "true",
 		Labels:   map[string]string{"app": "reviews"},
 		Selector: map[string]string{"app": "reviews"},
 		Ports: []ServicePort{
@@ -26,12 +26,12 @@ func reviews() Service {
 }
 
 func ratings() Service {
-	return Service{Name: "ratings", Namespace: "bookinfo", Type: "NodePort",
+	return Service{Name: "ratings", Namespace: "bookinfo", Type: "NodePort", Discover: "true",
 		Ports: []ServicePort{{Name: "http", Port: 9080, Protocol: "TCP", TargetPort: 8080}}}
 }
 
 func details() Service {
-	return Service{Name: "details", Namespace: "shop", Type: "LoadBalancer",
+	return Service{Name: "details", Namespace: "shop", Type: "LoadBalancer", Discover: "true",
 		Ports: []ServicePort{{Name: "http", Port: 80, Protocol: "TCP", TargetPort: 8080}}}
 }
 
