@@ -170,7 +170,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	admin.setReady(true)
 	a.log.Info("agent running")
 
-	err = platform.RunAll(ctx, pusher.Run, syncer.Run)
+	// Renewal goes over mTLS with the current certificate.
+	renewClient, err := a.httpClient(a.clientOptions(a.cfg.addr(a.cfg.RegistrationAddr), identity.Certificate))
+	if err != nil {
+		return fmt.Errorf("renewal client: %w", err)
+	}
+	renewer := connectrpc.NewRenewer(registrationv1connect.NewRegistrationServiceClient(renewClient.c, renewClient.url, renewClient.options()...), platform.Version)
+	renew := func(ctx context.Context) error { return identity.RunRenewal(ctx, renewer) }
+
+	err = platform.RunAll(ctx, pusher.Run, syncer.Run, renew)
 	stopAdmin()
 	<-adminDone
 	return err

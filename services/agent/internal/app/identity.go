@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -20,6 +21,10 @@ type Identity struct {
 	store       CredentialStore
 	registrar   Registrar
 	log         *slog.Logger
+
+	// now and after replace the clock in tests.
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
 
 	mu   sync.RWMutex
 	cert *tls.Certificate
@@ -76,22 +81,32 @@ func (i *Identity) register(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("register cluster %q: %w", i.cluster, err)
 	}
+	if err := i.install(ctx, key, chain, bundle); err != nil {
+		return err
+	}
+	_, notAfter, _ := i.validity()
+	i.log.Info("registered", "cluster", i.cluster, "expires", notAfter)
+	return nil
+}
+
+// install adopts a newly signed chain for key and saves it, after checking
+// that it names this cluster.
+func (i *Identity) install(ctx context.Context, key crypto.Signer, chain, bundle []byte) error {
 	keyPEM, err := pki.EncodeKey(key)
 	if err != nil {
 		return err
 	}
 	certs, err := pki.ParseCertificates(chain)
 	if err != nil {
-		return fmt.Errorf("registration returned a bad certificate: %w", err)
+		return fmt.Errorf("the management plane returned a bad certificate: %w", err)
 	}
 	cred := Credentials{CertPEM: chain, KeyPEM: keyPEM, BundlePEM: bundle, NotAfter: certs[0].NotAfter}
-	if err := i.adopt(cred); err != nil {
+	if err := i.adoptStored(cred); err != nil {
 		return err
 	}
 	if err := i.store.Save(ctx, cred); err != nil {
 		return fmt.Errorf("save credentials: %w", err)
 	}
-	i.log.Info("registered", "cluster", i.cluster, "expires", cred.NotAfter)
 	return nil
 }
 
