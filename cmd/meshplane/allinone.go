@@ -28,9 +28,13 @@ func version() string { return "meshplane " + platform.Version }
 // each registered once.
 type settings struct {
 	install, trustDomain, clusterDomain string
-	debounce, certTTL                   time.Duration
-	caDir, tokensFile, devPKIDir        string
+	debounce                            time.Duration
+	devPKIDir                           string
 	redis                               snapshots.RedisOptions
+	// reg holds registration's own settings (CA, tokens, certificate
+	// lifetime); install, trust domain and Redis are set from the shared
+	// ones.
+	reg registration.Config
 }
 
 func allInOne(args []string) int {
@@ -47,25 +51,25 @@ func allInOne(args []string) int {
 
 	s := settings{
 		install: snapshots.DefaultInstall, trustDomain: pki.DefaultTrustDomain, clusterDomain: "cluster.local",
-		debounce: 100 * time.Millisecond, certTTL: 24 * time.Hour, redis: snapshots.NewRedisOptions(),
+		debounce: 100 * time.Millisecond, redis: snapshots.NewRedisOptions(), reg: registration.DefaultConfig(),
 	}
+	// Empty means <dev-pki-dir>/ca, or registration's default without one.
+	s.reg.CADir = ""
 	f := platform.NewFlags(fs, "")
 	f.String(&s.install, "install", "install name, the value of the meshplane.dev/managed-by label")
 	f.String(&s.clusterDomain, "cluster-domain", "DNS suffix of Services in workload clusters")
 	f.Duration(&s.debounce, "debounce", "how long a burst of input changes may settle before translating")
-	f.Duration(&s.certTTL, "cert-ttl", "lifetime of cluster certificates")
-	f.String(&s.caDir, "ca-dir", "directory of the CA; default <dev-pki-dir>/ca")
-	f.String(&s.tokensFile, "bootstrap-tokens-file", "file of \"<cluster> <token>\" lines")
+	s.reg.AddOwnFlags(f)
 	f.String(&s.devPKIDir, "dev-pki-dir", "create a development CA and a server certificate for localhost here, when no --tls-cert-file is given")
 	s.redis.AddFlags(fs)
 	_ = fs.Parse(args)
 	s.trustDomain = srvOpts.TrustDomain
 
 	if s.devPKIDir != "" && srvOpts.TLS.CertFile == "" {
-		if s.caDir == "" {
-			s.caDir = filepath.Join(s.devPKIDir, "ca")
+		if s.reg.CADir == "" {
+			s.reg.CADir = filepath.Join(s.devPKIDir, "ca")
 		}
-		if err := devServerPKI(s.devPKIDir, s.caDir, s.trustDomain, &srvOpts); err != nil {
+		if err := devServerPKI(s.devPKIDir, s.reg.CADir, s.trustDomain, &srvOpts); err != nil {
 			fmt.Fprintln(os.Stderr, "meshplane:", err)
 			return 1
 		}
@@ -74,8 +78,13 @@ func allInOne(args []string) int {
 		fmt.Fprintf(os.Stderr, "meshplane: invalid options:\n%v\n", err)
 		return 2
 	}
+	// One server for the four services, so one revocation set guards them
+	// all: a deregistered cluster is refused by ingest and distribution as
+	// well as by registration.
+	revocation := registration.NewRevocationChecker()
+	srvOpts.Revocation = revocation
 	return platform.RunMain("meshplane", srvOpts, logOpts, func(log *slog.Logger, reg *prometheus.Registry) (platform.Component, error) {
-		return buildAll(s, log, reg)
+		return buildAll(s, revocation, log, reg)
 	})
 }
 
@@ -129,19 +138,21 @@ type all struct {
 	dist *distribution.Service
 }
 
-func buildAll(s settings, log *slog.Logger, promReg *prometheus.Registry) (*all, error) {
+func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.Logger, promReg *prometheus.Registry) (*all, error) {
 	newInput := func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} }
 	newOutput := func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} }
 	var (
 		inputs       snapshots.Store[*snapshotv1.InputSnapshot]
 		ingestInputs snapshots.Store[*snapshotv1.InputSnapshot]
 		outputs      snapshots.Store[*snapshotv1.OutputSnapshot]
+		regOpts      = []registration.Option{registration.WithLogger(log), registration.WithRegisterer(promReg), registration.WithRevocationChecker(revocation)}
 	)
 	if s.redis.Enabled() {
 		client, err := s.redis.NewClient()
 		if err != nil {
 			return nil, err
 		}
+		regOpts = append(regOpts, registration.WithRedis(client))
 		inputs = snapshots.NewRedis(client, s.install, snapshots.Inputs, newInput)
 		ingestInputs = snapshots.NewWriteThrough(inputs, snapshots.NewMemory(newInput), log)
 		outputs = snapshots.NewRedis(client, s.install, snapshots.Outputs, newOutput)
@@ -151,12 +162,12 @@ func buildAll(s settings, log *slog.Logger, promReg *prometheus.Registry) (*all,
 		outputs = snapshots.NewMemory(newOutput)
 	}
 
-	rcfg := registration.DefaultConfig()
-	rcfg.TrustDomain, rcfg.CertTTL, rcfg.TokensFile = s.trustDomain, s.certTTL, s.tokensFile
-	if s.caDir != "" {
-		rcfg.CADir = s.caDir
+	rcfg := s.reg
+	rcfg.TrustDomain, rcfg.Install, rcfg.Redis = s.trustDomain, s.install, s.redis
+	if rcfg.CADir == "" {
+		rcfg.CADir = registration.DefaultConfig().CADir
 	}
-	reg, err := registration.New(rcfg, registration.WithLogger(log), registration.WithRegisterer(promReg))
+	reg, err := registration.New(rcfg, regOpts...)
 	if err != nil {
 		return nil, err
 	}

@@ -24,8 +24,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"go.step.sm/crypto/minica"
 )
 
 // Identity kinds, the first path segment of a Meshplane SPIFFE ID.
@@ -138,20 +136,50 @@ type CA struct {
 	signer       crypto.Signer
 }
 
-// NewCA creates a new root and intermediate for development and tests.
+// Lifetimes of the development CA made by NewCA.
+const (
+	DevRootTTL         = 10 * 365 * 24 * time.Hour
+	DevIntermediateTTL = 365 * 24 * time.Hour
+)
+
+// NewCA creates a new root (ECDSA P-256, path length 1, DevRootTTL) and
+// intermediate (DevIntermediateTTL) for development and tests. The root's
+// key is dropped: only the intermediate signs. (go.step.sm/crypto/minica
+// was used before, but it makes both certificates valid for 24 hours
+// only, so a development CA kept in a directory stopped working a day
+// later.)
 func NewCA(name string) (*CA, error) {
 	if name == "" {
 		name = "Meshplane"
 	}
-	mc, err := minica.New(
-		minica.WithName(name),
-		minica.WithRootTemplate(`{"subject": {"commonName": "{{ .Subject.CommonName }} Root CA"}, "keyUsage": ["certSign", "crlSign"], "basicConstraints": {"isCA": true, "maxPathLen": 1}}`),
-		minica.WithIntermediateTemplate(`{"subject": {"commonName": "{{ .Subject.CommonName }} Intermediate CA"}, "keyUsage": ["certSign", "crlSign"], "basicConstraints": {"isCA": true, "maxPathLen": 0}}`),
-	)
+	rootKey, err := NewKey()
 	if err != nil {
 		return nil, fmt.Errorf("create CA: %w", err)
 	}
-	return &CA{Root: mc.Root, Intermediate: mc.Intermediate, signer: mc.Signer}, nil
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return nil, fmt.Errorf("create CA: serial: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: name + " Root CA"},
+		NotBefore:             now.Add(-time.Minute),
+		NotAfter:              now.Add(DevRootTTL),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLen:            1,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, rootKey.Public(), rootKey)
+	if err != nil {
+		return nil, fmt.Errorf("create CA: %w", err)
+	}
+	root, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("create CA: parse root: %w", err)
+	}
+	return NewIntermediateCA(root, rootKey, name, DevIntermediateTTL)
 }
 
 // Signer returns the intermediate's key.
@@ -283,45 +311,107 @@ func (ca *CA) Save(dir string) error {
 // LoadCA reads a CA written by Save, or supplied by the user in the same
 // layout.
 func LoadCA(dir string) (*CA, error) {
+	return LoadCAFiles(filepath.Join(dir, RootCertFile), filepath.Join(dir, IntermediateCertFile), filepath.Join(dir, IntermediateKeyFile))
+}
+
+// LoadCAFiles reads a root, an intermediate and the intermediate's key from
+// three PEM files, so that an operator can point at their own PKI's files
+// wherever they are mounted. Only the first certificate of each file is
+// used.
+func LoadCAFiles(rootFile, intermediateFile, keyFile string) (*CA, error) {
 	read := func(name string) ([]byte, error) {
-		b, err := os.ReadFile(filepath.Join(dir, name))
+		b, err := os.ReadFile(name)
 		if err != nil {
 			return nil, fmt.Errorf("load CA: %w", err)
 		}
 		return b, nil
 	}
-	rootPEM, err := read(RootCertFile)
+	rootPEM, err := read(rootFile)
 	if err != nil {
 		return nil, err
 	}
-	intPEM, err := read(IntermediateCertFile)
+	intPEM, err := read(intermediateFile)
 	if err != nil {
 		return nil, err
 	}
-	keyPEM, err := read(IntermediateKeyFile)
+	keyPEM, err := read(keyFile)
 	if err != nil {
 		return nil, err
 	}
 	roots, err := ParseCertificates(rootPEM)
 	if err != nil {
-		return nil, fmt.Errorf("load CA: %s: %w", RootCertFile, err)
+		return nil, fmt.Errorf("load CA: %s: %w", rootFile, err)
 	}
 	ints, err := ParseCertificates(intPEM)
 	if err != nil {
-		return nil, fmt.Errorf("load CA: %s: %w", IntermediateCertFile, err)
+		return nil, fmt.Errorf("load CA: %s: %w", intermediateFile, err)
 	}
 	key, err := ParseKey(keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("load CA: %s: %w", IntermediateKeyFile, err)
+		return nil, fmt.Errorf("load CA: %s: %w", keyFile, err)
 	}
-	ca := &CA{Root: roots[0], Intermediate: ints[0], signer: key}
-	if err := ca.Intermediate.CheckSignatureFrom(ca.Root); err != nil {
+	return NewCAFromParts(roots[0], ints[0], key)
+}
+
+// NewCAFromParts checks that intermediate is a CA signed by root and that
+// key is its key, and returns the CA they make.
+func NewCAFromParts(root, intermediate *x509.Certificate, key crypto.Signer) (*CA, error) {
+	if err := intermediate.CheckSignatureFrom(root); err != nil {
 		return nil, fmt.Errorf("load CA: intermediate is not signed by the root: %w", err)
 	}
-	if !publicKeysEqual(ca.Intermediate.PublicKey, key.Public()) {
+	if !intermediate.IsCA {
+		return nil, errors.New("load CA: the intermediate certificate is not a CA")
+	}
+	if !publicKeysEqual(intermediate.PublicKey, key.Public()) {
 		return nil, errors.New("load CA: intermediate key does not match the intermediate certificate")
 	}
-	return ca, nil
+	return &CA{Root: root, Intermediate: intermediate, signer: key}, nil
+}
+
+// NewIntermediateCA makes a new intermediate (ECDSA P-256, path length 0)
+// signed by a root the operator supplies, so that the root's key is needed
+// only at start and the signing key is Meshplane's own. The intermediate
+// never outlives the root.
+func NewIntermediateCA(root *x509.Certificate, rootKey crypto.Signer, name string, ttl time.Duration) (*CA, error) {
+	if !publicKeysEqual(root.PublicKey, rootKey.Public()) {
+		return nil, errors.New("new intermediate: root key does not match the root certificate")
+	}
+	if name == "" {
+		name = "Meshplane"
+	}
+	key, err := NewKey()
+	if err != nil {
+		return nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return nil, fmt.Errorf("new intermediate: serial: %w", err)
+	}
+	now := time.Now()
+	notAfter := now.Add(ttl)
+	if notAfter.After(root.NotAfter) {
+		notAfter = root.NotAfter
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: name + " Intermediate CA"},
+		NotBefore:             now.Add(-time.Minute),
+		NotAfter:              notAfter,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLen:            0,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, root, key.Public(), rootKey)
+	if err != nil {
+		return nil, fmt.Errorf("new intermediate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("new intermediate: parse: %w", err)
+	}
+	return NewCAFromParts(root, cert, key)
 }
 
 // LoadOrCreateCA loads the CA in dir, or creates and saves a new one when dir
@@ -329,6 +419,9 @@ func LoadCA(dir string) (*CA, error) {
 func LoadOrCreateCA(dir, name string) (ca *CA, created bool, err error) {
 	if _, err := os.Stat(filepath.Join(dir, IntermediateKeyFile)); err == nil {
 		ca, err := LoadCA(dir)
+		if err == nil && !time.Now().Before(ca.Intermediate.NotAfter) {
+			return nil, false, fmt.Errorf("load CA: the intermediate in %s expired at %s; remove the directory to create a new development CA", dir, ca.Intermediate.NotAfter.Format(time.RFC3339))
+		}
 		return ca, false, err
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, false, fmt.Errorf("load CA: %w", err)

@@ -8,15 +8,24 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strings"
+	"sync/atomic"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1/registrationv1connect"
 	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/connectrpc"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/memory"
+	redisstore "github.com/meshplane/meshplane/services/registration/internal/adapters/redis"
+	"github.com/meshplane/meshplane/services/registration/internal/adapters/smallstep"
 	"github.com/meshplane/meshplane/services/registration/internal/app"
+	"github.com/meshplane/meshplane/services/registration/internal/domain"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 )
 
 // Name is the service's name in its SPIFFE ID and metrics.
@@ -25,28 +34,72 @@ const Name = "registration"
 // Config is everything the service reads at start.
 type Config struct {
 	TrustDomain string
+	// Install names the installation; it scopes the Redis keys.
+	Install string
 	// CADir holds the CA (root.crt, intermediate.crt, intermediate.key). A
-	// development CA is created there when it is empty.
+	// development CA is created there when it is empty and no CA files are
+	// given.
 	CADir string
-	// TokensFile lists "<cluster> <token>" or "<cluster> sha256:<hex>".
+	// CARootCertFile, CAIntermediateCertFile and CAIntermediateKeyFile
+	// bring your own intermediate. CARootCertFile with CARootKeyFile brings
+	// your own root: a new intermediate is made from it at every start.
+	CARootCertFile         string
+	CARootKeyFile          string
+	CAIntermediateCertFile string
+	CAIntermediateKeyFile  string
+	// TokensFile lists "<cluster> <token>" or "<cluster> sha256:<hex>":
+	// static tokens that may be used many times (demos, tests).
 	TokensFile string
+	// RelayTokenFile holds the shared relay identity token. Setting it turns
+	// on the compatibility mode: any cluster may register with it and waits
+	// for approval.
+	RelayTokenFile string
 	// CertTTL is the lifetime of cluster certificates.
 	CertTTL time.Duration
+	// TokenTTL is the default lifetime of a bootstrap token.
+	TokenTTL time.Duration
+	// AdvertiseAddr is the address agents dial, given back in the Helm
+	// values of a new cluster.
+	AdvertiseAddr string
+	// RevocationRefresh is how often the shared revocation set is reloaded.
+	RevocationRefresh time.Duration
+	Redis             snapshots.RedisOptions
 
 	flags *platform.Flags
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{TrustDomain: pki.DefaultTrustDomain, CADir: "/var/run/meshplane/ca", CertTTL: 24 * time.Hour}
+	return Config{
+		TrustDomain: pki.DefaultTrustDomain, Install: snapshots.DefaultInstall, CADir: "/var/run/meshplane/ca",
+		CertTTL: 24 * time.Hour, TokenTTL: 24 * time.Hour, RevocationRefresh: app.DefaultRevocationRefresh,
+		Redis: snapshots.NewRedisOptions(),
+	}
 }
 
-// AddFlags registers the configuration's flags.
+// AddFlags registers the configuration's flags: install, redis-* and
+// AddOwnFlags. An all-in-one process, which registers install and redis-*
+// once for every service, calls AddOwnFlags alone.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags = platform.NewFlags(fs, "")
-	c.flags.String(&c.CADir, "ca-dir", "directory of the CA; a development CA is created when empty")
-	c.flags.String(&c.TokensFile, "bootstrap-tokens-file", "file of \"<cluster> <token>\" lines")
-	c.flags.Duration(&c.CertTTL, "cert-ttl", "lifetime of cluster certificates")
+	c.flags.String(&c.Install, "install", "install name; scopes the Redis keys")
+	c.AddOwnFlags(c.flags)
+	c.Redis.AddFlags(fs)
+}
+
+// AddOwnFlags registers the flags that only registration has, on f.
+func (c *Config) AddOwnFlags(f *platform.Flags) {
+	f.String(&c.CADir, "ca-dir", "directory of the CA (root.crt, intermediate.crt, intermediate.key); a development CA is created when empty")
+	f.String(&c.CARootCertFile, "ca-root-cert-file", "PEM root of your own PKI; with --ca-intermediate-*-file or --ca-root-key-file instead of --ca-dir")
+	f.String(&c.CARootKeyFile, "ca-root-key-file", "PEM key of --ca-root-cert-file: a new intermediate is made from it at start")
+	f.String(&c.CAIntermediateCertFile, "ca-intermediate-cert-file", "PEM intermediate of your own PKI, signed by --ca-root-cert-file")
+	f.String(&c.CAIntermediateKeyFile, "ca-intermediate-key-file", "PEM key of --ca-intermediate-cert-file")
+	f.String(&c.TokensFile, "bootstrap-tokens-file", "file of \"<cluster> <token>\" lines: static tokens that may be used many times (demos and tests)")
+	f.String(&c.RelayTokenFile, "relay-identity-token-file", "file holding a shared relay identity token; any cluster may register with it and then waits for approval (compatibility mode)")
+	f.Duration(&c.CertTTL, "cert-ttl", "lifetime of cluster certificates")
+	f.Duration(&c.TokenTTL, "bootstrap-token-ttl", "default lifetime of a bootstrap token made by 'meshctl cluster register'")
+	f.String(&c.AdvertiseAddr, "advertise-addr", "address (host:port) agents dial, put in the Helm values of new clusters")
+	f.Duration(&c.RevocationRefresh, "revocation-refresh", "how often the shared revocation set is reloaded from the store")
 }
 
 // Validate checks the configuration.
@@ -55,14 +108,36 @@ func (c *Config) Validate() error {
 	if c.flags != nil {
 		errs = append(errs, c.flags.Err())
 	}
-	if c.TrustDomain == "" {
-		errs = append(errs, errors.New("--trust-domain must not be empty"))
+	errs = append(errs, c.Redis.Validate())
+	if err := pki.ValidateTrustDomain(c.TrustDomain); err != nil {
+		errs = append(errs, fmt.Errorf("--trust-domain: %w", err))
 	}
-	if c.CADir == "" {
-		errs = append(errs, errors.New("--ca-dir must not be empty"))
+	if c.Install == "" {
+		errs = append(errs, errors.New("--install must not be empty"))
+	}
+	switch {
+	case c.CAIntermediateCertFile != "" || c.CAIntermediateKeyFile != "":
+		if c.CAIntermediateCertFile == "" || c.CAIntermediateKeyFile == "" || c.CARootCertFile == "" {
+			errs = append(errs, errors.New("--ca-intermediate-cert-file, --ca-intermediate-key-file and --ca-root-cert-file go together"))
+		}
+		if c.CARootKeyFile != "" {
+			errs = append(errs, errors.New("--ca-root-key-file cannot be combined with --ca-intermediate-*-file"))
+		}
+	case c.CARootKeyFile != "" || c.CARootCertFile != "":
+		if c.CARootKeyFile == "" || c.CARootCertFile == "" {
+			errs = append(errs, errors.New("--ca-root-cert-file needs --ca-root-key-file, or --ca-intermediate-cert-file and --ca-intermediate-key-file"))
+		}
+	case c.CADir == "":
+		errs = append(errs, errors.New("--ca-dir must not be empty when no CA files are given"))
 	}
 	if c.CertTTL < time.Minute {
 		errs = append(errs, errors.New("--cert-ttl must be at least 1m"))
+	}
+	if c.TokenTTL < time.Minute || c.TokenTTL > app.MaxTokenTTL {
+		errs = append(errs, fmt.Errorf("--bootstrap-token-ttl must be between 1m and %s", app.MaxTokenTTL))
+	}
+	if c.RevocationRefresh <= 0 {
+		errs = append(errs, errors.New("--revocation-refresh must be positive"))
 	}
 	return errors.Join(errs...)
 }
@@ -71,9 +146,12 @@ func (c *Config) Validate() error {
 type Option func(*deps)
 
 type deps struct {
-	log *slog.Logger
-	reg prometheus.Registerer
-	ca  *pki.CA
+	log     *slog.Logger
+	reg     prometheus.Registerer
+	ca      *pki.CA
+	redis   redis.UniversalClient
+	checker *RevocationChecker
+	now     func() time.Time
 }
 
 // WithLogger sets the logger.
@@ -82,14 +160,30 @@ func WithLogger(l *slog.Logger) Option { return func(d *deps) { d.log = l } }
 // WithRegisterer sets where metrics are registered.
 func WithRegisterer(r prometheus.Registerer) Option { return func(d *deps) { d.reg = r } }
 
-// WithCA sets the CA instead of loading it from cfg.CADir.
+// WithCA sets the CA instead of loading it from the configuration.
 func WithCA(ca *pki.CA) Option { return func(d *deps) { d.ca = ca } }
+
+// WithRedis sets the Redis client instead of making one from cfg.Redis.
+func WithRedis(c redis.UniversalClient) Option { return func(d *deps) { d.redis = c } }
+
+// WithRevocationChecker makes rc answer from this service's revocation set.
+// Create rc before the server (NewRevocationChecker) and put it in
+// platform.ServerOptions.Revocation.
+func WithRevocationChecker(rc *RevocationChecker) Option {
+	return func(d *deps) { d.checker = rc }
+}
+
+// WithClock sets the clock, for tests of expiry.
+func WithClock(now func() time.Time) Option { return func(d *deps) { d.now = now } }
 
 // Service is a built registration service.
 type Service struct {
-	handler *connectrpc.Handler
-	tokens  *memory.Tokens
-	ca      *pki.CA
+	handler  *connectrpc.Handler
+	clusters *connectrpc.ClusterHandler
+	tokens   *memory.Tokens
+	revoked  *app.Revocations
+	ca       *pki.CA
+	log      *slog.Logger
 }
 
 // New builds the service.
@@ -97,12 +191,106 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := deps{log: slog.New(slog.NewTextHandler(io.Discard, nil)), reg: prometheus.NewRegistry()}
+	d := deps{log: slog.New(slog.NewTextHandler(io.Discard, nil)), reg: prometheus.NewRegistry(), now: time.Now}
 	for _, o := range opts {
 		o(&d)
 	}
 	log := d.log.With("service", Name)
 	if d.ca == nil {
+		ca, err := loadCA(cfg, log)
+		if err != nil {
+			return nil, fmt.Errorf("registration: %w", err)
+		}
+		d.ca = ca
+	}
+	signer, err := smallstep.New(d.ca)
+	if err != nil {
+		return nil, fmt.Errorf("registration: %w", err)
+	}
+
+	static := memory.NewTokens()
+	if cfg.TokensFile != "" {
+		if err := static.LoadFile(cfg.TokensFile); err != nil {
+			return nil, fmt.Errorf("registration: %w", err)
+		}
+		log.Warn("static bootstrap tokens loaded: they may be used many times; use 'meshctl cluster register' outside demos and tests", "file", cfg.TokensFile)
+	}
+	var relay *domain.TokenHash
+	if cfg.RelayTokenFile != "" {
+		b, err := os.ReadFile(cfg.RelayTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("registration: read relay identity token: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if err := domain.ParseToken(tok); err != nil {
+			return nil, fmt.Errorf("registration: relay identity token in %s is malformed", cfg.RelayTokenFile)
+		}
+		h := domain.HashToken(tok)
+		relay = &h
+		log.Info("shared relay identity token accepted: clusters that use it wait for approval")
+	}
+
+	stores := app.Stores{Static: static}
+	if d.redis == nil && cfg.Redis.Enabled() {
+		if d.redis, err = cfg.Redis.NewClient(); err != nil {
+			return nil, fmt.Errorf("registration: %w", err)
+		}
+	}
+	if d.redis != nil {
+		s := redisstore.New(d.redis, cfg.Install)
+		stores.Tokens, stores.Clusters, stores.Revocations = s, s, s
+	} else {
+		stores.Tokens, stores.Clusters, stores.Revocations = memory.NewBootstrapTokens(), memory.NewClusters(), memory.NewRevocations()
+	}
+	revoked := app.NewRevocations(stores.Revocations, cfg.RevocationRefresh, log)
+	if d.checker != nil {
+		d.checker.set(revoked)
+	}
+	r := app.NewRegistrar(stores, signer, revoked, app.Options{
+		TrustDomain: cfg.TrustDomain, CertTTL: cfg.CertTTL, TokenTTL: cfg.TokenTTL, RelayToken: relay, Log: log, Now: d.now,
+	})
+	helm := map[string]string{
+		"relayAddr":   cfg.AdvertiseAddr,
+		"trustDomain": cfg.TrustDomain,
+		"caBundle":    string(d.ca.TrustBundlePEM()),
+	}
+	return &Service{
+		handler:  connectrpc.NewHandler(r, log, connectrpc.NewMetrics(d.reg)),
+		clusters: connectrpc.NewClusterHandler(r, helm, log),
+		tokens:   static,
+		revoked:  revoked,
+		ca:       d.ca,
+		log:      log,
+	}, nil
+}
+
+// loadCA picks the CA the configuration names: your own intermediate, your
+// own root, or the directory (a development CA when it is empty).
+func loadCA(cfg Config, log *slog.Logger) (*pki.CA, error) {
+	switch {
+	case cfg.CAIntermediateCertFile != "":
+		return pki.LoadCAFiles(cfg.CARootCertFile, cfg.CAIntermediateCertFile, cfg.CAIntermediateKeyFile)
+	case cfg.CARootKeyFile != "":
+		root, err := os.ReadFile(cfg.CARootCertFile)
+		if err != nil {
+			return nil, fmt.Errorf("read CA root: %w", err)
+		}
+		roots, err := pki.ParseCertificates(root)
+		if err != nil {
+			return nil, fmt.Errorf("CA root %s: %w", cfg.CARootCertFile, err)
+		}
+		keyPEM, err := os.ReadFile(cfg.CARootKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("read CA root key: %w", err)
+		}
+		key, err := pki.ParseKey(keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("CA root key %s: %w", cfg.CARootKeyFile, err)
+		}
+		// A year, capped by the root: long enough that a replica never
+		// outlives it.
+		return pki.NewIntermediateCA(roots[0], key, "Meshplane", 365*24*time.Hour)
+	default:
 		ca, created, err := pki.LoadOrCreateCA(cfg.CADir, "Meshplane")
 		if err != nil {
 			return nil, err
@@ -110,35 +298,71 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		if created {
 			log.Warn("created a development CA; supply your own for production", "dir", cfg.CADir)
 		}
-		d.ca = ca
+		return ca, nil
 	}
-	tokens := memory.NewTokens()
-	if cfg.TokensFile != "" {
-		if err := tokens.LoadFile(cfg.TokensFile); err != nil {
-			return nil, fmt.Errorf("registration: %w", err)
-		}
-	}
-	r := app.NewRegistrar(tokens, d.ca, cfg.TrustDomain, cfg.CertTTL, log)
-	return &Service{handler: connectrpc.NewHandler(r), tokens: tokens, ca: d.ca}, nil
 }
 
-// AddBootstrapToken registers a token for a cluster; only its hash is kept.
+// AddBootstrapToken registers a static token for a cluster; only its hash
+// is kept. Like the tokens file, it may be used many times.
 func (s *Service) AddBootstrapToken(cluster, token string) { s.tokens.Set(cluster, token) }
 
+// Revocations returns the service's revocation set as the platform asks for
+// it.
+func (s *Service) Revocations() platform.RevocationChecker { return s.revoked }
+
 // Mount registers the service's handlers on srv. Register and
-// GetTrustBundle need no client certificate; Renew needs the cluster's.
+// GetTrustBundle need no client certificate; Renew needs the cluster's;
+// ClusterService admits only management service identities (meshctl
+// presents one), never an agent.
 func (s *Service) Mount(srv *platform.Server) {
 	srv.Handle(registrationv1connect.NewRegistrationServiceHandler(s.handler, srv.HandlerOptions()...))
-	srv.RegisterServices(registrationv1connect.RegistrationServiceName)
+	srv.Handle(registrationv1connect.NewClusterServiceHandler(s.clusters, srv.HandlerOptions()...))
+	srv.RegisterServices(registrationv1connect.RegistrationServiceName, registrationv1connect.ClusterServiceName)
 	srv.AddAccessPolicy(platform.AccessPolicy{
 		registrationv1connect.RegistrationServiceRegisterProcedure:       platform.AllowPublic,
 		registrationv1connect.RegistrationServiceGetTrustBundleProcedure: platform.AllowPublic,
 		registrationv1connect.RegistrationServiceRenewProcedure:          platform.AllowCluster,
+		"/" + registrationv1connect.ClusterServiceName + "/":             platform.AllowService,
 	})
 }
 
-// Run has no background work yet; it waits for ctx.
+// Run reloads the shared revocation set until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	<-ctx.Done()
-	return nil
+	return s.revoked.Run(ctx)
+}
+
+// RevocationChecker is a platform.RevocationChecker that exists before the
+// service does, because the server's options are fixed before the service
+// is built. Until New attaches the service's set it refuses every call
+// that presents a certificate (CodeUnavailable); New runs before the server
+// serves, so in practice it never does.
+type RevocationChecker struct {
+	p atomic.Pointer[app.Revocations]
+}
+
+var _ platform.RevocationChecker = (*RevocationChecker)(nil)
+
+// NewRevocationChecker returns a checker to pass to WithRevocationChecker.
+func NewRevocationChecker() *RevocationChecker { return &RevocationChecker{} }
+
+func (c *RevocationChecker) set(r *app.Revocations) { c.p.Store(r) }
+
+// IsRevoked implements platform.RevocationChecker.
+func (c *RevocationChecker) IsRevoked(ctx context.Context, serial string) (bool, error) {
+	r := c.p.Load()
+	if r == nil {
+		return false, connect.NewError(connect.CodeUnavailable, errors.New("revocation set not loaded yet"))
+	}
+	return r.IsRevoked(ctx, serial)
+}
+
+// NewRedisRevocationChecker returns a checker over the revocation set that
+// registration shares in Redis, for another management service's server:
+// put it in platform.ServerOptions.Revocation and run run beside the
+// server. It answers from memory and reloads every refresh.
+func NewRedisRevocationChecker(client redis.UniversalClient, install string, refresh time.Duration, log *slog.Logger) (rc *RevocationChecker, run func(context.Context) error) {
+	r := app.NewRevocations(redisstore.New(client, install), refresh, log)
+	rc = NewRevocationChecker()
+	rc.set(r)
+	return rc, r.Run
 }

@@ -1,9 +1,10 @@
 // Package connectrpc is registration's inbound adapter: RegistrationService
-// over Connect, gRPC and gRPC-Web.
+// and ClusterService over Connect, gRPC and gRPC-Web.
 package connectrpc
 
 import (
 	"context"
+	"log/slog"
 
 	"connectrpc.com/connect"
 	registrationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1"
@@ -16,20 +17,26 @@ import (
 // Handler implements RegistrationService.
 type Handler struct {
 	registrationv1connect.UnimplementedRegistrationServiceHandler
-	r *app.Registrar
+	r       *app.Registrar
+	log     *slog.Logger
+	metrics *Metrics
 }
 
 var _ registrationv1connect.RegistrationServiceHandler = (*Handler)(nil)
 
-// NewHandler returns a handler over the registrar.
-func NewHandler(r *app.Registrar) *Handler { return &Handler{r: r} }
+// NewHandler returns a handler over the registrar; metrics may be nil.
+func NewHandler(r *app.Registrar, log *slog.Logger, metrics *Metrics) *Handler {
+	return &Handler{r: r, log: log, metrics: metrics}
+}
 
 // Register needs no client certificate: the token stands in for it.
 func (h *Handler) Register(ctx context.Context, req *connect.Request[registrationv1.RegisterRequest]) (*connect.Response[registrationv1.RegisterResponse], error) {
 	issued, err := h.r.Register(ctx, req.Msg.GetCluster(), req.Msg.GetToken(), req.Msg.GetCsrPem(), req.Msg.GetAgentVersion())
 	if err != nil {
-		return nil, toConnect(err)
+		h.metrics.fail("register", err)
+		return nil, h.fail(ctx, "Register", err)
 	}
+	h.metrics.ok("register")
 	return connect.NewResponse(&registrationv1.RegisterResponse{
 		CertificateChainPem: issued.ChainPEM, TrustBundlePem: issued.BundlePEM, ExpiresAt: timestamppb.New(issued.ExpiresAt),
 	}), nil
@@ -41,10 +48,12 @@ func (h *Handler) Renew(ctx context.Context, req *connect.Request[registrationv1
 	if err != nil {
 		return nil, err
 	}
-	issued, err := h.r.Renew(ctx, cluster, req.Msg.GetCsrPem())
+	issued, err := h.r.Renew(ctx, cluster, req.Msg.GetCsrPem(), req.Msg.GetAgentVersion())
 	if err != nil {
-		return nil, toConnect(err)
+		h.metrics.fail("renew", err)
+		return nil, h.fail(ctx, "Renew", err)
 	}
+	h.metrics.ok("renew")
 	return connect.NewResponse(&registrationv1.RenewResponse{
 		CertificateChainPem: issued.ChainPEM, TrustBundlePem: issued.BundlePEM, ExpiresAt: timestamppb.New(issued.ExpiresAt),
 	}), nil
@@ -52,4 +61,14 @@ func (h *Handler) Renew(ctx context.Context, req *connect.Request[registrationv1
 
 func (h *Handler) GetTrustBundle(context.Context, *connect.Request[registrationv1.GetTrustBundleRequest]) (*connect.Response[registrationv1.GetTrustBundleResponse], error) {
 	return connect.NewResponse(&registrationv1.GetTrustBundleResponse{TrustBundlePem: h.r.TrustBundle()}), nil
+}
+
+// fail maps err and logs what the caller will not see: the detail of an
+// internal error.
+func (h *Handler) fail(ctx context.Context, call string, err error) error {
+	cerr := toConnect(err)
+	if connect.CodeOf(cerr) == connect.CodeInternal && h.log != nil {
+		h.log.ErrorContext(ctx, call+" failed", "error", err)
+	}
+	return cerr
 }

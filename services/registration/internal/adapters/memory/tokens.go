@@ -1,5 +1,7 @@
-// Package memory keeps bootstrap token hashes in process memory, loaded
-// from a file.
+// Package memory implements registration's stores in process memory: the
+// static tokens of a bootstrap tokens file, and the per-cluster tokens,
+// cluster records and revocations of a single replica (Redis shares them
+// between replicas).
 package memory
 
 import (
@@ -8,6 +10,8 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -17,13 +21,14 @@ import (
 	"github.com/meshplane/meshplane/services/registration/internal/domain"
 )
 
-// Tokens is an app.TokenStore in memory.
+// Tokens holds the static, multi-use tokens of a bootstrap tokens file:
+// an app.StaticTokens in memory.
 type Tokens struct {
 	mu     sync.RWMutex
 	hashes map[string]domain.TokenHash
 }
 
-var _ app.TokenStore = (*Tokens)(nil)
+var _ app.StaticTokens = (*Tokens)(nil)
 
 // NewTokens returns an empty store.
 func NewTokens() *Tokens { return &Tokens{hashes: map[string]domain.TokenHash{}} }
@@ -57,29 +62,50 @@ func (t *Tokens) LoadFile(path string) error {
 	if err != nil {
 		return fmt.Errorf("read bootstrap tokens: %w", err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for n := 1; sc.Scan(); n++ {
+	return t.Load(bytes.NewReader(data), path)
+}
+
+// Load reads token lines as LoadFile does; source names the input in
+// errors. Nothing is stored unless every line is valid, so a bad file
+// cannot leave a half-loaded set behind.
+func (t *Tokens) Load(r io.Reader, source string) error {
+	parsed := map[string]domain.TokenHash{}
+	sc := bufio.NewScanner(r)
+	n := 0
+	for sc.Scan() {
+		n++
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
 		fields := strings.Fields(line)
 		if len(fields) != 2 {
-			return fmt.Errorf("bootstrap tokens %s line %d: want \"<cluster> <token>\"", path, n)
+			return fmt.Errorf("bootstrap tokens %s line %d: want \"<cluster> <token>\"", source, n)
 		}
 		cluster, tok := fields[0], fields[1]
 		if err := pki.ValidateName(cluster); err != nil {
-			return fmt.Errorf("bootstrap tokens %s line %d: %w", path, n, err)
+			return fmt.Errorf("bootstrap tokens %s line %d: %w", source, n, err)
 		}
 		if hexHash, ok := strings.CutPrefix(tok, "sha256:"); ok {
 			b, err := hex.DecodeString(hexHash)
 			if err != nil || len(b) != len(domain.TokenHash{}) {
-				return fmt.Errorf("bootstrap tokens %s line %d: bad sha256 hash", path, n)
+				return fmt.Errorf("bootstrap tokens %s line %d: bad sha256 hash", source, n)
 			}
-			t.SetHash(cluster, domain.TokenHash(b))
+			parsed[cluster] = domain.TokenHash(b)
 			continue
 		}
-		t.Set(cluster, tok)
+		// A token the Register call would refuse to read would never
+		// work: say so now.
+		if err := domain.ParseToken(tok); err != nil {
+			return fmt.Errorf("bootstrap tokens %s line %d: the token must be printable ASCII of at most %d bytes", source, n, domain.MaxTokenLen)
+		}
+		parsed[cluster] = domain.HashToken(tok)
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("bootstrap tokens %s line %d: %w", source, n+1, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	maps.Copy(t.hashes, parsed)
+	return nil
 }

@@ -1,0 +1,93 @@
+// Package smallstep is registration's certificate authority: the smallstep
+// authority (github.com/smallstep/certificates/authority) embedded in the
+// process, with no configuration file and no database. It signs with the
+// intermediate of a libs/pki CA and a fixed certificate template, so that
+// nothing but the public key is taken from a request.
+package smallstep
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshplane/meshplane/libs/pki"
+	"github.com/meshplane/meshplane/services/registration/internal/app"
+	"github.com/smallstep/certificates/authority"
+	"github.com/smallstep/certificates/authority/provisioner"
+	"go.step.sm/crypto/x509util"
+)
+
+// leafTemplate gives a cluster certificate exactly the SANs the caller puts
+// in the template data (the one SPIFFE ID), client-auth only, and no CA
+// bit. The CSR's subject, SANs and extensions are ignored.
+const leafTemplate = `{
+	"subject": {"commonName": {{ toJson .Subject.CommonName }}, "organizationalUnit": {{ toJson .OU }}},
+	"sans": {{ toJson .SANs }},
+	"keyUsage": ["digitalSignature"],
+	"extKeyUsage": ["clientAuth"],
+	"basicConstraints": {"isCA": false}
+}`
+
+// Backdate tolerates clocks that run a little behind the CA's.
+const Backdate = time.Minute
+
+// CA signs cluster certificates with the embedded smallstep authority.
+type CA struct {
+	auth         *authority.Authority
+	intermediate *x509.Certificate
+	bundlePEM    []byte
+}
+
+var _ app.Signer = (*CA)(nil)
+
+// New embeds an authority that signs with ca's intermediate and trusts
+// ca's root.
+func New(ca *pki.CA) (*CA, error) {
+	auth, err := authority.NewEmbedded(
+		authority.WithX509RootCerts(ca.Root),
+		authority.WithX509Signer(ca.Intermediate, ca.Signer()),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("start smallstep authority: %w", err)
+	}
+	return &CA{auth: auth, intermediate: ca.Intermediate, bundlePEM: ca.TrustBundlePEM()}, nil
+}
+
+// TrustBundlePEM returns the root, PEM-encoded.
+func (c *CA) TrustBundlePEM() []byte { return c.bundlePEM }
+
+// certOptions adapts x509util options to the authority's sign options.
+type certOptions []x509util.Option
+
+func (o certOptions) Options(provisioner.SignOptions) []x509util.Option { return o }
+
+// Sign signs csr's public key for id, valid from a Backdate before now for
+// ttl (never past the intermediate). The caller has validated csr; the
+// authority checks its signature again. It returns the leaf followed by the
+// intermediate.
+func (c *CA) Sign(ctx context.Context, csr *x509.CertificateRequest, id pki.ID, ttl time.Duration, now time.Time) ([]*x509.Certificate, error) {
+	if ttl <= 0 {
+		return nil, errors.New("sign: certificate lifetime must be positive")
+	}
+	data := x509util.CreateTemplateData(id.Name, []string{id.String()})
+	data.Set("OU", []string{id.Kind})
+	notBefore, notAfter := now.Add(-Backdate), now.Add(ttl)
+	if notAfter.After(c.intermediate.NotAfter) {
+		notAfter = c.intermediate.NotAfter
+	}
+	validity := provisioner.CertificateModifierFunc(func(cert *x509.Certificate, _ provisioner.SignOptions) error {
+		cert.NotBefore, cert.NotAfter = notBefore, notAfter
+		return nil
+	})
+	chain, err := c.auth.SignWithContext(ctx, csr, provisioner.SignOptions{},
+		certOptions{x509util.WithTemplate(leafTemplate, data)}, validity)
+	if err != nil {
+		return nil, fmt.Errorf("sign %s: %w", id, err)
+	}
+	if len(chain) == 0 {
+		return nil, fmt.Errorf("sign %s: the authority returned no certificate", id)
+	}
+	return chain, nil
+}
