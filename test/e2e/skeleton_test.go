@@ -38,7 +38,18 @@ func TestWalkingSkeleton(t *testing.T) {
 	}
 }
 
-func runSkeleton(t *testing.T, allInOne bool) {
+// estate is a running management plane with two clusters holding bookinfo
+// and one agent each.
+type estate struct {
+	clusters []*kubetest.Cluster
+	plane    *harness.Plane
+	procs    []*harness.Process
+}
+
+// startEstate starts two API servers with bookinfo, Redis, the management
+// plane (four processes, or the all-in-one) and one agent per cluster.
+func startEstate(t *testing.T, allInOne bool) *estate {
+	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
 	clusters := kubetest.StartMany(t, kubetest.Options{Name: "east"}, kubetest.Options{Name: "west"})
@@ -67,6 +78,13 @@ func runSkeleton(t *testing.T, allInOne bool) {
 		t.Cleanup(agent.Stop)
 		procs = append(procs, agent)
 	}
+	return &estate{clusters: clusters, plane: plane, procs: procs}
+}
+
+func runSkeleton(t *testing.T, allInOne bool) {
+	ctx := t.Context()
+	e := startEstate(t, allInOne)
+	clusters, plane, procs := e.clusters, e.plane, e.procs
 
 	for _, c := range clusters {
 		for _, svc := range harness.BookinfoServices {
@@ -84,7 +102,7 @@ func runSkeleton(t *testing.T, allInOne bool) {
 	if err := east.Clientset().CoreV1().Services(harness.BookinfoNamespace).Delete(ctx, "ratings", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = harness.Wait(ctx, 60*time.Second, "ratings DestinationRule to disappear from east", func(ctx context.Context) (bool, error) {
+	err := harness.Wait(ctx, 60*time.Second, "ratings DestinationRule to disappear from east", func(ctx context.Context) (bool, error) {
 		_, err := east.Dynamic().Resource(destinationRules).Namespace(harness.BookinfoNamespace).Get(ctx, "ratings", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), err
 	}, procs...)

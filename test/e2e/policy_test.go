@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/meshplane/meshplane/test/e2e/harness"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var virtualServices = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices"}
+
+// A TrafficPolicy applied in one cluster selects the reviews Service in both
+// clusters: each cluster gets the VirtualService with the retries, and the
+// DestinationRule gains the subsets of the traffic shift.
+func TestTrafficPolicyReachesBothClusters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode (make test runs it)")
+	}
+	ctx := t.Context()
+	e := startEstate(t, true)
+	east := e.clusters[0]
+	policy := `apiVersion: networking.meshplane.dev/v1
+kind: TrafficPolicy
+metadata: {name: reviews-retries, namespace: bookinfo}
+spec:
+  destinationSelector:
+  - kubeServiceMatcher:
+      labels: {app: reviews}
+      namespaces: [bookinfo]
+  policy:
+    retries: {attempts: 3, perTryTimeout: 2s}
+    trafficShift:
+      destinations:
+      - kubeService: {name: reviews, namespace: bookinfo, subset: {version: v1}}
+        weight: 50
+      - kubeService: {name: reviews, namespace: bookinfo, subset: {version: v2}}
+        weight: 50
+`
+	if err := east.ApplyYAML(ctx, []byte(policy)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range e.clusters {
+		var vs map[string]any
+		err := harness.Wait(ctx, 90*time.Second, fmt.Sprintf("VirtualService reviews in %s", c.Name), func(ctx context.Context) (bool, error) {
+			u, err := c.Dynamic().Resource(virtualServices).Namespace(harness.BookinfoNamespace).Get(ctx, "reviews", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			vs = u.Object
+			return true, nil
+		}, e.procs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, _ := json.Marshal(vs["spec"])
+		var got struct {
+			Hosts []string `json:"hosts"`
+			HTTP  []struct {
+				Retries struct {
+					Attempts int `json:"attempts"`
+				} `json:"retries"`
+				Route []struct {
+					Destination struct {
+						Host   string `json:"host"`
+						Subset string `json:"subset"`
+					} `json:"destination"`
+					Weight int `json:"weight"`
+				} `json:"route"`
+			} `json:"http"`
+		}
+		if err := json.Unmarshal(spec, &got); err != nil {
+			t.Fatal(err)
+		}
+		host := "reviews.bookinfo.svc.cluster.local"
+		if len(got.Hosts) != 1 || got.Hosts[0] != host || len(got.HTTP) == 0 {
+			t.Fatalf("%s: VirtualService spec = %s", c.Name, spec)
+		}
+		route := got.HTTP[len(got.HTTP)-1]
+		if route.Retries.Attempts != 3 || len(route.Route) != 2 || route.Route[0].Weight+route.Route[1].Weight != 100 {
+			t.Errorf("%s: route = %+v, want 3 retries and a 50/50 shift", c.Name, route)
+		}
+		for _, r := range route.Route {
+			if r.Destination.Host != host || r.Destination.Subset == "" {
+				t.Errorf("%s: route destination %+v, want %s with a subset", c.Name, r.Destination, host)
+			}
+		}
+		// The subsets the routes name exist in the DestinationRule.
+		dr, err := c.Dynamic().Resource(destinationRules).Namespace(harness.BookinfoNamespace).Get(ctx, "reviews", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		drSpec, _ := json.Marshal(dr.Object["spec"])
+		var drGot struct {
+			Subsets []struct {
+				Name string `json:"name"`
+			} `json:"subsets"`
+		}
+		if err := json.Unmarshal(drSpec, &drGot); err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]bool{}
+		for _, s := range drGot.Subsets {
+			names[s.Name] = true
+		}
+		for _, r := range route.Route {
+			if !names[r.Destination.Subset] {
+				t.Errorf("%s: subset %q is routed to but missing from the DestinationRule %s", c.Name, r.Destination.Subset, drSpec)
+			}
+		}
+	}
+}
