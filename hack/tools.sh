@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and caches the binaries the tests and the demo need that do not come
-# from apt: kube-apiserver and kubectl (from tools/kube, outside go.work), and
-# checks that the Debian packages are present. Idempotent: a warm cache makes
+# from apt: kube-apiserver and kubectl (from tools/kube, outside go.work),
+# helm (go install, for the chart tests), and checks that the Debian packages
+# are present. Idempotent: a warm cache makes
 # this a few stat calls.
 #
 #   hack/tools.sh            build what is missing
@@ -10,6 +11,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 k8s_version=v1.32.3
+helm_version=v3.22.0
 cache=${MESHPLANE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/meshplane/tools}
 bindir="$cache/k8s-$k8s_version"
 
@@ -43,3 +45,14 @@ for cmd in kube-apiserver kubectl; do
     mv "$bindir/$cmd.tmp" "$bindir/$cmd"
   fi
 done
+
+# helm goes into the same directory, so the tests find every tool in one place.
+# A stamp file records the version, so a version bump rebuilds it.
+if [[ ! -x "$bindir/helm" || "$(cat "$bindir/helm.version" 2>/dev/null)" != "$helm_version" ]]; then
+  echo "installing helm $helm_version into $bindir (about a minute on a cold cache)" >&2
+  tmpbin=$(mktemp -d)
+  trap 'rm -rf "$tmpbin"' EXIT
+  (cd "$tmpbin" && GOWORK=off GOBIN="$tmpbin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$helm_version")
+  mv "$tmpbin/helm" "$bindir/helm"
+  echo "$helm_version" > "$bindir/helm.version"
+fi

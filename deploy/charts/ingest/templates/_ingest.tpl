@@ -1,0 +1,30 @@
+{{- define "ingest.usesRedis" -}}true{{- end }}
+
+{{- define "ingest.rpcFrom" -}}
+{{- toYaml .Values.networkPolicy.rpcFrom }}
+{{- end }}
+
+{{- define "ingest.specificArgs" -}}
+- --translation-addr={{ .Values.translation.addr | default (printf "%s-translation:9903" .Release.Name) }}
+{{- if or .Values.tls.plaintext .Values.translation.plaintext }}
+- --translation-plaintext
+{{- else }}
+- --translation-ca-file=/etc/meshplane/tls/ca.crt
+- --translation-cert-file=/etc/meshplane/tls/tls.crt
+- --translation-key-file=/etc/meshplane/tls/tls.key
+{{- end }}
+{{- with .Values.translation.serverName }}
+- --translation-server-name={{ . }}
+{{- end }}
+{{- with .Values.translation.timeout }}
+- --translation-timeout={{ . }}
+{{- end }}
+{{- with .Values.flushInterval }}
+- --flush-interval={{ . }}
+{{- end }}
+{{- end }}
+
+{{- define "ingest.specificMounts" -}}{{- end }}
+{{- define "ingest.specificVolumes" -}}{{- end }}
+
+{{- define "ingest.extraNotes" -}}{{- end }}

@@ -1,0 +1,20 @@
+{{- define "translation.usesRedis" -}}true{{- end }}
+
+{{- define "translation.rpcFrom" -}}
+{{- $from := list (dict "podSelector" (dict "matchLabels" (dict "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/component" "ingest"))) -}}
+{{- toYaml (concat $from .Values.networkPolicy.rpcFrom) }}
+{{- end }}
+
+{{- define "translation.specificArgs" -}}
+{{- with .Values.workloadClusterDomain }}
+- --cluster-domain={{ . }}
+{{- end }}
+{{- with .Values.debounce }}
+- --debounce={{ . }}
+{{- end }}
+{{- end }}
+
+{{- define "translation.specificMounts" -}}{{- end }}
+{{- define "translation.specificVolumes" -}}{{- end }}
+
+{{- define "translation.extraNotes" -}}{{- end }}
