@@ -38,6 +38,13 @@ func RunMain(name string, srvOpts ServerOptions, logOpts LogOptions, build Build
 		log.Error("start failed", "error", err)
 		return 1
 	}
+	// A component that follows the shared revocation set guards its own
+	// server with it.
+	if rc, ok := comp.(interface{ RevocationChecker() RevocationChecker }); ok && srvOpts.Revocation == nil {
+		if c := rc.RevocationChecker(); c != nil {
+			srvOpts.Revocation = c
+		}
+	}
 	srv, err := NewServer(srvOpts, log, reg)
 	if err != nil {
 		log.Error("start failed", "error", err)

@@ -34,6 +34,7 @@ require (
 	github.com/meshplane/meshplane/libs/pki v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/libs/platform v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/libs/redistest v0.0.0-00010101000000-000000000000
+	github.com/meshplane/meshplane/libs/revocation v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/libs/snapshots v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -131,3 +132,5 @@ require (
 	google.golang.org/grpc v1.84.0 // indirect
 	google.golang.org/grpc/cmd/protoc-gen-go-grpc v1.5.1 // indirect
 )
+
+replace github.com/meshplane/meshplane/libs/revocation => ../../libs/revocation

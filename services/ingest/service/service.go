@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"github.com/meshplane/meshplane/libs/revocation"
+	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"io"
 	"log/slog"
 	"os"
@@ -120,7 +122,9 @@ type Service struct {
 	// shared is the Redis store behind the write-through one; nil without
 	// Redis.
 	shared *snapshots.Redis[*snapshotv1.InputSnapshot]
-	log    *slog.Logger
+	// revoked follows registration's revocation set; nil without Redis.
+	revoked *revocation.Cache
+	log     *slog.Logger
 }
 
 // New builds the service.
@@ -142,6 +146,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 				return nil, err
 			}
 			s.redis = client
+			s.revoked = revocation.NewCache(revredis.NewSource(client, cfg.Install), 0, log)
 			s.shared = snapshots.NewRedis(client, cfg.Install, snapshots.Inputs, newInput)
 			// Pushes are accepted while Redis is down and written through
 			// when it returns.
@@ -190,6 +195,15 @@ func (s *Service) Mount(srv *platform.Server) {
 
 // Run writes through snapshots kept in memory during a Redis outage, and
 // restores what Redis lost when it comes back empty, until ctx ends.
+// RevocationChecker is the shared revocation set, for the server in front
+// of the service (platform.RunMain installs it); nil without Redis.
+func (s *Service) RevocationChecker() platform.RevocationChecker {
+	if s.revoked == nil {
+		return nil
+	}
+	return s.revoked
+}
+
 func (s *Service) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer func() {
@@ -200,6 +214,9 @@ func (s *Service) Run(ctx context.Context) error {
 	}()
 	if s.shared != nil {
 		wg.Go(func() { s.restoreOnResync(ctx) })
+	}
+	if s.revoked != nil {
+		wg.Go(func() { _ = s.revoked.Run(ctx) })
 	}
 	if s.flusher != nil {
 		s.flusher.Run(ctx, s.flush)

@@ -2,7 +2,10 @@ package service_test
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
+	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
+	goredis "github.com/redis/go-redis/v9"
 	"io"
 	"log/slog"
 	"sync"
@@ -105,6 +108,8 @@ func newEnv(t *testing.T, cfg service.Config, opts ...service.Option) *env {
 	so.Addr, so.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
 	so.TrustDomain = td
 	so.TLS = ca.ServerTLS(t, platform.ClientAuthRequire)
+	// As platform.RunMain does: the service's revocation set guards it.
+	so.Revocation = svc.RevocationChecker()
 	srv, err := platform.NewServer(so, log, platform.NewRegistry())
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
@@ -400,4 +405,41 @@ func TestRedisRestartRestoresConnectedClusters(t *testing.T) {
 	}
 	_ = stream.CloseRequest()
 	_ = stream.CloseResponse()
+}
+
+// A certificate that registration revokes (in the shared Redis set) is
+// refused by a standalone ingest on the caller's next call.
+func TestRevokedCertificateIsRefused(t *testing.T) {
+	r := redistest.Start(t)
+	cfg := memoryConfig()
+	cfg.Redis.Addrs = r.Addr()
+	e := newEnv(t, cfg)
+	cert := e.ca.ClientCert(t, eastID)
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := e.ca.ClientOptions(t, e.addr, &cert)
+	hc, err := platform.NewHTTPClient(o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hc.CloseIdleConnections)
+	c := ingestv1connect.NewIngestServiceClient(hc, platform.BaseURL(o), platform.DefaultClientOptions(o)...)
+	if _, err := push(t, c.Push(streamCtx(t)), sealed("east", "a")); err != nil {
+		t.Fatalf("push before revocation: %v", err)
+	}
+	if err := r.Client(t).ZAdd(t.Context(), revredis.Key(cfg.Install), goredis.Z{
+		Member: leaf.SerialNumber.String(), Score: float64(leaf.NotAfter.UnixMilli()),
+	}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var last error
+	eventually(t, 15*time.Second, "the revoked certificate to be refused", func() bool {
+		_, last = push(t, c.Push(streamCtx(t)), sealed("east", "a", "b"))
+		return last != nil
+	})
+	if code := connect.CodeOf(last); code != connect.CodeUnauthenticated && code != connect.CodePermissionDenied {
+		t.Fatalf("revoked certificate refused with %v, want Unauthenticated or PermissionDenied", last)
+	}
 }

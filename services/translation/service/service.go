@@ -8,6 +8,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/meshplane/meshplane/libs/revocation"
+	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"io"
 	"log/slog"
 	"time"
@@ -100,6 +102,8 @@ type Service struct {
 	translator *app.Translator
 	handler    *connectrpc.Handler
 	redis      redis.UniversalClient
+	// revoked follows registration's revocation set; nil without Redis.
+	revoked *revocation.Cache
 }
 
 // New builds the service.
@@ -134,7 +138,11 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		Domain:   domain.Options{Install: cfg.Install, ClusterDomain: cfg.ClusterDomain},
 		Debounce: cfg.Debounce,
 	}, d.inputs, d.outputs, metrics, log)
-	return &Service{log: log, translator: t, handler: connectrpc.NewHandler(t), redis: d.redis}, nil
+	svc := &Service{log: log, translator: t, handler: connectrpc.NewHandler(t), redis: d.redis}
+	if d.redis != nil {
+		svc.revoked = revocation.NewCache(revredis.NewSource(d.redis, cfg.Install), 0, log)
+	}
+	return svc, nil
 }
 
 func newInput() *snapshotv1.InputSnapshot   { return &snapshotv1.InputSnapshot{} }
@@ -155,7 +163,19 @@ func (s *Service) Run(ctx context.Context) error {
 			s.redis.Close()
 		}
 	}()
-	return s.translator.Run(ctx)
+	if s.revoked == nil {
+		return s.translator.Run(ctx)
+	}
+	return platform.RunAll(ctx, s.translator.Run, s.revoked.Run)
+}
+
+// RevocationChecker is the shared revocation set, for the server in front
+// of the service (platform.RunMain installs it); nil without Redis.
+func (s *Service) RevocationChecker() platform.RevocationChecker {
+	if s.revoked == nil {
+		return nil
+	}
+	return s.revoked
 }
 
 // Notify hands a cluster's new input to the translator in process; the

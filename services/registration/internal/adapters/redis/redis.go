@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"time"
 
+	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"github.com/meshplane/meshplane/services/registration/internal/app"
 	"github.com/meshplane/meshplane/services/registration/internal/domain"
 	"github.com/redis/go-redis/v9"
@@ -33,6 +34,8 @@ const UsedTokenRetention = 24 * time.Hour
 type Store struct {
 	client redis.UniversalClient
 	base   string
+	// revoked is the layout libs/revocation reads in every service.
+	revoked string
 }
 
 var (
@@ -43,13 +46,13 @@ var (
 
 // New returns a store for one install.
 func New(client redis.UniversalClient, install string) *Store {
-	return &Store{client: client, base: fmt.Sprintf("meshplane:{%s}:registration", install)}
+	return &Store{client: client, base: fmt.Sprintf("meshplane:{%s}:registration", install), revoked: revredis.Key(install)}
 }
 
 func (s *Store) tokenKey(cluster string) string   { return s.base + ":token:" + cluster }
 func (s *Store) clusterKey(cluster string) string { return s.base + ":cluster:" + cluster }
 func (s *Store) clustersKey() string              { return s.base + ":clusters" }
-func (s *Store) revokedKey() string               { return s.base + ":revoked" }
+func (s *Store) revokedKey() string               { return s.revoked }
 
 func ms(t time.Time) string {
 	if t.IsZero() {
