@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -12,15 +13,37 @@ import (
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 )
 
-// referenceEstate builds the traffic part of the DESIGN.md reference
-// estate: c clusters with s services each, two workloads (v1, v2) per
-// service, and p TrafficPolicies, applied in the first cluster, each
-// selecting one service with 3 retries and a 50/50 shift to v1/v2.
+// referenceEstate builds the DESIGN.md reference estate without
+// federation: c clusters, each with one mesh with an east-west gateway, s
+// services each, two workloads (v1, v2) per service; one VirtualMesh of
+// every mesh with shared mTLS and global access ENABLED; p TrafficPolicies,
+// each selecting one service with 3 retries and a 50/50 shift to v1/v2;
+// and p/2 AccessPolicies, each letting one service's identity call the
+// next service with GET on port 9080. Policies are applied in the first
+// cluster.
 func referenceEstate(c, s, p int) map[string]*snapshotv1.InputSnapshot {
+	return federatedEstate(c, s, p, nil)
+}
+
+// federatedEstate is the reference estate with the VirtualMesh's
+// federation set to fed.
+func federatedEstate(c, s, p int, fed *networkingv1.VirtualMeshSpec_Federation) map[string]*snapshotv1.InputSnapshot {
 	inputs := map[string]*snapshotv1.InputSnapshot{}
+	vm := &networkingv1.VirtualMesh{
+		Metadata: &commonv1.ObjectMeta{Name: "global", Namespace: "meshplane", Generation: 1},
+		Spec: &networkingv1.VirtualMeshSpec{
+			MtlsConfig:         &networkingv1.VirtualMeshSpec_MTLSConfig{TrustModel: &networkingv1.VirtualMeshSpec_MTLSConfig_Shared{Shared: &networkingv1.VirtualMeshSpec_MTLSConfig_SharedTrust{}}},
+			GlobalAccessPolicy: networkingv1.VirtualMeshSpec_ENABLED,
+			Federation:         fed,
+		},
+	}
 	for ci := range c {
 		cluster := fmt.Sprintf("cluster-%03d", ci)
 		in := &snapshotv1.InputSnapshot{Cluster: cluster}
+		m := fuzzMesh(cluster, "cluster.local")
+		m.GetSpec().GetIstio().IngressGateways = nil
+		in.Meshes = append(in.Meshes, m)
+		vm.Spec.Meshes = append(vm.Spec.Meshes, &commonv1.ObjectRef{Name: m.GetMetadata().GetName(), Namespace: m.GetMetadata().GetNamespace()})
 		for si := range s {
 			name := fmt.Sprintf("svc-%04d", si)
 			in.Destinations = append(in.Destinations, fuzzDestination(cluster, name))
@@ -58,6 +81,28 @@ func referenceEstate(c, s, p int) map[string]*snapshotv1.InputSnapshot {
 			},
 		})
 	}
+	for ai := range p / 2 {
+		ci, si := ai%c, (ai/c)%s
+		cluster := fmt.Sprintf("cluster-%03d", ci)
+		inputs[first].AccessPolicies = append(inputs[first].AccessPolicies, &networkingv1.AccessPolicy{
+			Metadata: &commonv1.ObjectMeta{Name: fmt.Sprintf("access-%05d", ai), Namespace: "default", Cluster: first, Generation: 1},
+			Spec: &networkingv1.AccessPolicySpec{
+				SourceSelector: []*networkingv1.IdentitySelector{{Type: &networkingv1.IdentitySelector_KubeServiceAccountRefs_{
+					KubeServiceAccountRefs: &networkingv1.IdentitySelector_KubeServiceAccountRefs{ServiceAccounts: []*commonv1.ClusterObjectRef{{
+						Name: fmt.Sprintf("svc-%04d", (si+1)%s), Namespace: "default", Cluster: cluster,
+					}}},
+				}}},
+				DestinationSelector: []*networkingv1.DestinationSelector{{Type: &networkingv1.DestinationSelector_KubeServiceRefs_{
+					KubeServiceRefs: &networkingv1.DestinationSelector_KubeServiceRefs{Services: []*commonv1.ClusterObjectRef{{
+						Name: fmt.Sprintf("svc-%04d", si), Namespace: "default", Cluster: cluster,
+					}}},
+				}}},
+				AllowedMethods: []string{"GET"},
+				AllowedPorts:   []uint32{9080},
+			},
+		})
+	}
+	inputs[first].VirtualMeshes = append(inputs[first].VirtualMeshes, vm)
 	for _, in := range inputs {
 		snapshots.SealInput(in)
 	}
@@ -85,19 +130,44 @@ func BenchmarkTranslate(b *testing.B) {
 	}
 }
 
+// BenchmarkTranslateFederated is DESIGN.md §8's second estate: every
+// service federated to every mesh.
+func BenchmarkTranslateFederated(b *testing.B) {
+	permissive := &networkingv1.VirtualMeshSpec_Federation{Mode: &networkingv1.VirtualMeshSpec_Federation_Permissive_{Permissive: &networkingv1.VirtualMeshSpec_Federation_Permissive{}}}
+	for _, e := range []struct{ c, s, p int }{{10, 1000, 1000}} {
+		b.Run(fmt.Sprintf("C=%d/S=%d/P=%d", e.c, e.s, e.p), func(b *testing.B) {
+			inputs := federatedEstate(e.c, e.s, e.p, permissive)
+			b.ReportAllocs()
+			var objects int
+			for b.Loop() {
+				out, err := domain.Translate(inputs, domain.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				objects = 0
+				for _, o := range out {
+					objects += len(o.GetObjects())
+				}
+			}
+			b.ReportMetric(float64(objects), "objects")
+		})
+	}
+}
+
 // TestReferenceEstate checks the benchmark's estate translates as meant:
-// every policy accepted, one VirtualService per policy.
+// every policy accepted, one VirtualService per policy, one
+// AuthorizationPolicy per access policy plus the deny-by-default and the
+// east-west gateway allow policy per cluster, one PeerAuthentication per
+// cluster.
 func TestReferenceEstate(t *testing.T) {
 	out, err := domain.Translate(referenceEstate(3, 10, 12), domain.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	vs := 0
+	kinds := map[string]int{}
 	for _, o := range out {
 		for _, obj := range o.GetObjects() {
-			if obj.GetKind() == "VirtualService" {
-				vs++
-			}
+			kinds[obj.GetKind()]++
 		}
 		for _, st := range o.GetStatuses() {
 			if got := string(st.GetStatus()); !strings.Contains(got, `"state":"ACCEPTED"`) || strings.Contains(got, "INVALID") {
@@ -105,7 +175,8 @@ func TestReferenceEstate(t *testing.T) {
 			}
 		}
 	}
-	if vs != 12 {
-		t.Fatalf("%d VirtualServices, want 12", vs)
+	want := map[string]int{"VirtualService": 12, "DestinationRule": 30, "AuthorizationPolicy": 6 + 2*3, "PeerAuthentication": 3}
+	if !maps.Equal(kinds, want) {
+		t.Fatalf("objects by kind: %v, want %v", kinds, want)
 	}
 }

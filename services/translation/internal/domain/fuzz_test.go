@@ -11,9 +11,11 @@ import (
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
+	securityv1beta1 "istio.io/api/security/v1beta1"
 )
 
 // bytesSource hands out values drawn from fuzz input; once the input runs
@@ -180,7 +182,7 @@ func fuzzWorkload(cluster, name string, labels map[string]string) *discoveryv1.W
 	return &discoveryv1.Workload{
 		Metadata: &commonv1.ObjectMeta{Name: name, Namespace: "default", Cluster: cluster},
 		Spec: &discoveryv1.WorkloadSpec{Type: &discoveryv1.WorkloadSpec_Kubernetes_{Kubernetes: &discoveryv1.WorkloadSpec_Kubernetes{
-			PodLabels: labels,
+			PodLabels: labels, ServiceAccountName: labels["app"],
 		}}},
 	}
 }
@@ -212,6 +214,25 @@ func fuzzEstate(data []byte) map[string]*snapshotv1.InputSnapshot {
 		}
 		inputs[c] = in
 	}
+	for _, c := range []string{"east", "west"} {
+		inputs[c].Meshes = append(inputs[c].Meshes, fuzzMesh(c, s.pick("cluster.local", c+".local")))
+	}
+	if s.bool() {
+		inputs["east"].VirtualMeshes = append(inputs["east"].VirtualMeshes, s.virtualMesh("vm-a", 0))
+	}
+	if s.bool() {
+		inputs["east"].VirtualMeshes = append(inputs["east"].VirtualMeshes, s.virtualMesh("vm-b", 1))
+	}
+	for i := range s.n(4) {
+		in := inputs[s.pick("east", "west")]
+		in.AccessPolicies = append(in.AccessPolicies, &networkingv1.AccessPolicy{
+			Metadata: &commonv1.ObjectMeta{
+				Name: fmt.Sprintf("a%d", i), Namespace: "default", Generation: int64(s.byte()),
+				CreationTimestamp: &timestamppb.Timestamp{Seconds: int64(s.n(3))},
+			},
+			Spec: s.accessPolicySpec(),
+		})
+	}
 	for i := range 1 + s.n(4) {
 		inputs["east"].TrafficPolicies = append(inputs["east"].TrafficPolicies, &networkingv1.TrafficPolicy{
 			Metadata: &commonv1.ObjectMeta{
@@ -225,6 +246,113 @@ func fuzzEstate(data []byte) map[string]*snapshotv1.InputSnapshot {
 		snapshots.SealInput(in)
 	}
 	return inputs
+}
+
+func fuzzMesh(cluster, trustDomain string) *discoveryv1.Mesh {
+	gw := func(app string) *discoveryv1.MeshSpec_Gateway {
+		return &discoveryv1.MeshSpec_Gateway{
+			WorkloadLabels: map[string]string{"istio": app}, ExternalAddress: cluster + ".example.com", ExternalTlsPort: 15443,
+			Service: &commonv1.ClusterObjectRef{Name: "istio-" + app, Namespace: "istio-system", Cluster: cluster},
+		}
+	}
+	return &discoveryv1.Mesh{
+		Metadata: &commonv1.ObjectMeta{Name: "istiod-istio-system-" + cluster, Namespace: "istio-system", Cluster: cluster},
+		Spec: &discoveryv1.MeshSpec{Type: &discoveryv1.MeshSpec_Istio_{Istio: &discoveryv1.MeshSpec_Istio{
+			Installation:     &discoveryv1.MeshSpec_Installation{Namespace: "istio-system", Cluster: cluster},
+			TrustDomain:      trustDomain,
+			IngressGateways:  []*discoveryv1.MeshSpec_Gateway{gw("ingressgateway")},
+			EastWestGateways: []*discoveryv1.MeshSpec_Gateway{gw("eastwestgateway")},
+		}}},
+	}
+}
+
+func (s *bytesSource) virtualMesh(name string, created int64) *networkingv1.VirtualMesh {
+	spec := &networkingv1.VirtualMeshSpec{GlobalAccessPolicy: networkingv1.VirtualMeshSpec_GlobalAccessPolicy(s.n(3))}
+	for range s.n(4) {
+		spec.Meshes = append(spec.Meshes, &commonv1.ObjectRef{Name: "istiod-istio-system-" + s.pick("east", "west", "nosuch"), Namespace: s.pick("istio-system", "istio-system", "")})
+	}
+	switch s.n(3) {
+	case 1:
+		spec.Federation = &networkingv1.VirtualMeshSpec_Federation{Mode: &networkingv1.VirtualMeshSpec_Federation_Permissive_{Permissive: &networkingv1.VirtualMeshSpec_Federation_Permissive{}}}
+	case 2:
+		sel := &networkingv1.VirtualMeshSpec_Federation_Selective_Selector{}
+		if s.bool() {
+			sel.Meshes = []*commonv1.ObjectRef{{Name: "istiod-istio-system-" + s.pick("east", "west"), Namespace: "istio-system"}}
+		}
+		if s.bool() {
+			sel.DestinationSelectors = []*networkingv1.DestinationSelector{{Type: &networkingv1.DestinationSelector_KubeServiceMatcher_{
+				KubeServiceMatcher: &networkingv1.DestinationSelector_KubeServiceMatcher{Labels: s.labels()},
+			}}}
+		}
+		spec.Federation = &networkingv1.VirtualMeshSpec_Federation{
+			HostnameSuffix: s.pick("", "mesh.example", "Bad_Suffix"),
+			Mode:           &networkingv1.VirtualMeshSpec_Federation_Selective_{Selective: &networkingv1.VirtualMeshSpec_Federation_Selective{Selectors: []*networkingv1.VirtualMeshSpec_Federation_Selective_Selector{sel}}},
+		}
+	}
+	if s.bool() {
+		spec.MtlsConfig = &networkingv1.VirtualMeshSpec_MTLSConfig{TrustModel: &networkingv1.VirtualMeshSpec_MTLSConfig_Shared{Shared: &networkingv1.VirtualMeshSpec_MTLSConfig_SharedTrust{}}}
+	}
+	return &networkingv1.VirtualMesh{
+		Metadata: &commonv1.ObjectMeta{Name: name, Namespace: "meshplane", Generation: 1, CreationTimestamp: &timestamppb.Timestamp{Seconds: created}},
+		Spec:     spec,
+	}
+}
+
+func (s *bytesSource) accessPolicySpec() *networkingv1.AccessPolicySpec {
+	spec := &networkingv1.AccessPolicySpec{
+		AllowedPaths:   s.strings("/a", "/b/*", "*", "", "/x/*/y"),
+		AllowedMethods: s.strings("GET", "POST", "get"),
+	}
+	for range s.n(3) {
+		spec.AllowedPorts = append(spec.AllowedPorts, uint32(s.n(3))*9080*uint32(1+s.n(10)))
+	}
+	for range s.n(3) {
+		switch s.n(3) {
+		case 0:
+			spec.SourceSelector = append(spec.SourceSelector, &networkingv1.IdentitySelector{Type: &networkingv1.IdentitySelector_KubeIdentityMatcher_{
+				KubeIdentityMatcher: &networkingv1.IdentitySelector_KubeIdentityMatcher{Namespaces: s.strings("default", "shop"), Clusters: s.strings("east", "west", "north")},
+			}})
+		case 1:
+			var refs []*commonv1.ClusterObjectRef
+			for range s.n(3) {
+				refs = append(refs, &commonv1.ClusterObjectRef{Name: s.pick("reviews", "ratings", "nosuch", ""), Namespace: s.pick("", "default"), Cluster: s.pick("", "east", "west")})
+			}
+			spec.SourceSelector = append(spec.SourceSelector, &networkingv1.IdentitySelector{Type: &networkingv1.IdentitySelector_KubeServiceAccountRefs_{
+				KubeServiceAccountRefs: &networkingv1.IdentitySelector_KubeServiceAccountRefs{ServiceAccounts: refs},
+			}})
+		default:
+			spec.SourceSelector = append(spec.SourceSelector, &networkingv1.IdentitySelector{})
+		}
+	}
+	for range s.n(2) {
+		spec.DestinationSelector = append(spec.DestinationSelector, &networkingv1.DestinationSelector{Type: &networkingv1.DestinationSelector_KubeServiceMatcher_{
+			KubeServiceMatcher: &networkingv1.DestinationSelector_KubeServiceMatcher{Labels: s.labels(), Clusters: s.strings("east", "west")},
+		}})
+	}
+	return spec
+}
+
+// checkAuthorizationPolicy checks what would make an AuthorizationPolicy
+// wider than meant: a rule source or operation with no condition at all,
+// which Istio reads as "anything".
+func checkAuthorizationPolicy(obj *snapshotv1.Object, ap *securityv1beta1.AuthorizationPolicy) error {
+	if obj.GetName() != domain.GlobalAccessPolicyName && len(ap.GetSelector().GetMatchLabels()) == 0 {
+		return fmt.Errorf("no workload selector")
+	}
+	for _, r := range ap.GetRules() {
+		for _, f := range r.GetFrom() {
+			if len(f.GetSource().GetPrincipals()) == 0 && len(f.GetSource().GetNamespaces()) == 0 {
+				return fmt.Errorf("an empty source")
+			}
+		}
+		for _, t := range r.GetTo() {
+			op := t.GetOperation()
+			if len(op.GetPaths())+len(op.GetMethods())+len(op.GetPorts()) == 0 {
+				return fmt.Errorf("an empty operation")
+			}
+		}
+	}
+	return nil
 }
 
 func fuzzSeeds() [][]byte {
@@ -266,6 +394,20 @@ func checkTranslation(t *testing.T, data []byte) {
 				err = protojson.Unmarshal(obj.GetSpec(), &networkingv1alpha3.VirtualService{})
 			case "DestinationRule":
 				err = protojson.Unmarshal(obj.GetSpec(), &networkingv1alpha3.DestinationRule{})
+			case "AuthorizationPolicy":
+				var ap securityv1beta1.AuthorizationPolicy
+				if err = protojson.Unmarshal(obj.GetSpec(), &ap); err == nil {
+					err = checkAuthorizationPolicy(obj, &ap)
+				}
+			case "PeerAuthentication":
+				err = protojson.Unmarshal(obj.GetSpec(), &securityv1beta1.PeerAuthentication{})
+			case "ServiceEntry":
+				var se networkingv1alpha3.ServiceEntry
+				if err = protojson.Unmarshal(obj.GetSpec(), &se); err == nil && len(se.GetPorts()) == 0 {
+					err = fmt.Errorf("no ports")
+				}
+			case "Gateway":
+				err = protojson.Unmarshal(obj.GetSpec(), &networkingv1alpha3.Gateway{})
 			default:
 				err = fmt.Errorf("unexpected kind")
 			}
@@ -277,9 +419,15 @@ func checkTranslation(t *testing.T, data []byte) {
 			}
 		}
 		for _, st := range o.GetStatuses() {
-			var rs commonv1.ResourceStatus
-			if err := protojson.Unmarshal(st.GetStatus(), &rs); err != nil {
-				t.Fatalf("status of %s: %v", st.GetName(), err)
+			var rs interface {
+				proto.Message
+				GetState() commonv1.ApprovalState
+			} = &commonv1.ResourceStatus{}
+			if st.GetKind() == "VirtualMesh" {
+				rs = &networkingv1.VirtualMeshStatus{}
+			}
+			if err := protojson.Unmarshal(st.GetStatus(), rs); err != nil {
+				t.Fatalf("status of %s %s: %v", st.GetKind(), st.GetName(), err)
 			}
 			if rs.GetState() == commonv1.ApprovalState_PENDING {
 				t.Fatalf("status of %s is still PENDING", st.GetName())

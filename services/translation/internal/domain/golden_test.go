@@ -120,11 +120,14 @@ func reversed(inputs map[string]*snapshotv1.InputSnapshot) map[string]*snapshotv
 			Cluster: in.GetCluster(), Version: in.GetVersion(),
 			Meshes: slices.Clone(in.GetMeshes()), Workloads: slices.Clone(in.GetWorkloads()),
 			Destinations: slices.Clone(in.GetDestinations()), TrafficPolicies: slices.Clone(in.GetTrafficPolicies()),
+			VirtualMeshes: slices.Clone(in.GetVirtualMeshes()), AccessPolicies: slices.Clone(in.GetAccessPolicies()),
 		}
 		slices.Reverse(r.Meshes)
 		slices.Reverse(r.Workloads)
 		slices.Reverse(r.Destinations)
 		slices.Reverse(r.TrafficPolicies)
+		slices.Reverse(r.VirtualMeshes)
+		slices.Reverse(r.AccessPolicies)
 		out[c] = r
 	}
 	return out

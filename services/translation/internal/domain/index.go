@@ -31,12 +31,20 @@ type destination struct {
 	Selector map[string]string // the Service's pod selector
 	Subsets  map[string]*discoveryv1.DestinationSpec_KubeService_Subset
 	Ports    []uint32
+	// PortInfo has every port of the Service, in discovery's order.
+	PortInfo []*discoveryv1.DestinationSpec_KubeService_KubeServicePort
+	// TargetPorts maps a service port to its numeric target (pod) port,
+	// where discovery reported one.
+	TargetPorts map[uint32]uint32
+	Mesh        ObjectKey // zero when unknown
 }
 
 // workload is a discovered group of mesh pods.
 type workload struct {
-	Key    ObjectKey
-	Labels map[string]string
+	Key            ObjectKey
+	Labels         map[string]string
+	ServiceAccount string
+	Mesh           ObjectKey // zero when unknown
 }
 
 // Index holds every cluster's discovered entities, looked up by the keys
@@ -49,6 +57,13 @@ type Index struct {
 
 	workloads     []*workload // sorted by key
 	workloadsByNS map[[2]string][]*workload
+	// Workloads by cluster; the keys are the clusters with workloads.
+	workloadsByCluster map[string][]*workload
+	// Workloads by the service account they run as: (cluster, namespace,
+	// service account name).
+	workloadsBySA map[ObjectKey][]*workload
+
+	meshIndex
 }
 
 // NewIndex indexes the destinations and workloads of every input. The
@@ -60,7 +75,11 @@ func NewIndex(inputs map[string]*snapshotv1.InputSnapshot, clusterDomain string)
 		byCluster:     map[string][]*destination{},
 		byClusterNS:   map[[2]string][]*destination{},
 		workloadsByNS: map[[2]string][]*workload{},
+		workloadsBySA: map[ObjectKey][]*workload{},
+
+		workloadsByCluster: map[string][]*workload{},
 	}
+	ix.indexMeshes(inputs)
 	// Two entries for one object (an agent bug, or a resync race) are
 	// resolved by content, so that list order cannot change the result.
 	dests := map[ObjectKey]*discoveryv1.Destination{}
@@ -93,14 +112,25 @@ func NewIndex(inputs map[string]*snapshotv1.InputSnapshot, clusterDomain string)
 		if host == "" {
 			host = fmt.Sprintf("%s.%s.svc.%s", key.Name, key.Namespace, clusterDomain)
 		}
-		dst := &destination{Key: key, Host: host, Labels: ks.GetLabels(), Selector: ks.GetWorkloadSelectorLabels(), Subsets: ks.GetSubsets()}
+		dst := &destination{Key: key, Host: host, Labels: ks.GetLabels(), Selector: ks.GetWorkloadSelectorLabels(), Subsets: ks.GetSubsets(), PortInfo: ks.GetPorts()}
 		for _, p := range ks.GetPorts() {
 			dst.Ports = append(dst.Ports, p.GetPort())
+			if t := p.GetTargetPortNumber(); t != 0 {
+				if dst.TargetPorts == nil {
+					dst.TargetPorts = map[uint32]uint32{}
+				}
+				dst.TargetPorts[p.GetPort()] = t
+			}
 		}
+		dst.Mesh = ix.meshOf(key.Cluster, d.GetSpec().GetMesh())
 		ix.byKey[key] = dst
 	}
 	for key, w := range works {
-		ix.workloads = append(ix.workloads, &workload{Key: key, Labels: w.GetSpec().GetKubernetes().GetPodLabels()})
+		k := w.GetSpec().GetKubernetes()
+		ix.workloads = append(ix.workloads, &workload{
+			Key: key, Labels: k.GetPodLabels(), ServiceAccount: k.GetServiceAccountName(),
+			Mesh: ix.meshOf(key.Cluster, w.GetSpec().GetMesh()),
+		})
 	}
 	for _, d := range ix.byKey {
 		ix.destinations = append(ix.destinations, d)
@@ -115,8 +145,34 @@ func NewIndex(inputs map[string]*snapshotv1.InputSnapshot, clusterDomain string)
 	for _, w := range ix.workloads {
 		nk := [2]string{w.Key.Cluster, w.Key.Namespace}
 		ix.workloadsByNS[nk] = append(ix.workloadsByNS[nk], w)
+		ix.workloadsByCluster[w.Key.Cluster] = append(ix.workloadsByCluster[w.Key.Cluster], w)
+		if w.ServiceAccount != "" {
+			sk := ObjectKey{Cluster: w.Key.Cluster, Namespace: w.Key.Namespace, Name: w.ServiceAccount}
+			ix.workloadsBySA[sk] = append(ix.workloadsBySA[sk], w)
+		}
 	}
 	return ix
+}
+
+// workloadsIn returns the workloads in any of clusters and any of
+// namespaces, where an empty list means any, sorted by key.
+func (ix *Index) workloadsIn(clusters, namespaces []string) []*workload {
+	if len(clusters) == 0 {
+		clusters = sortedKeys(ix.workloadsByCluster)
+	} else {
+		clusters = uniqueSorted(clusters)
+	}
+	var out []*workload
+	for _, c := range clusters {
+		if len(namespaces) == 0 {
+			out = append(out, ix.workloadsByCluster[c]...)
+			continue
+		}
+		for _, ns := range uniqueSorted(namespaces) {
+			out = append(out, ix.workloadsByNS[[2]string{c, ns}]...)
+		}
+	}
+	return out
 }
 
 func workloadKey(cluster string, w *discoveryv1.Workload) ObjectKey {

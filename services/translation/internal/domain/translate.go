@@ -9,8 +9,10 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
+	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -37,9 +39,12 @@ func (o Options) withDefaults() Options {
 
 // Istio kinds written by translation.
 const (
-	IstioNetworkingV1   = "networking.istio.io/v1"
-	KindDestinationRule = "DestinationRule"
-	KindVirtualService  = "VirtualService"
+	IstioNetworkingV1       = "networking.istio.io/v1"
+	SecurityV1              = "security.istio.io/v1"
+	KindDestinationRule     = "DestinationRule"
+	KindVirtualService      = "VirtualService"
+	KindAuthorizationPolicy = "AuthorizationPolicy"
+	KindPeerAuthentication  = "PeerAuthentication"
 )
 
 // Kinds of the parents named in the parents annotation, and of the user
@@ -47,8 +52,13 @@ const (
 const (
 	NetworkingV1          = "networking.meshplane.dev/v1"
 	KindTrafficPolicy     = "TrafficPolicy"
+	KindAccessPolicy      = "AccessPolicy"
+	KindVirtualMesh       = "VirtualMesh"
 	parentKindDestination = "discovery.meshplane.dev/v1, Kind=Destination"
+	parentKindMesh        = "discovery.meshplane.dev/v1, Kind=Mesh"
 	parentKindTraffic     = NetworkingV1 + ", Kind=" + KindTrafficPolicy
+	parentKindAccess      = NetworkingV1 + ", Kind=" + KindAccessPolicy
+	parentKindVirtualMesh = NetworkingV1 + ", Kind=" + KindVirtualMesh
 )
 
 // Translate computes one output snapshot per cluster that has an input. The
@@ -70,6 +80,9 @@ func Translate(inputs map[string]*snapshotv1.InputSnapshot, opts Options) (map[s
 	tr := newTrafficTranslation(ix)
 	policies := collectTrafficPolicies(inputs)
 	tr.apply(policies)
+	vms := applyVirtualMeshes(ix, collectResources(inputs, (*snapshotv1.InputSnapshot).GetVirtualMeshes))
+	warnPlaintextInStrictMesh(ix, tr, vms)
+	access, accessPolicies := applyAccessPolicies(ix, vms, collectResources(inputs, (*snapshotv1.InputSnapshot).GetAccessPolicies))
 
 	for _, d := range ix.destinations {
 		out := outputs[d.Key.Cluster]
@@ -87,12 +100,36 @@ func Translate(inputs map[string]*snapshotv1.InputSnapshot, opts Options) (map[s
 		}
 		out.Objects = append(out.Objects, obj)
 	}
+	e := newEmitter()
+	emitMeshWide(e, vms)
+	access.emit(e)
+	if err := emitFederation(e, ix, vms); err != nil {
+		return nil, err
+	}
+	if err := e.flush(outputs, opts); err != nil {
+		return nil, err
+	}
+
 	for _, p := range policies {
 		st, err := trafficPolicyStatus(p)
 		if err != nil {
 			return nil, err
 		}
 		outputs[p.Key.Cluster].Statuses = append(outputs[p.Key.Cluster].Statuses, st)
+	}
+	for _, p := range accessPolicies {
+		st, err := accessPolicyStatus(p)
+		if err != nil {
+			return nil, err
+		}
+		outputs[p.Key.Cluster].Statuses = append(outputs[p.Key.Cluster].Statuses, st)
+	}
+	for _, vm := range vms.all {
+		st, err := virtualMeshStatus(vm)
+		if err != nil {
+			return nil, err
+		}
+		outputs[vm.Key.Cluster].Statuses = append(outputs[vm.Key.Cluster].Statuses, st)
 	}
 	for _, out := range outputs {
 		snapshots.SealOutput(out)
@@ -126,6 +163,106 @@ func newObject(kind string, d *destination, policies []ObjectKey, spec proto.Mes
 	}, nil
 }
 
+// emitter gathers objects that several parents may ask for, such as one
+// mesh-wide policy for two revisions of istiod in one namespace: the first
+// spec asked for wins (callers ask in a deterministic order) and the
+// parents are merged.
+type emitter struct {
+	objects map[emitKey]*pendingObject
+	order   []emitKey
+}
+
+type emitKey struct {
+	apiVersion, kind string
+	at               ObjectKey
+}
+
+type pendingObject struct {
+	parents []ParentRef
+	spec    proto.Message
+	raw     []byte // the spec already encoded, shared by identical objects
+}
+
+func newEmitter() *emitter { return &emitter{objects: map[emitKey]*pendingObject{}} }
+
+func (e *emitter) has(apiVersion, kind string, at ObjectKey) bool {
+	_, ok := e.objects[emitKey{apiVersion, kind, at}]
+	return ok
+}
+
+func (e *emitter) add(apiVersion, kind string, at ObjectKey, parents []ParentRef, spec proto.Message) {
+	k := emitKey{apiVersion, kind, at}
+	if p, ok := e.objects[k]; ok {
+		p.parents = append(p.parents, parents...)
+		return
+	}
+	e.objects[k] = &pendingObject{parents: slices.Clone(parents), spec: spec}
+	e.order = append(e.order, k)
+}
+
+// addEncoded is add for a spec already encoded with MarshalSpec. Objects
+// may share raw: nothing modifies it.
+func (e *emitter) addEncoded(apiVersion, kind string, at ObjectKey, parents []ParentRef, raw []byte) {
+	k := emitKey{apiVersion, kind, at}
+	if p, ok := e.objects[k]; ok {
+		p.parents = append(p.parents, parents...)
+		return
+	}
+	e.objects[k] = &pendingObject{parents: slices.Clone(parents), raw: raw}
+	e.order = append(e.order, k)
+}
+
+// flush encodes the objects into the outputs of their clusters. Objects for
+// a cluster without an output (no agent has reported for it) are dropped.
+func (e *emitter) flush(outputs map[string]*snapshotv1.OutputSnapshot, opts Options) error {
+	for _, k := range e.order {
+		out, ok := outputs[k.at.Cluster]
+		if !ok {
+			continue
+		}
+		p := e.objects[k]
+		specJSON := p.raw
+		if specJSON == nil {
+			var err error
+			if specJSON, err = MarshalSpec(p.spec); err != nil {
+				return fmt.Errorf("%s %s/%s in %s: %w", k.kind, k.at.Namespace, k.at.Name, k.at.Cluster, err)
+			}
+		}
+		out.Objects = append(out.Objects, &snapshotv1.Object{
+			ApiVersion: k.apiVersion,
+			Kind:       k.kind,
+			Namespace:  k.at.Namespace,
+			Name:       k.at.Name,
+			Labels: map[string]string{
+				snapshots.LabelManagedBy: opts.Install,
+				snapshots.LabelCluster:   k.at.Cluster,
+			},
+			Annotations: map[string]string{snapshots.AnnotationParents: Parents(p.parents...)},
+			Spec:        specJSON,
+		})
+	}
+	return nil
+}
+
+// warnPlaintextInStrictMesh warns a TrafficPolicy that disables mTLS to a
+// destination whose mesh requires it: its clients will be refused.
+func warnPlaintextInStrictMesh(ix *Index, tr *trafficTranslation, vms *virtualMeshes) {
+	for _, d := range ix.destinations {
+		st := tr.states[d.Key]
+		if st.tlsMode != networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_DISABLE {
+			continue
+		}
+		vm := vms.vmOf(d.Mesh)
+		if vm == nil || !vm.sharedMTLS() {
+			continue
+		}
+		p := st.destOwners[fieldMTLS]
+		if as := p.Status.GetDestinations()[d.Key.String()]; as != nil {
+			as.Warnings = append(as.Warnings, fmt.Sprintf("spec.policy.mtls.istio.tlsMode: VirtualMesh %s requires STRICT mTLS in mesh %s.%s; clients sending plaintext to this destination will be refused (no PERMISSIVE PeerAuthentication is written)", vm.Key, d.Mesh.Name, d.Mesh.Namespace))
+		}
+	}
+}
+
 // MarshalSpec encodes an Istio spec as compact JSON. protojson adds random
 // whitespace on purpose; compacting removes it, so that the bytes, and with
 // them the snapshot version, are the same in every process.
@@ -152,17 +289,58 @@ type ParentRef struct {
 
 // Parents renders the parents annotation: parent refs grouped by kind, as
 // JSON with sorted keys, each kind's refs sorted and without duplicates.
+// The encoding is what encoding/json gives for map[string][]ParentRef; it
+// is written by hand because every object carries one.
 func Parents(refs ...ParentRef) string {
 	byKind := map[string][]ParentRef{}
 	for _, r := range refs {
 		byKind[r.Kind] = append(byKind[r.Kind], r)
 	}
-	for k, rs := range byKind {
+	buf := make([]byte, 0, 64+len(refs)*96)
+	buf = append(buf, '{')
+	for i, k := range slices.Sorted(maps.Keys(byKind)) {
+		rs := byKind[k]
 		slices.SortFunc(rs, func(a, b ParentRef) int {
 			return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 		})
-		byKind[k] = slices.Compact(rs)
+		rs = slices.Compact(rs)
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendJSONString(buf, k)
+		buf = append(buf, ':', '[')
+		for j, r := range rs {
+			if j > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, `{"name":`...)
+			buf = appendJSONString(buf, r.Name)
+			if r.Namespace != "" {
+				buf = append(buf, `,"namespace":`...)
+				buf = appendJSONString(buf, r.Namespace)
+			}
+			if r.Cluster != "" {
+				buf = append(buf, `,"cluster":`...)
+				buf = appendJSONString(buf, r.Cluster)
+			}
+			buf = append(buf, '}')
+		}
+		buf = append(buf, ']')
 	}
-	b, _ := json.Marshal(byKind) // maps marshal with sorted keys
-	return string(b)
+	buf = append(buf, '}')
+	return string(buf)
+}
+
+// appendJSONString appends s quoted as encoding/json quotes it. Kubernetes
+// names need no escaping; anything else goes through encoding/json.
+func appendJSONString(buf []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(buf, b...)
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"')
 }

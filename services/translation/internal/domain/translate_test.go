@@ -263,3 +263,30 @@ func TestMarshalSpecIsCompactAndStable(t *testing.T) {
 		t.Fatalf("MarshalSpec = %s, want %s", first, want)
 	}
 }
+
+// TestParentsMatchesEncodingJSON checks the hand-written encoding of the
+// parents annotation against encoding/json.
+func TestParentsMatchesEncodingJSON(t *testing.T) {
+	refs := []domain.ParentRef{
+		{Kind: "b", Name: "x", Namespace: "n", Cluster: "c"},
+		{Kind: "a", Name: "y"},
+		{Kind: "b", Name: "x", Namespace: "n", Cluster: "c"},
+		{Kind: "b", Name: "<&>\"\\\u00e9\x01\xff", Cluster: "c"},
+		{Kind: "a", Name: "w", Namespace: "m"},
+	}
+	got := domain.Parents(refs...)
+	want := map[string][]domain.ParentRef{
+		"a": {{Name: "y"}, {Name: "w", Namespace: "m"}}, // by cluster, namespace, name
+		"b": {{Name: "<&>\"\\\u00e9\x01\xff", Cluster: "c"}, {Name: "x", Namespace: "n", Cluster: "c"}},
+	}
+	b, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(b) {
+		t.Errorf("Parents:\n%s\nwant\n%s", got, b)
+	}
+	if got, want := domain.Parents(), "{}"; got != want {
+		t.Errorf("Parents() = %s, want %s", got, want)
+	}
+}

@@ -73,3 +73,77 @@ func TestValidateTrafficPolicy(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateAccessPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name, spec string
+		want       []string
+	}{
+		{"empty policy is valid", `{}`, nil},
+		{"a full valid policy", `{"sourceSelector":[{"kubeServiceAccountRefs":{"serviceAccounts":[{"name":"a"}]}},{"kubeIdentityMatcher":{"namespaces":["x"]}},{}],
+			"allowedPaths":["/api/*","*/healthz","/exact","*"],"allowedMethods":["GET","PATCH"],"allowedPorts":[1,65535]}`, nil},
+		{"operations", `{"allowedPaths":["","/a/*/b","**"],"allowedMethods":["get","FETCH"],"allowedPorts":[0,65536]}`, []string{
+			"spec.allowedPaths[0]: must not be empty",
+			`spec.allowedPaths[1]: "/a/*/b": a wildcard (*) is only allowed at the start or the end of a path`,
+			`spec.allowedPaths[2]: "**": a wildcard (*) is only allowed at the start or the end of a path`,
+			`spec.allowedMethods[0]: "get" is not an HTTP method`,
+			`spec.allowedMethods[1]: "FETCH" is not an HTTP method`,
+			"spec.allowedPorts[0]: must be between 1 and 65535, not 0",
+			"spec.allowedPorts[1]: must be between 1 and 65535, not 65536",
+		}},
+		{"identities", `{"sourceSelector":[{"kubeServiceAccountRefs":{}},{"kubeServiceAccountRefs":{"serviceAccounts":[{"namespace":"a"}]}}],
+			"destinationSelector":[{"kubeServiceRefs":{"services":[{}]}}]}`, []string{
+			"spec.sourceSelector[0].kubeServiceAccountRefs.serviceAccounts: must not be empty",
+			"spec.sourceSelector[1].kubeServiceAccountRefs.serviceAccounts[0].name: is required",
+			"spec.destinationSelector[0].kubeServiceRefs.services[0].name: is required",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &networkingv1.AccessPolicySpec{}
+			if err := protojson.Unmarshal([]byte(tc.spec), spec); err != nil {
+				t.Fatal(err)
+			}
+			if got := domain.ValidateAccessPolicy(spec); !slices.Equal(got, tc.want) {
+				t.Errorf("errors:\n%q\nwant:\n%q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateVirtualMesh(t *testing.T) {
+	for _, tc := range []struct {
+		name, spec string
+		want       []string
+	}{
+		{"a full valid VirtualMesh", `{"meshes":[{"name":"a","namespace":"istio-system"},{"name":"b","namespace":"istio-system"}],
+			"mtlsConfig":{"shared":{"rootCertificateAuthority":{"generated":{"ttl":"31536000s"}},"intermediateTtl":"2592000s"}},
+			"federation":{"hostnameSuffix":"mesh.example","selective":{"selectors":[{"meshes":[{"name":"b","namespace":"istio-system"}]}]}},
+			"globalAccessPolicy":"ENABLED"}`, nil},
+		{"no meshes", `{}`, []string{"spec.meshes: must not be empty"}},
+		{"mesh refs", `{"meshes":[{"name":"a"},{"namespace":"n"},{"name":"a"}]}`, []string{
+			"spec.meshes[0].namespace: is required",
+			"spec.meshes[1].name: is required",
+			"spec.meshes[2].namespace: is required",
+			"spec.meshes[2]: mesh a. is already listed at spec.meshes[0]",
+		}},
+		{"federation and mTLS", `{"meshes":[{"name":"a","namespace":"n"}],
+			"mtlsConfig":{"shared":{"rootCertificateAuthority":{"secret":{}},"intermediateTtl":"0s"}},
+			"federation":{"hostnameSuffix":"-bad-","selective":{"selectors":[{"meshes":[{"name":"z","namespace":"n"}],"destinationSelectors":[{"kubeServiceRefs":{"services":[{}]}}]}]}}}`, []string{
+			"spec.mtlsConfig.shared.intermediateTtl: must be positive",
+			"spec.mtlsConfig.shared.rootCertificateAuthority.secret.name: is required",
+			`spec.federation.hostnameSuffix: "-bad-" is not a DNS name`,
+			"spec.federation.selective.selectors[0].destinationSelectors[0].kubeServiceRefs.services[0].name: is required",
+			"spec.federation.selective.selectors[0].meshes[0]: mesh z.n is not a mesh of this VirtualMesh",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &networkingv1.VirtualMeshSpec{}
+			if err := protojson.Unmarshal([]byte(tc.spec), spec); err != nil {
+				t.Fatal(err)
+			}
+			if got := domain.ValidateVirtualMesh(spec); !slices.Equal(got, tc.want) {
+				t.Errorf("errors:\n%q\nwant:\n%q", got, tc.want)
+			}
+		})
+	}
+}

@@ -33,8 +33,12 @@ type goldenObject struct {
 }
 
 var resources = map[string]string{
-	"VirtualService":  "virtualservices",
-	"DestinationRule": "destinationrules",
+	"VirtualService":      "virtualservices",
+	"DestinationRule":     "destinationrules",
+	"AuthorizationPolicy": "authorizationpolicies",
+	"PeerAuthentication":  "peerauthentications",
+	"ServiceEntry":        "serviceentries",
+	"Gateway":             "gateways",
 }
 
 func TestGoldenObjectsPassIstioCRDs(t *testing.T) {

@@ -1,0 +1,335 @@
+package domain
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
+	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
+	istiov1alpha3 "istio.io/api/networking/v1alpha3"
+)
+
+// Names and defaults of federation.
+const (
+	KindServiceEntry = "ServiceEntry"
+	KindGateway      = "Gateway"
+	// DefaultHostnameSuffix ends federated hostnames when the VirtualMesh
+	// names no suffix.
+	DefaultHostnameSuffix = "global"
+	// FederationGatewayName names the Gateway that lets an east-west
+	// gateway pass federated traffic through.
+	FederationGatewayName  = "global-federation"
+	defaultEastWestTLSPort = 15443
+)
+
+// federatedHost is one destination of a server mesh made available to one
+// client mesh.
+type federatedHost struct {
+	host   string
+	dst    *destination
+	server *mesh
+	gw     *discoveryv1.MeshSpec_Gateway
+	client *mesh
+	vm     *virtualMesh
+}
+
+// FederatedHostname is the name clients in other meshes use for a
+// destination: <name>.<namespace>.svc.<cluster>.<suffix>.
+func FederatedHostname(name, namespace, cluster, suffix string) string {
+	return name + "." + namespace + ".svc." + cluster + "." + cmp.Or(suffix, DefaultHostnameSuffix)
+}
+
+// emitFederation adds, for every VirtualMesh of two or more meshes with
+// federation: in each client mesh a ServiceEntry and a DestinationRule per
+// destination exported to it, and in each server mesh a Gateway that passes
+// the federated hostnames through its east-west gateway plus a
+// ServiceEntry per exported destination. The server-side ServiceEntry gives
+// the federated hostname the local workloads as endpoints: the client's
+// SNI names the federated hostname, and AUTO_PASSTHROUGH routes it only to
+// a cluster of that name.
+func emitFederation(e *emitter, ix *Index, vms *virtualMeshes) error {
+	encodings := hostEncodings{}
+	byClient := map[string][]*federatedHost{} // by client cluster
+	for _, vm := range vms.all {
+		fed := vm.Spec.GetFederation()
+		if len(vm.Errors) > 0 || fed == nil || len(vm.Members) < 2 {
+			continue
+		}
+		if fed.GetMode() == nil {
+			continue
+		}
+		suffix := cmp.Or(fed.GetHostnameSuffix(), DefaultHostnameSuffix)
+		if fed.GetFlatNetwork() {
+			for _, m := range vm.Members {
+				as := vm.Meshes[m.RefKey()]
+				as.Warnings = append(as.Warnings, "spec.federation.flatNetwork is not translated yet; federated traffic goes through east-west gateways")
+			}
+		}
+		exported := exportRule(ix, vm)
+		vmParent := ParentRef{Kind: parentKindVirtualMesh, Name: vm.Key.Name, Namespace: vm.Key.Namespace, Cluster: vm.Key.Cluster}
+		for _, server := range vm.Members {
+			gw := federationGateway(server)
+			if gw == nil {
+				as := vm.Meshes[server.RefKey()]
+				as.Warnings = append(as.Warnings, "the mesh has no east-west gateway with an external address and TLS port; its destinations are not federated")
+				continue
+			}
+			var hosts []string
+			for _, d := range ix.byCluster[server.Key.Cluster] {
+				if d.Mesh != server.Key {
+					continue
+				}
+				host := FederatedHostname(d.Key.Name, d.Key.Namespace, d.Key.Cluster, suffix)
+				any := false
+				for _, client := range vm.Members {
+					if client.Key == server.Key || client.Key.Cluster == server.Key.Cluster || !exported(d, client) {
+						continue
+					}
+					any = true
+					byClient[client.Key.Cluster] = append(byClient[client.Key.Cluster], &federatedHost{host: host, dst: d, server: server, gw: gw, client: client, vm: vm})
+				}
+				if !any {
+					continue
+				}
+				hosts = append(hosts, host)
+				vm.federated = append(vm.federated, d.Key)
+				dParent := ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster}
+				if len(d.Selector) > 0 {
+					e.add(IstioNetworkingV1, KindServiceEntry, ObjectKey{Cluster: server.Key.Cluster, Namespace: d.Key.Namespace, Name: host}, []ParentRef{vmParent, dParent},
+						&istiov1alpha3.ServiceEntry{
+							Hosts:            []string{host},
+							Ports:            serviceEntryPorts(d),
+							Location:         istiov1alpha3.ServiceEntry_MESH_INTERNAL,
+							Resolution:       istiov1alpha3.ServiceEntry_STATIC,
+							WorkloadSelector: &istiov1alpha3.WorkloadSelector{Labels: maps.Clone(d.Selector)},
+						})
+				}
+			}
+			if len(hosts) == 0 {
+				continue
+			}
+			ns := cmp.Or(gw.GetService().GetNamespace(), server.Namespace)
+			e.add(IstioNetworkingV1, KindGateway, ObjectKey{Cluster: server.Key.Cluster, Namespace: ns, Name: FederationGatewayName}, []ParentRef{vmParent},
+				&istiov1alpha3.Gateway{
+					Selector: maps.Clone(gw.GetWorkloadLabels()),
+					Servers: []*istiov1alpha3.Server{{
+						Port:  &istiov1alpha3.Port{Number: cmp.Or(gw.GetTlsContainerPort(), gw.GetExternalTlsPort()), Name: "tls", Protocol: "TLS"},
+						Hosts: []string{"*." + suffix},
+						Tls:   &istiov1alpha3.ServerTLSSettings{Mode: istiov1alpha3.ServerTLSSettings_AUTO_PASSTHROUGH},
+					}},
+				})
+		}
+	}
+	warned := map[*mesh]bool{}
+	for _, cluster := range slices.Sorted(maps.Keys(byClient)) {
+		fhs := byClient[cluster]
+		for _, fh := range fhs {
+			if !fh.client.SmartDNS && !warned[fh.client] {
+				warned[fh.client] = true
+				as := fh.vm.Meshes[fh.client.RefKey()]
+				as.Warnings = append(as.Warnings, "istiod's DNS proxying (ISTIO_META_DNS_CAPTURE) is off in this mesh; its workloads cannot resolve federated hostnames")
+			}
+		}
+		slices.SortFunc(fhs, func(a, b *federatedHost) int {
+			return cmp.Or(strings.Compare(a.host, b.host), a.client.Key.compare(b.client.Key))
+		})
+		used := map[netip.Addr]string{}
+		for _, fh := range fhs {
+			at := ObjectKey{Cluster: cluster, Namespace: fh.client.Namespace, Name: fh.host}
+			parents := []ParentRef{
+				{Kind: parentKindVirtualMesh, Name: fh.vm.Key.Name, Namespace: fh.vm.Key.Namespace, Cluster: fh.vm.Key.Cluster},
+				{Kind: parentKindDestination, Name: fh.dst.Key.Name, Namespace: fh.dst.Key.Namespace, Cluster: fh.dst.Key.Cluster},
+			}
+			if e.has(IstioNetworkingV1, KindServiceEntry, at) {
+				e.add(IstioNetworkingV1, KindServiceEntry, at, parents, nil)
+				e.add(IstioNetworkingV1, KindDestinationRule, at, parents, nil)
+				continue
+			}
+			addr := federatedAddress(fh.host, used)
+			enc, err := encodings.get(fh, addr)
+			if err != nil {
+				return err
+			}
+			e.addEncoded(IstioNetworkingV1, KindServiceEntry, at, parents, enc.se)
+			e.addEncoded(IstioNetworkingV1, KindDestinationRule, at, parents, enc.dr)
+		}
+	}
+	return nil
+}
+
+// encodedHost holds the client-side specs of one federated host, which
+// are the same in every client mesh that got the same address: encoding
+// them once instead of once per client is most of federation's cost.
+type encodedHost struct {
+	addr   netip.Addr
+	se, dr []byte
+}
+
+type hostEncodings map[string]*encodedHost
+
+func (h hostEncodings) get(fh *federatedHost, addr netip.Addr) (*encodedHost, error) {
+	if enc, ok := h[fh.host]; ok && enc.addr == addr {
+		return enc, nil
+	}
+	ports := serviceEntryPorts(fh.dst)
+	ep := &istiov1alpha3.WorkloadEntry{Address: fh.gw.GetExternalAddress(), Ports: map[string]uint32{}}
+	for _, p := range ports {
+		ep.Ports[p.GetName()] = fh.gw.GetExternalTlsPort()
+	}
+	res := istiov1alpha3.ServiceEntry_DNS
+	if _, err := netip.ParseAddr(fh.gw.GetExternalAddress()); err == nil {
+		res = istiov1alpha3.ServiceEntry_STATIC
+	}
+	se, err := MarshalSpec(&istiov1alpha3.ServiceEntry{
+		Hosts:      []string{fh.host},
+		Addresses:  []string{addr.String()},
+		Ports:      ports,
+		Location:   istiov1alpha3.ServiceEntry_MESH_INTERNAL,
+		Resolution: res,
+		Endpoints:  []*istiov1alpha3.WorkloadEntry{ep},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ServiceEntry for %s: %w", fh.host, err)
+	}
+	dr, err := MarshalSpec(&istiov1alpha3.DestinationRule{
+		Host:          fh.host,
+		TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("DestinationRule for %s: %w", fh.host, err)
+	}
+	enc := &encodedHost{addr: addr, se: se, dr: dr}
+	if _, ok := h[fh.host]; !ok {
+		h[fh.host] = enc
+	}
+	return enc, nil
+}
+
+// exportRule says whether a VirtualMesh exports destination d to mesh
+// client: every destination to every mesh when federation is permissive;
+// otherwise those a selective selector names, to the meshes it names.
+func exportRule(ix *Index, vm *virtualMesh) func(d *destination, client *mesh) bool {
+	sel := vm.Spec.GetFederation().GetSelective()
+	if sel == nil {
+		return func(*destination, *mesh) bool { return true }
+	}
+	type rule struct {
+		dests  map[ObjectKey]bool // nil: every destination
+		meshes map[[2]string]bool // nil: every mesh
+	}
+	var rules []rule
+	for _, s := range sel.GetSelectors() {
+		var r rule
+		if len(s.GetDestinationSelectors()) > 0 {
+			r.dests = map[ObjectKey]bool{}
+			for _, d := range ix.selectDestinations(s.GetDestinationSelectors(), vm.Key) {
+				r.dests[d.Key] = true
+			}
+		}
+		if len(s.GetMeshes()) > 0 {
+			r.meshes = map[[2]string]bool{}
+			for _, m := range s.GetMeshes() {
+				r.meshes[[2]string{m.GetNamespace(), m.GetName()}] = true
+			}
+		}
+		rules = append(rules, r)
+	}
+	return func(d *destination, client *mesh) bool {
+		for _, r := range rules {
+			if (r.dests == nil || r.dests[d.Key]) && (r.meshes == nil || r.meshes[[2]string{client.Key.Namespace, client.Key.Name}]) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// federationGateway is the east-west gateway that other meshes reach the
+// server mesh through: the first one with an external address.
+func federationGateway(m *mesh) *discoveryv1.MeshSpec_Gateway {
+	for _, g := range m.EastWest {
+		if g.GetExternalAddress() != "" && len(g.GetWorkloadLabels()) > 0 {
+			if g.GetExternalTlsPort() == 0 {
+				g = &discoveryv1.MeshSpec_Gateway{WorkloadLabels: g.GetWorkloadLabels(), ExternalAddress: g.GetExternalAddress(), ExternalTlsPort: defaultEastWestTLSPort, TlsContainerPort: g.GetTlsContainerPort(), Service: g.GetService()}
+			}
+			return g
+		}
+	}
+	return nil
+}
+
+// serviceEntryPorts copies a destination's ports, with the protocol Istio
+// infers from the port's appProtocol or name prefix (TCP when neither
+// says).
+func serviceEntryPorts(d *destination) []*istiov1alpha3.ServicePort {
+	var out []*istiov1alpha3.ServicePort
+	for _, p := range d.PortInfo {
+		if p.GetPort() == 0 || p.GetPort() > 65535 || strings.EqualFold(p.GetProtocol(), "UDP") {
+			continue
+		}
+		name := cmp.Or(p.GetName(), fmt.Sprintf("port-%d", p.GetPort()))
+		out = append(out, &istiov1alpha3.ServicePort{Number: p.GetPort(), Name: name, Protocol: portProtocol(p.GetAppProtocol(), name)})
+	}
+	return out
+}
+
+var istioProtocols = map[string]string{
+	"http": "HTTP", "http2": "HTTP2", "https": "HTTPS", "grpc": "GRPC", "grpc-web": "GRPC-WEB",
+	"tcp": "TCP", "tls": "TLS", "mongo": "MONGO", "mysql": "MYSQL", "redis": "REDIS",
+	"kubernetes.io/h2c": "HTTP2",
+}
+
+func portProtocol(appProtocol, name string) string {
+	if p, ok := istioProtocols[strings.ToLower(appProtocol)]; ok {
+		return p
+	}
+	prefix, _, _ := strings.Cut(strings.ToLower(name), "-")
+	if p, ok := istioProtocols[prefix]; ok {
+		return p
+	}
+	return "TCP"
+}
+
+// federatedAddress is a stable virtual IP for host in 240.0.0.0/4, which
+// is reserved and never routed: a hash of the host, rehashed with a counter
+// on a collision with an address in used. Clients need one because a
+// ServiceEntry for a hostname that DNS cannot resolve is reached through
+// Istio's DNS proxy, which answers with it.
+func federatedAddress(host string, used map[netip.Addr]string) netip.Addr {
+	for i := 0; ; i++ {
+		seed := host
+		if i > 0 {
+			seed = fmt.Sprintf("%s#%d", host, i)
+		}
+		sum := sha256.Sum256([]byte(seed))
+		v := binary.BigEndian.Uint32(sum[:4])&0x0fffffff | 0xf0000000
+		if v == 0xffffffff { // the limited broadcast address
+			continue
+		}
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], v)
+		addr := netip.AddrFrom4(b)
+		if _, taken := used[addr]; !taken {
+			used[addr] = host
+			return addr
+		}
+	}
+}
+
+// federatedDestinations lists what a VirtualMesh federates, for its status.
+func (vm *virtualMesh) federatedDestinations() []*commonv1.ClusterObjectRef {
+	keys := slices.Clone(vm.federated)
+	slices.SortFunc(keys, func(a, b ObjectKey) int { return a.compare(b) })
+	keys = slices.Compact(keys)
+	out := make([]*commonv1.ClusterObjectRef, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, &commonv1.ClusterObjectRef{Name: k.Name, Namespace: k.Namespace, Cluster: k.Cluster})
+	}
+	return out
+}
