@@ -51,9 +51,33 @@ func OrderForApply(objs []*snapshotv1.Object) []*snapshotv1.Object {
 	out := slices.Clone(objs)
 	slices.SortStableFunc(out, func(a, b *snapshotv1.Object) int {
 		return cmp.Or(cmp.Compare(kindRank(a.GetKind()), kindRank(b.GetKind())),
+			cmpBool(allowsNothing(a), allowsNothing(b)),
 			cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
 	})
 	return out
+}
+
+// allowsNothing reports an AuthorizationPolicy with an empty spec: Istio's
+// deny-by-default policy. It goes after every ALLOW policy, so that turning
+// global access on never denies traffic that its allow rules admit, not
+// even for a moment.
+func allowsNothing(o *snapshotv1.Object) bool {
+	if o.GetKind() != "AuthorizationPolicy" {
+		return false
+	}
+	spec := strings.TrimSpace(string(o.GetSpec()))
+	return spec == "" || spec == "{}" || spec == "null"
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	default:
+		return 1
+	}
 }
 
 // identity is an object's identity in the API server: the same object is

@@ -187,3 +187,14 @@ func TestObsolete(t *testing.T) {
 		})
 	}
 }
+
+func TestDenyByDefaultPolicyAppliesAfterAllowPolicies(t *testing.T) {
+	deny := &snapshotv1.Object{ApiVersion: "security.istio.io/v1", Kind: "AuthorizationPolicy", Namespace: "istio-system", Name: "global-access-policy", Spec: []byte("{}")}
+	allow := &snapshotv1.Object{ApiVersion: "security.istio.io/v1", Kind: "AuthorizationPolicy", Namespace: "zz-app", Name: "reviews", Spec: []byte(`{"action":"ALLOW"}`)}
+	vs := &snapshotv1.Object{ApiVersion: "networking.istio.io/v1", Kind: "VirtualService", Namespace: "a", Name: "x"}
+	got := OrderForApply([]*snapshotv1.Object{deny, allow, vs})
+	if got[0] != vs || got[1] != allow || got[2] != deny {
+		t.Fatalf("order = %s, %s, %s; want the VirtualService, the ALLOW policy, then the deny-by-default policy",
+			got[0].GetName(), got[1].GetName(), got[2].GetName())
+	}
+}
