@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1/registrationv1connect"
@@ -30,6 +31,9 @@ import (
 
 // Name is the component's name in logs and metrics.
 const Name = "agent"
+
+// compressMinBytes is the smallest request sent gzipped to distribution.
+const compressMinBytes = 1 << 10
 
 // Option overrides a dependency, for tests.
 type Option func(*Agent)
@@ -112,6 +116,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("kubernetes config: %w", err)
 	}
 	restCfg.UserAgent = "meshplane-agent/" + platform.Version
+	// client-go's default of 5 requests a second (burst 10) made one apply
+	// of a handful of objects take over a second: each object is a read
+	// and a patch, and garbage collection lists every output kind. The
+	// agent is one client per cluster; this is a controller's usual budget.
+	if restCfg.QPS == 0 {
+		restCfg.QPS, restCfg.Burst = 50, 100
+	}
 	dyn, err := dynamic.NewForConfig(restCfg)
 	if err != nil {
 		return err
@@ -136,14 +147,25 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ingest client: %w", err)
 	}
-	distClient, err := a.httpClient(a.clientOptions(a.cfg.addr(a.cfg.DistributionAddr), identity.Certificate))
-	if err != nil {
-		return fmt.Errorf("distribution client: %w", err)
+	// --distribution-addr may list several addresses, comma-separated:
+	// the relay watches through one and fails over to the next.
+	var dists []distributionv1connect.DistributionServiceClient
+	for _, addr := range splitList(a.cfg.addr(a.cfg.DistributionAddr)) {
+		distClient, err := a.httpClient(a.clientOptions(addr, identity.Certificate))
+		if err != nil {
+			return fmt.Errorf("distribution client for %s: %w", addr, err)
+		}
+		// Snapshots come gzipped from distribution; acks, which list a
+		// result per object, go gzipped too.
+		opts := append(distClient.options(), connect.WithSendGzip(), connect.WithCompressMinBytes(compressMinBytes))
+		dists = append(dists, distributionv1connect.NewDistributionServiceClient(distClient.c, distClient.url, opts...))
+	}
+	if len(dists) == 0 {
+		return fmt.Errorf("no distribution address in %q", a.cfg.addr(a.cfg.DistributionAddr))
 	}
 	relay := connectrpc.NewRelay(
 		ingestv1connect.NewIngestServiceClient(ingestClient.c, ingestClient.url, ingestClient.options()...),
-		distributionv1connect.NewDistributionServiceClient(distClient.c, distClient.url, distClient.options()...),
-		platform.Version)
+		dists, platform.Version)
 
 	clients, err := kubeadapter.NewClients(restCfg)
 	if err != nil {
@@ -167,6 +189,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	pusher := app.NewPusher(id, reader, relay, a.metrics, a.log, a.cfg.Debounce)
 	syncer := app.NewSyncer(relay, kubeadapter.NewApplier(dyn, mapper, a.cfg.Install, a.cfg.Cluster), a.metrics, a.log)
+	syncer.SetStatusWriter(kubeadapter.NewStatusWriter(dyn, mapper))
 	admin.setReady(true)
 	a.log.Info("agent running")
 

@@ -5,15 +5,19 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 
+	"connectrpc.com/connect"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/distribution/internal/adapters/connectrpc"
+	"github.com/meshplane/meshplane/services/distribution/internal/adapters/debughttp"
 	"github.com/meshplane/meshplane/services/distribution/internal/adapters/memory"
+	redisadapter "github.com/meshplane/meshplane/services/distribution/internal/adapters/redis"
 	"github.com/meshplane/meshplane/services/distribution/internal/app"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -26,19 +30,37 @@ const Name = "distribution"
 type Config struct {
 	Install string
 	Redis   snapshots.RedisOptions
+	// MaxSendBytes bounds the encoded size of one output snapshot sent to
+	// an agent, before compression. A larger one is not sent: it is logged
+	// and counted in meshplane_distribution_snapshots_refused_total.
+	MaxSendBytes int
+	// CompressMinBytes is the smallest message that is sent gzipped to a
+	// client that accepts gzip.
+	CompressMinBytes int
 
 	flags *platform.Flags
 }
 
+// Defaults of the message size settings.
+const (
+	DefaultMaxSendBytes     = 32 << 20
+	DefaultCompressMinBytes = 1 << 10
+)
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{Install: snapshots.DefaultInstall, Redis: snapshots.NewRedisOptions()}
+	return Config{
+		Install: snapshots.DefaultInstall, Redis: snapshots.NewRedisOptions(),
+		MaxSendBytes: DefaultMaxSendBytes, CompressMinBytes: DefaultCompressMinBytes,
+	}
 }
 
 // AddFlags registers the configuration's flags.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags = platform.NewFlags(fs, "")
 	c.flags.String(&c.Install, "install", "install name; selects the install's keys in Redis")
+	c.flags.Int(&c.MaxSendBytes, "max-send-bytes", "largest output snapshot sent to an agent, in bytes before compression; larger ones are refused and logged")
+	c.flags.Int(&c.CompressMinBytes, "compress-min-bytes", "smallest message sent gzipped to clients that accept gzip")
 	c.Redis.AddFlags(fs)
 }
 
@@ -51,6 +73,12 @@ func (c *Config) Validate() error {
 	if c.Install == "" {
 		errs = append(errs, errors.New("--install must not be empty"))
 	}
+	if c.MaxSendBytes <= 0 {
+		errs = append(errs, fmt.Errorf("--max-send-bytes must be positive, got %d", c.MaxSendBytes))
+	}
+	if c.CompressMinBytes < 0 {
+		errs = append(errs, fmt.Errorf("--compress-min-bytes must not be negative, got %d", c.CompressMinBytes))
+	}
 	errs = append(errs, c.Redis.Validate())
 	return errors.Join(errs...)
 }
@@ -62,6 +90,7 @@ type deps struct {
 	log     *slog.Logger
 	reg     prometheus.Registerer
 	outputs snapshots.Store[*snapshotv1.OutputSnapshot]
+	redis   redis.UniversalClient
 }
 
 // WithLogger sets the logger.
@@ -76,11 +105,19 @@ func WithOutputs(s snapshots.Store[*snapshotv1.OutputSnapshot]) Option {
 	return func(d *deps) { d.outputs = s }
 }
 
+// WithRedis sets the Redis client for acknowledgements (and for outputs,
+// unless WithOutputs sets them), instead of one built from the
+// configuration. The caller closes it.
+func WithRedis(c redis.UniversalClient) Option { return func(d *deps) { d.redis = c } }
+
 // Service is a built distribution service.
 type Service struct {
+	cfg     Config
+	log     *slog.Logger
 	dist    *app.Distributor
 	handler *connectrpc.Handler
-	redis   redis.UniversalClient
+	// redis is closed by Run when the service built it.
+	redis redis.UniversalClient
 }
 
 // New builds the service.
@@ -92,23 +129,37 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	for _, o := range opts {
 		o(&d)
 	}
-	s := &Service{}
-	if d.outputs == nil {
-		if !cfg.Redis.Enabled() {
-			return nil, errors.New("distribution needs --redis-addrs when it runs on its own: outputs come from the shared store")
-		}
-		client, err := cfg.Redis.NewClient()
+	s := &Service{cfg: cfg, log: d.log.With("service", Name)}
+	client := d.redis
+	if client == nil && cfg.Redis.Enabled() {
+		c, err := cfg.Redis.NewClient()
 		if err != nil {
 			return nil, err
 		}
-		s.redis = client
+		client, s.redis = c, c
+	}
+	if d.outputs == nil {
+		if client == nil {
+			return nil, errors.New("distribution needs --redis-addrs when it runs on its own: outputs come from the shared store")
+		}
 		d.outputs = snapshots.NewRedis(client, cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	}
-	m, err := newMetrics(d.reg)
+	// With Redis every replica records acks in it, so any replica answers
+	// ListAcks and reports the same metrics. Without it (one all-in-one
+	// process) they live in memory.
+	var acks app.AckStore = memory.NewAcks()
+	if client != nil {
+		acks = redisadapter.NewAcks(client, cfg.Install)
+	}
+	var dist *app.Distributor
+	m, err := newMetrics(d.reg, func(ctx context.Context) ([]app.AckRecord, map[string]string, error) { return dist.ListAcks(ctx) }, s.log)
 	if err != nil {
+		s.closeRedis()
 		return nil, err
 	}
-	s.dist = app.NewDistributor(d.outputs, memory.NewAcks(), m, d.log.With("service", Name))
+	dist = app.NewDistributor(d.outputs, acks, m, s.log)
+	dist.SetMaxSendBytes(cfg.MaxSendBytes)
+	s.dist = dist
 	s.handler = connectrpc.NewHandler(s.dist)
 	return s, nil
 }
@@ -116,7 +167,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 // Mount registers the service's handlers on srv. Agents watch and ack for
 // their own cluster; ListAcks is for management services and tools.
 func (s *Service) Mount(srv *platform.Server) {
-	srv.Handle(distributionv1connect.NewDistributionServiceHandler(s.handler, srv.HandlerOptions()...))
+	opts := append(srv.HandlerOptions(), connect.WithCompressMinBytes(s.cfg.CompressMinBytes))
+	srv.Handle(distributionv1connect.NewDistributionServiceHandler(s.handler, opts...))
+	srv.HandleAdmin(debughttp.SnapshotsPath, debughttp.Snapshots(s.dist.Snapshot, s.log))
 	srv.RegisterServices(distributionv1connect.DistributionServiceName)
 	srv.AddAccessPolicy(platform.AccessPolicy{
 		distributionv1connect.DistributionServiceWatchProcedure:    platform.AllowCluster,
@@ -127,10 +180,12 @@ func (s *Service) Mount(srv *platform.Server) {
 
 // Run follows the output store until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	defer func() {
-		if s.redis != nil {
-			s.redis.Close()
-		}
-	}()
+	defer s.closeRedis()
 	return s.dist.Run(ctx)
+}
+
+func (s *Service) closeRedis() {
+	if s.redis != nil {
+		_ = s.redis.Close()
+	}
 }

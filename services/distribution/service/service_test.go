@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"testing"
 	"time"
 
@@ -45,7 +46,10 @@ func output(cluster string, names ...string) *snapshotv1.OutputSnapshot {
 type env struct {
 	ca      *platformtest.CA
 	addr    string
+	admin   string
 	outputs snapshots.Store[*snapshotv1.OutputSnapshot]
+	// wrap, when set, wraps the transport of clients made after it is set.
+	wrap func(http.RoundTripper) http.RoundTripper
 }
 
 // newEnv serves the service over a memory output store.
@@ -61,8 +65,15 @@ func newEnv(t *testing.T) *env {
 // over mTLS on loopback until the test ends.
 func newEnvWith(t *testing.T, cfg service.Config, opts ...service.Option) *env {
 	t.Helper()
+	return newEnvCA(t, platformtest.NewCA(t, "test CA"), cfg, opts...)
+}
+
+// newEnvCA is newEnvWith with a given CA, so that replicas share one.
+func newEnvCA(t testing.TB, ca *platformtest.CA, cfg service.Config, opts ...service.Option) *env {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	svc, err := service.New(cfg, append([]service.Option{service.WithLogger(log)}, opts...)...)
+	reg := platform.NewRegistry()
+	svc, err := service.New(cfg, append([]service.Option{service.WithLogger(log), service.WithRegisterer(reg)}, opts...)...)
 	if err != nil {
 		t.Fatalf("service.New: %v", err)
 	}
@@ -76,22 +87,21 @@ func newEnvWith(t *testing.T, cfg service.Config, opts ...service.Option) *env {
 		}
 	})
 
-	ca := platformtest.NewCA(t, "test CA")
 	so := platform.NewServerOptions()
 	so.Addr, so.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
 	so.TrustDomain = td
 	so.TLS = ca.ServerTLS(t, platform.ClientAuthRequire)
-	srv, err := platform.NewServer(so, log, platform.NewRegistry())
+	srv, err := platform.NewServer(so, log, reg)
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
 	svc.Mount(srv)
 	srv.SetReady(true)
-	addr, _ := platformtest.Serve(t, srv)
-	return &env{ca: ca, addr: addr}
+	addr, admin := platformtest.Serve(t, srv)
+	return &env{ca: ca, addr: addr, admin: admin}
 }
 
-func (e *env) client(t *testing.T, id string, protoOpts []connect.ClientOption) distributionv1connect.DistributionServiceClient {
+func (e *env) client(t testing.TB, id string, protoOpts []connect.ClientOption) distributionv1connect.DistributionServiceClient {
 	t.Helper()
 	cert := e.ca.ClientCert(t, id)
 	o := e.ca.ClientOptions(t, e.addr, &cert)
@@ -101,6 +111,9 @@ func (e *env) client(t *testing.T, id string, protoOpts []connect.ClientOption) 
 		t.Fatal(err)
 	}
 	t.Cleanup(hc.CloseIdleConnections)
+	if e.wrap != nil {
+		hc.Transport = e.wrap(hc.Transport)
+	}
 	return distributionv1connect.NewDistributionServiceClient(hc, platform.BaseURL(o), append(platform.DefaultClientOptions(o), protoOpts...)...)
 }
 

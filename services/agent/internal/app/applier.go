@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -18,10 +19,16 @@ import (
 // It deletes only after it has received a whole snapshot from the
 // management plane. A restart or a lost connection deletes nothing.
 type Syncer struct {
-	relay   Relay
-	applier Applier
-	metrics Metrics
-	log     *slog.Logger
+	relay    Relay
+	applier  Applier
+	statuses StatusWriter
+	metrics  Metrics
+	log      *slog.Logger
+
+	// written holds, per resource, the generation and status last written
+	// or found current, so that an unchanged status costs no API call.
+	// Only Apply uses it, and Apply runs on one goroutine.
+	written map[statusKey]string
 
 	mu      sync.Mutex
 	applied string
@@ -35,8 +42,14 @@ func NewSyncer(relay Relay, applier Applier, metrics Metrics, log *slog.Logger) 
 	if metrics == nil {
 		metrics = NopMetrics{}
 	}
-	return &Syncer{relay: relay, applier: applier, metrics: metrics, log: log}
+	return &Syncer{relay: relay, applier: applier, metrics: metrics, log: log, written: map[statusKey]string{}}
 }
+
+// SetStatusWriter makes the syncer write the snapshots' statuses with w.
+// Without one, statuses are not written. Call it before Run.
+func (s *Syncer) SetStatusWriter(w StatusWriter) { s.statuses = w }
+
+type statusKey struct{ apiVersion, kind, namespace, name string }
 
 // AppliedVersion returns the version last applied in full.
 func (s *Syncer) AppliedVersion() string {
@@ -181,6 +194,10 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 		}
 	}
 
+	written, statusFailed, statusResults := s.writeStatuses(ctx, snap.GetStatuses())
+	failed += statusFailed
+	results = append(results, statusResults...)
+
 	s.mu.Lock()
 	if failed == 0 && err == nil {
 		s.applied, s.failed = snap.GetVersion(), ""
@@ -189,9 +206,57 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 	}
 	s.mu.Unlock()
 	s.metrics.Applied(snap.GetVersion(), applied, failed, deleted)
-	s.log.Info("applied output snapshot", "version", snap.GetVersion(), "applied", applied, "failed", failed, "deleted", deleted, "duration", time.Since(start))
+	s.log.Info("applied output snapshot", "version", snap.GetVersion(), "applied", applied, "failed", failed, "deleted", deleted, "statuses_written", written, "duration", time.Since(start))
 	if err := s.relay.Ack(ctx, snap.GetVersion(), results); err != nil {
 		s.log.Warn("acknowledging failed", "version", snap.GetVersion(), "error", err)
 	}
 	return failed == 0 && err == nil
+}
+
+// writeStatuses writes each status that differs from what was last written.
+// A failure is reported as a REJECTED result naming the user's resource.
+func (s *Syncer) writeStatuses(ctx context.Context, statuses []*snapshotv1.ResourceStatus) (written, failed int, results []*snapshotv1.ApplyResult) {
+	if s.statuses == nil {
+		return 0, 0, nil
+	}
+	// Forget resources that left the snapshot: one deleted and created
+	// again starts at generation 1 with no status.
+	present := make(map[statusKey]bool, len(statuses))
+	for _, st := range statuses {
+		present[statusKey{st.GetApiVersion(), st.GetKind(), st.GetNamespace(), st.GetName()}] = true
+	}
+	for k := range s.written {
+		if !present[k] {
+			delete(s.written, k)
+		}
+	}
+	for _, st := range statuses {
+		key := statusKey{st.GetApiVersion(), st.GetKind(), st.GetNamespace(), st.GetName()}
+		want := strconv.FormatInt(st.GetObservedGeneration(), 10) + " " + string(st.GetStatus())
+		if s.written[key] == want {
+			continue
+		}
+		outcome, err := s.statuses.WriteStatus(ctx, st)
+		if err != nil {
+			failed++
+			delete(s.written, key)
+			results = append(results, &snapshotv1.ApplyResult{
+				Ref:     &snapshotv1.ObjectRef{ApiVersion: key.apiVersion, Kind: key.kind, Namespace: key.namespace, Name: key.name},
+				Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_REJECTED,
+				Error:   "write status: " + err.Error(),
+			})
+			s.log.Warn("writing a status failed", "kind", key.kind, "namespace", key.namespace, "name", key.name, "error", err)
+			continue
+		}
+		switch outcome {
+		case StatusWritten:
+			written++
+			s.written[key] = want
+		case StatusCurrent:
+			s.written[key] = want
+		default:
+			// Not remembered: the resource may come back at this generation.
+		}
+	}
+	return written, failed, results
 }

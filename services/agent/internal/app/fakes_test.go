@@ -416,3 +416,30 @@ func (m *recordingMetrics) Connected(stream string, up bool) {
 	}
 	m.connected[stream] = up
 }
+
+// fakeStatuses records status writes and fails those named in fail.
+type fakeStatuses struct {
+	mu      sync.Mutex
+	fail    map[string]error
+	outcome StatusOutcome
+	calls   []string
+}
+
+func (f *fakeStatuses) WriteStatus(_ context.Context, st *snapshotv1.ResourceStatus) (StatusOutcome, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, st.GetName())
+	if err := f.fail[st.GetName()]; err != nil {
+		return 0, err
+	}
+	if f.outcome != 0 {
+		return f.outcome, nil
+	}
+	return StatusWritten, nil
+}
+
+func (f *fakeStatuses) callLog() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}

@@ -81,6 +81,29 @@ type Applier interface {
 	Delete(ctx context.Context, key domain.ObjectKey) error
 }
 
+// StatusWriter writes the statuses that translation computed onto the
+// user's Meshplane resources in this cluster.
+type StatusWriter interface {
+	// WriteStatus writes st.Status to the status subresource of the
+	// resource st names, only when the resource's generation is still
+	// st.ObservedGeneration and its status differs. A resource that is
+	// gone or has another generation is not an error (StatusSkipped): a
+	// newer snapshot brings its status.
+	WriteStatus(ctx context.Context, st *snapshotv1.ResourceStatus) (StatusOutcome, error)
+}
+
+// StatusOutcome is what WriteStatus did.
+type StatusOutcome int
+
+const (
+	// StatusWritten: the status was written.
+	StatusWritten StatusOutcome = iota + 1
+	// StatusCurrent: the resource already had this status.
+	StatusCurrent
+	// StatusSkipped: the resource is gone or its generation differs.
+	StatusSkipped
+)
+
 // Metrics records what the agent did.
 type Metrics interface {
 	Pushed(bytes int, err error)

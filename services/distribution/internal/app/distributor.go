@@ -2,9 +2,12 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -30,10 +33,20 @@ type Distributor struct {
 
 	// resyncEvery bounds how long a missed notice can delay a watcher.
 	resyncEvery time.Duration
+	// maxSendBytes bounds the encoded size of a snapshot sent to an agent;
+	// zero means no bound.
+	maxSendBytes int
+
+	// replica names this process in the store's watch marks.
+	replica string
 
 	mu       sync.Mutex
 	watchers map[string]map[chan struct{}]struct{}
 }
+
+// markTTL is how long a watch mark lives without renewal; Run renews the
+// marks of this replica's clusters every resyncEvery, which is shorter.
+const markTTL = 90 * time.Second
 
 // NewDistributor returns a distributor. Run must be running for watchers to
 // see changes.
@@ -45,8 +58,22 @@ func NewDistributor(source OutputSource, acks AckStore, metrics Metrics, log *sl
 		source: source, acks: acks, metrics: metrics, log: log, now: time.Now,
 		resyncEvery: 30 * time.Second,
 		watchers:    map[string]map[chan struct{}]struct{}{},
+		replica:     replicaID(),
 	}
 }
+
+// replicaID is unique per process: the host name and a random suffix.
+func replicaID() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%s", host, hex.EncodeToString(b))
+}
+
+// SetMaxSendBytes bounds the encoded (uncompressed) size of a snapshot
+// sent to an agent. A larger snapshot is not sent: the agent keeps what it
+// has, and the refusal is logged and counted. Call it before Run.
+func (d *Distributor) SetMaxSendBytes(n int) { d.maxSendBytes = n }
 
 // Run follows the store's changes until ctx ends. When the subscription
 // fails it retries, and wakes every watcher after each new subscription.
@@ -72,6 +99,7 @@ func (d *Distributor) Run(ctx context.Context) error {
 				return nil
 			case <-ticker.C:
 				d.wakeAll()
+				d.renewMarks(ctx)
 			case c, ok := <-changes:
 				if !ok {
 					break loop
@@ -87,23 +115,56 @@ func (d *Distributor) Run(ctx context.Context) error {
 	}
 }
 
-func (d *Distributor) subscribe(cluster string) chan struct{} {
+func (d *Distributor) subscribe(ctx context.Context, cluster string) chan struct{} {
 	ch := make(chan struct{}, 1)
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.watchers[cluster] == nil {
+	first := d.watchers[cluster] == nil
+	if first {
 		d.watchers[cluster] = map[chan struct{}]struct{}{}
 	}
 	d.watchers[cluster][ch] = struct{}{}
+	d.mu.Unlock()
+	if first {
+		d.mark(ctx, cluster, d.now().Add(markTTL))
+	}
 	return ch
 }
 
-func (d *Distributor) unsubscribe(cluster string, ch chan struct{}) {
+func (d *Distributor) unsubscribe(ctx context.Context, cluster string, ch chan struct{}) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	delete(d.watchers[cluster], ch)
-	if len(d.watchers[cluster]) == 0 {
+	last := len(d.watchers[cluster]) == 0
+	if last {
 		delete(d.watchers, cluster)
+	}
+	d.mu.Unlock()
+	if last {
+		// The watch's own context has ended; the mark still goes.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		d.mark(ctx, cluster, time.Time{})
+	}
+}
+
+// mark records in the store that this replica serves cluster (until is
+// non-zero) or no longer does. A failure only makes ListAcks less exact
+// until the next renewal, so it is logged.
+func (d *Distributor) mark(ctx context.Context, cluster string, until time.Time) {
+	if err := d.acks.MarkWatching(ctx, cluster, d.replica, until); err != nil {
+		d.log.Warn("recording a watch in the store failed", "cluster", cluster, "error", err)
+	}
+}
+
+func (d *Distributor) renewMarks(ctx context.Context) {
+	d.mu.Lock()
+	clusters := make([]string, 0, len(d.watchers))
+	for c := range d.watchers {
+		clusters = append(clusters, c)
+	}
+	d.mu.Unlock()
+	until := d.now().Add(markTTL)
+	for _, c := range clusters {
+		d.mark(ctx, c, until)
 	}
 }
 
@@ -136,12 +197,13 @@ func signal(ch chan struct{}) {
 // from the one the agent last had, starting from have. It returns when ctx
 // ends or send fails.
 func (d *Distributor) Watch(ctx context.Context, cluster, have string, send func(*snapshotv1.OutputSnapshot) error) error {
-	wake := d.subscribe(cluster)
-	defer d.unsubscribe(cluster, wake)
+	wake := d.subscribe(ctx, cluster)
+	defer d.unsubscribe(ctx, cluster, wake)
 	d.metrics.WatchStarted(cluster)
 	defer d.metrics.WatchEnded(cluster)
 
-	signal(wake) // look once at the start
+	signal(wake)  // look once at the start
+	refused := "" // the version refused as too large, logged once
 	for {
 		select {
 		case <-ctx.Done():
@@ -163,15 +225,37 @@ func (d *Distributor) Watch(ctx context.Context, cluster, have string, send func
 			d.log.Warn("reading an output failed", "cluster", cluster, "error", err)
 			continue
 		}
-		if e.Version == have {
+		if e.Version == have || e.Version == refused {
+			continue
+		}
+		size := proto.Size(e.Value)
+		if d.maxSendBytes > 0 && size > d.maxSendBytes {
+			// Sending it would end the stream with ResourceExhausted and
+			// the agent would redial into the same failure. Keep the
+			// stream: the agent keeps what it has, and a smaller version
+			// goes out as soon as there is one.
+			refused = e.Version
+			d.metrics.SnapshotRefused(cluster, size)
+			d.log.Error("output snapshot is larger than the message size limit; not sent",
+				"cluster", cluster, "version", e.Version, "bytes", size, "max_send_bytes", d.maxSendBytes)
 			continue
 		}
 		if err := send(e.Value); err != nil {
 			return fmt.Errorf("send version %s to cluster %q: %w", e.Version, cluster, err)
 		}
-		d.metrics.SnapshotSent(cluster, proto.Size(e.Value))
+		d.metrics.SnapshotSent(cluster, size)
 		have = e.Version
 	}
+}
+
+// Snapshot returns the cluster's current output snapshot, or
+// snapshots.ErrNotFound.
+func (d *Distributor) Snapshot(ctx context.Context, cluster string) (*snapshotv1.OutputSnapshot, error) {
+	e, err := d.source.Get(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	return e.Value, nil
 }
 
 // Ack records the outcome of applying a version.
@@ -206,6 +290,12 @@ func (d *Distributor) ListAcks(ctx context.Context) ([]AckRecord, map[string]str
 		}
 	}
 	return recs, latest, nil
+}
+
+// Watched returns the clusters that an agent watches on any replica, as
+// the store knows it; with a store only this replica uses, this replica's.
+func (d *Distributor) Watched(ctx context.Context) (map[string]bool, error) {
+	return d.acks.Watched(ctx, d.now())
 }
 
 // Connected reports whether a cluster has a watcher on this replica.

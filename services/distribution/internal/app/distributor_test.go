@@ -69,6 +69,12 @@ func (s *source) Version(ctx context.Context, cluster string) (string, error) {
 	return v, err
 }
 
+func (s *source) versionReads(cluster string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.versions[cluster]
+}
+
 // waitVersionReads waits until the cluster's version has been read n times.
 func (s *source) waitVersionReads(t *testing.T, cluster string, n int) {
 	t.Helper()
@@ -348,4 +354,60 @@ func TestAck(t *testing.T) {
 	if len(recs) != 1 || recs[0].Version != "v2" {
 		t.Fatalf("records after a refused ack: %+v", recs)
 	}
+}
+
+// refusals records the snapshots refused as too large.
+type refusals struct {
+	app.NopMetrics
+	got chan int
+}
+
+func (r refusals) SnapshotRefused(_ string, bytes int) { r.got <- bytes }
+
+func TestWatchRefusesSnapshotOverTheLimit(t *testing.T) {
+	src := newSource()
+	small := output("east", "reviews")
+	big := output("east", "reviews", "ratings", "details", "productpage")
+	limit := proto.Size(small) + 10
+	if proto.Size(big) <= limit {
+		t.Fatalf("test snapshot of %d bytes is not over the limit %d", proto.Size(big), limit)
+	}
+	src.put(t, small)
+	m := refusals{got: make(chan int, 10)}
+	d := app.NewDistributor(src, memory.NewAcks(), m, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	d.SetMaxSendBytes(limit)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-src.subscribed
+
+	w := startWatch(t, d, "east", "", false)
+	wantVersion(t, w.next(t), small)
+
+	// The big version is refused once, however often the watcher wakes,
+	// and the stream stays open.
+	src.put(t, big)
+	select {
+	case n := <-m.got:
+		if n != proto.Size(big) {
+			t.Fatalf("refused %d bytes, want %d", n, proto.Size(big))
+		}
+	case <-time.After(timeout):
+		t.Fatal("the big snapshot was not refused")
+	}
+	reads := src.versionReads("east")
+	src.put(t, big)
+	src.waitVersionReads(t, "east", reads+1)
+	w.nothingSent(t)
+	select {
+	case <-m.got:
+		t.Fatal("the same version was refused twice")
+	default:
+	}
+
+	// The next version within the limit flows again.
+	small2 := output("east", "ratings")
+	src.put(t, small2)
+	wantVersion(t, w.next(t), small2)
 }

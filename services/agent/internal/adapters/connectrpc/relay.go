@@ -5,7 +5,9 @@ package connectrpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 	distributionv1 "github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1"
@@ -43,17 +45,55 @@ func (r *Registrar) Register(ctx context.Context, cluster, token string, csrPEM 
 }
 
 // Relay is the management plane's ingest and distribution services.
+//
+// Distribution may be reached through several addresses (replicas, or
+// their Services in several places). The relay uses one at a time: Watch
+// starts with the one that served last and moves to the next when a dial
+// fails, and a watch stream that breaks makes the next Watch start with the
+// following address. Acks go to the address of the current watch and fall
+// back to the others. Any replica serves any agent, and versions are
+// content hashes, so a move to another replica re-sends nothing the agent
+// already holds.
 type Relay struct {
 	ingest       ingestv1connect.IngestServiceClient
-	dist         distributionv1connect.DistributionServiceClient
+	dists        []distributionv1connect.DistributionServiceClient
 	agentVersion string
+
+	// cur indexes dists: the address to try first.
+	cur atomic.Int64
 }
 
 var _ app.Relay = (*Relay)(nil)
 
-// NewRelay returns a relay over mTLS clients.
-func NewRelay(ingest ingestv1connect.IngestServiceClient, dist distributionv1connect.DistributionServiceClient, agentVersion string) *Relay {
-	return &Relay{ingest: ingest, dist: dist, agentVersion: agentVersion}
+// NewRelay returns a relay over mTLS clients. dists must not be empty.
+func NewRelay(ingest ingestv1connect.IngestServiceClient, dists []distributionv1connect.DistributionServiceClient, agentVersion string) *Relay {
+	return &Relay{ingest: ingest, dists: dists, agentVersion: agentVersion}
+}
+
+// order returns the indexes of dists starting with the current one.
+func (r *Relay) order() []int {
+	n := len(r.dists)
+	start := int(r.cur.Load()) % n
+	out := make([]int, n)
+	for i := range n {
+		out[i] = (start + i) % n
+	}
+	return out
+}
+
+// moveOff makes the address after i the first to try, unless another
+// caller has already moved off i.
+func (r *Relay) moveOff(i int) {
+	r.cur.CompareAndSwap(int64(i), int64((i+1)%len(r.dists)))
+}
+
+// failover reports whether an error may be cured by another replica.
+func failover(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeUnknown, connect.CodeDeadlineExceeded, connect.CodeAborted, connect.CodeInternal:
+		return true
+	}
+	return false
 }
 
 func (r *Relay) OpenPush(ctx context.Context) (app.PushStream, error) {
@@ -89,23 +129,42 @@ func (p *pushStream) Close() error {
 }
 
 func (r *Relay) Watch(ctx context.Context, have string) (app.WatchStream, error) {
-	s, err := r.dist.Watch(ctx, connect.NewRequest(&distributionv1.WatchRequest{Version: have, AgentVersion: r.agentVersion}))
-	if err != nil {
-		return nil, err
+	var errs []error
+	for _, i := range r.order() {
+		s, err := r.dists[i].Watch(ctx, connect.NewRequest(&distributionv1.WatchRequest{Version: have, AgentVersion: r.agentVersion}))
+		if err == nil {
+			r.cur.Store(int64(i))
+			return &watchStream{s: s, broken: func() { r.moveOff(i) }}, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil || !failover(err) {
+			break
+		}
+		r.moveOff(i)
 	}
-	return &watchStream{s: s}, nil
+	if len(errs) == 1 {
+		return nil, errs[0]
+	}
+	return nil, fmt.Errorf("every distribution address failed: %w", errors.Join(errs...))
 }
 
 type watchStream struct {
-	s *connect.ServerStreamForClient[distributionv1.WatchResponse]
+	s      *connect.ServerStreamForClient[distributionv1.WatchResponse]
+	broken func()
 }
 
 func (w *watchStream) Receive() (*snapshotv1.OutputSnapshot, error) {
 	if !w.s.Receive() {
-		if err := w.s.Err(); err != nil {
-			return nil, err
+		err := w.s.Err()
+		if err == nil {
+			err = io.EOF
 		}
-		return nil, io.EOF
+		// The replica went away or ended the stream: start the next
+		// watch elsewhere, unless the agent itself cancelled.
+		if connect.CodeOf(err) != connect.CodeCanceled {
+			w.broken()
+		}
+		return nil, err
 	}
 	return w.s.Msg().GetSnapshot(), nil
 }
@@ -113,6 +172,19 @@ func (w *watchStream) Receive() (*snapshotv1.OutputSnapshot, error) {
 func (w *watchStream) Close() error { return w.s.Close() }
 
 func (r *Relay) Ack(ctx context.Context, version string, results []*snapshotv1.ApplyResult) error {
-	_, err := r.dist.Ack(ctx, connect.NewRequest(&distributionv1.AckRequest{Version: version, Results: results}))
-	return err
+	var errs []error
+	for _, i := range r.order() {
+		_, err := r.dists[i].Ack(ctx, connect.NewRequest(&distributionv1.AckRequest{Version: version, Results: results}))
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil || !failover(err) {
+			break
+		}
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return fmt.Errorf("every distribution address failed: %w", errors.Join(errs...))
 }

@@ -46,16 +46,22 @@ func NewApplier(dyn dynamic.Interface, mapper meta.RESTMapper, install, cluster 
 }
 
 func (a *Applier) resource(apiVersion, kind string) (schema.GroupVersionResource, error) {
+	return mapResource(a.mapper, apiVersion, kind)
+}
+
+// mapResource finds the resource of a kind, refreshing a resettable mapper
+// once when the kind is unknown: its CRD may have been installed since.
+func mapResource(mapper meta.RESTMapper, apiVersion, kind string) (schema.GroupVersionResource, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
 		return schema.GroupVersionResource{}, fmt.Errorf("bad apiVersion %q: %w", apiVersion, err)
 	}
-	m, err := a.mapper.RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
+	m, err := mapper.RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
-			if r, ok := a.mapper.(interface{ Reset() }); ok {
+			if r, ok := mapper.(interface{ Reset() }); ok {
 				r.Reset()
-				m, err = a.mapper.RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
+				m, err = mapper.RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
 			}
 		}
 		if err != nil {

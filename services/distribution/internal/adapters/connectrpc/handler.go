@@ -63,6 +63,10 @@ func (h *Handler) ListAcks(ctx context.Context, _ *connect.Request[distributionv
 	if err != nil {
 		return nil, toConnect(err)
 	}
+	watched, err := h.d.Watched(ctx)
+	if err != nil {
+		return nil, toConnect(err)
+	}
 	resp := &distributionv1.ListAcksResponse{}
 	for _, r := range recs {
 		ack := &distributionv1.ClusterAck{
@@ -70,7 +74,7 @@ func (h *Handler) ListAcks(ctx context.Context, _ *connect.Request[distributionv
 			LatestVersion: latest[r.Cluster],
 			AckedVersion:  r.Version,
 			ApplyErrors:   uint32(r.ApplyErrors),
-			Connected:     h.d.Connected(r.Cluster),
+			Connected:     watched[r.Cluster],
 		}
 		if !r.AckedAt.IsZero() {
 			ack.AckedAt = timestamppb.New(r.AckedAt)

@@ -6,20 +6,47 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/meshplane/meshplane/services/distribution/internal/app"
 )
 
 // Acks is an app.AckStore in memory.
 type Acks struct {
-	mu   sync.RWMutex
-	acks map[string]app.AckRecord
+	mu       sync.RWMutex
+	acks     map[string]app.AckRecord
+	watching map[[2]string]time.Time // cluster, replica
 }
 
 var _ app.AckStore = (*Acks)(nil)
 
 // NewAcks returns an empty store.
-func NewAcks() *Acks { return &Acks{acks: map[string]app.AckRecord{}} }
+func NewAcks() *Acks {
+	return &Acks{acks: map[string]app.AckRecord{}, watching: map[[2]string]time.Time{}}
+}
+
+func (a *Acks) MarkWatching(_ context.Context, cluster, replica string, until time.Time) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if until.IsZero() {
+		delete(a.watching, [2]string{cluster, replica})
+	} else {
+		a.watching[[2]string{cluster, replica}] = until
+	}
+	return nil
+}
+
+func (a *Acks) Watched(_ context.Context, now time.Time) (map[string]bool, error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	out := map[string]bool{}
+	for k, until := range a.watching {
+		if until.After(now) {
+			out[k[0]] = true
+		}
+	}
+	return out, nil
+}
 
 func (a *Acks) PutAck(_ context.Context, rec app.AckRecord) error {
 	a.mu.Lock()
