@@ -146,6 +146,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		ingestInputs snapshots.Store[*snapshotv1.InputSnapshot]
 		outputs      snapshots.Store[*snapshotv1.OutputSnapshot]
 		regOpts      = []registration.Option{registration.WithLogger(log), registration.WithRegisterer(promReg), registration.WithRevocationChecker(revocation)}
+		distOpts     = []distribution.Option{distribution.WithLogger(log), distribution.WithRegisterer(promReg)}
 	)
 	if s.redis.Enabled() {
 		client, err := s.redis.NewClient()
@@ -153,6 +154,8 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 			return nil, err
 		}
 		regOpts = append(regOpts, registration.WithRedis(client))
+		// Acknowledgements in Redis too, so that a restart keeps them.
+		distOpts = append(distOpts, distribution.WithRedis(client))
 		inputs = snapshots.NewRedis(client, s.install, snapshots.Inputs, newInput)
 		ingestInputs = snapshots.NewWriteThrough(inputs, snapshots.NewMemory(newInput), log)
 		outputs = snapshots.NewRedis(client, s.install, snapshots.Outputs, newOutput)
@@ -188,7 +191,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 
 	dcfg := distribution.DefaultConfig()
 	dcfg.Install = s.install
-	dist, err := distribution.New(dcfg, distribution.WithLogger(log), distribution.WithRegisterer(promReg), distribution.WithOutputs(outputs))
+	dist, err := distribution.New(dcfg, append(distOpts, distribution.WithOutputs(outputs))...)
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,7 @@ require (
 	github.com/meshplane/meshplane/libs/kube v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/libs/pki v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/libs/redistest v0.0.0-00010101000000-000000000000
+	go.starlark.net v0.0.0-20260908191801-89a6a09411d5
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
@@ -91,3 +92,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace github.com/meshplane/meshplane/libs/revocation => ../../libs/revocation

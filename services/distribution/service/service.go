@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/meshplane/meshplane/libs/revocation"
+	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"io"
 	"log/slog"
 
@@ -118,6 +120,8 @@ type Service struct {
 	handler *connectrpc.Handler
 	// redis is closed by Run when the service built it.
 	redis redis.UniversalClient
+	// revoked follows registration's revocation set; nil without Redis.
+	revoked *revocation.Cache
 }
 
 // New builds the service.
@@ -150,6 +154,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	var acks app.AckStore = memory.NewAcks()
 	if client != nil {
 		acks = redisadapter.NewAcks(client, cfg.Install)
+		s.revoked = revocation.NewCache(revredis.NewSource(client, cfg.Install), 0, s.log)
 	}
 	var dist *app.Distributor
 	m, err := newMetrics(d.reg, func(ctx context.Context) ([]app.AckRecord, map[string]string, error) { return dist.ListAcks(ctx) }, s.log)
@@ -162,6 +167,15 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.dist = dist
 	s.handler = connectrpc.NewHandler(s.dist)
 	return s, nil
+}
+
+// RevocationChecker is the shared revocation set, for the server in front
+// of the service (platform.RunMain installs it); nil without Redis.
+func (s *Service) RevocationChecker() platform.RevocationChecker {
+	if s.revoked == nil {
+		return nil
+	}
+	return s.revoked
 }
 
 // Mount registers the service's handlers on srv. Agents watch and ack for
@@ -181,7 +195,10 @@ func (s *Service) Mount(srv *platform.Server) {
 // Run follows the output store until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.closeRedis()
-	return s.dist.Run(ctx)
+	if s.revoked == nil {
+		return s.dist.Run(ctx)
+	}
+	return platform.RunAll(ctx, s.dist.Run, s.revoked.Run)
 }
 
 func (s *Service) closeRedis() {
