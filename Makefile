@@ -39,7 +39,7 @@ verify-generate: generate ## Fail if the committed generated code differs from a
 	@test -z "$$(git status --porcelain -- libs/gen deploy/crds)" || { git status --porcelain -- libs/gen deploy/crds; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
 
 .PHONY: lint
-lint: ## buf lint and breaking check, gofmt, go vet, layering.
+lint: ## buf lint and breaking check, gofmt, go vet (the layering check is a test: tools/archtest).
 	$(BUF) lint
 	@if git rev-parse --verify -q main >/dev/null; then $(BUF) breaking --against '.git#branch=main'; fi
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^libs/gen/')); test -z "$$out" || { echo "not gofmt-ed:"; echo "$$out"; exit 1; }

@@ -96,7 +96,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	f.String(&c.ServerName, "server-name", "name to verify in the management plane's certificates; default the address host")
 	f.String(&c.TokenFile, "token-file", "file holding the bootstrap token")
 	f.String(&c.StateDir, "state-dir", "directory for the agent's key and certificate")
-	f.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of this cluster; empty means in-cluster")
+	f.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of this cluster; empty means $KUBECONFIG, then ~/.kube/config, then in-cluster")
 	f.String(&c.KubeContext, "kube-context", "kubeconfig context")
 	f.String(&c.ClusterDomain, "cluster-domain", "DNS suffix of Services in this cluster")
 	f.Duration(&c.Debounce, "debounce", "how long a burst of changes may settle before a snapshot is pushed")
