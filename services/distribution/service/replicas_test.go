@@ -244,6 +244,10 @@ func eventually(t *testing.T, cond func() bool) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("condition not met within 10s")
 		}
-		time.Sleep(delay)
+		select {
+		case <-t.Context().Done():
+			return t.Context().Err()
+		case <-time.After(delay):
+		}
 	}
 }

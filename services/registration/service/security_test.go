@@ -387,7 +387,11 @@ func TestRevocationSharedThroughRedis(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("replica B still answers a revoked certificate: %v", err)
 		}
-		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 
 	// Redis goes down: B keeps answering from memory, and still refuses
