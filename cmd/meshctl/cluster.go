@@ -78,6 +78,16 @@ func addClientFlags(fs *flag.FlagSet) *clientFlags {
 
 // client builds a ClusterService client after the flags are parsed.
 func (c *clientFlags) client(name string, stderr io.Writer) (registrationv1connect.ClusterServiceClient, *http.Client, bool) {
+	hc, ok := c.httpClient(name, stderr)
+	if !ok {
+		return nil, nil, false
+	}
+	return registrationv1connect.NewClusterServiceClient(hc, platform.BaseURL(c.opts), platform.DefaultClientOptions(c.opts)...), hc, true
+}
+
+// httpClient builds the mTLS client after the flags are parsed, reporting
+// bad flags with a hint.
+func (c *clientFlags) httpClient(name string, stderr io.Writer) (*http.Client, bool) {
 	if *c.pkiDir != "" {
 		c.opts.CAFile = filepath.Join(*c.pkiDir, "ca", "root.crt")
 		c.opts.CertFile = filepath.Join(*c.pkiDir, "meshctl.crt")
@@ -85,14 +95,14 @@ func (c *clientFlags) client(name string, stderr io.Writer) (registrationv1conne
 	}
 	if err := c.opts.Validate(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\nhint: pass --ca-file, --cert-file and --key-file, or --pki-dir\n", name, err)
-		return nil, nil, false
+		return nil, false
 	}
 	hc, err := platform.NewHTTPClient(c.opts, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return nil, nil, false
+		return nil, false
 	}
-	return registrationv1connect.NewClusterServiceClient(hc, platform.BaseURL(c.opts), platform.DefaultClientOptions(c.opts)...), hc, true
+	return hc, true
 }
 
 // clusterName takes the cluster from --cluster or the one positional

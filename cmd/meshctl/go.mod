@@ -34,8 +34,10 @@ require (
 	github.com/meshplane/meshplane/libs/gen v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/libs/pki v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/libs/platform v0.0.0-00010101000000-000000000000
+	github.com/meshplane/meshplane/libs/snapshots v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/services/registration v0.0.0-00010101000000-000000000000
 	google.golang.org/protobuf v1.36.13-0.20261016172727-e9ee2a76ab8e
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -84,7 +86,7 @@ require (
 	github.com/manifoldco/promptui v0.9.0 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
-	github.com/meshplane/meshplane/libs/snapshots v0.0.0-00010101000000-000000000000 // indirect
+	github.com/meshplane/meshplane/libs/revocation v0.0.0-00010101000000-000000000000 // indirect
 	github.com/mgutz/ansi v0.0.0-20200706080929-d51e80ef957d // indirect
 	github.com/mitchellh/copystructure v1.2.0 // indirect
 	github.com/mitchellh/reflectwalk v1.0.2 // indirect
@@ -117,6 +119,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.step.sm/crypto v0.91.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
@@ -129,3 +132,5 @@ require (
 	google.golang.org/grpc v1.84.0 // indirect
 	google.golang.org/grpc/cmd/protoc-gen-go-grpc v1.5.1 // indirect
 )
+
+replace github.com/meshplane/meshplane/libs/revocation => ../../libs/revocation

@@ -23,6 +23,7 @@ usage: meshctl <command> [flags]
 commands:
   check     show whether the management plane is serving and which clusters are connected
   cluster   register, approve, deregister and list workload clusters
+  snapshot  dump a cluster's input or output snapshot
   version   print the client version
 
 Run 'meshctl <command> -h' for a command's flags.
@@ -40,6 +41,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return checkCmd(ctx, args[1:], stdout, stderr)
 	case "cluster":
 		return clusterCmd(ctx, args[1:], stdout, stderr)
+	case "snapshot":
+		return snapshotCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usageText)
 		return 0

@@ -192,4 +192,27 @@ func checkMeshctl(t *testing.T, ctx context.Context, plane *harness.Plane, procs
 			t.Errorf("meshctl check output lacks %q:\n%s", want, out)
 		}
 	}
+
+	// The output snapshot shows the DestinationRules with readable specs;
+	// the input snapshot shows what the agent discovered.
+	dump := func(which string) string {
+		cmd := exec.CommandContext(ctx, harness.Binary(binDir, harness.CmdMeshctl), "snapshot", "dump", "--cluster", "east", which,
+			"--addr", plane.Ingest, "--ca-file", plane.PKI.RootFile(), "--cert-file", cert, "--key-file", key, "--server-name", "localhost")
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("meshctl snapshot dump %s: %v\n%s", which, err, b)
+		}
+		return string(b)
+	}
+	for which, wants := range map[string][]string{
+		"--output": {"kind: DestinationRule", "mode: ISTIO_MUTUAL", "host: reviews.bookinfo.svc.cluster.local"},
+		"--input":  {"cluster: east", "kubeService:", "name: reviews"},
+	} {
+		got := dump(which)
+		for _, want := range wants {
+			if !strings.Contains(got, want) {
+				t.Errorf("meshctl snapshot dump %s lacks %q:\n%.2000s", which, want, got)
+			}
+		}
+	}
 }

@@ -3,7 +3,6 @@ package debughttp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -11,7 +10,6 @@ import (
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
-	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // SnapshotsPath is where Snapshots is mounted; the cluster follows it.
@@ -56,33 +54,5 @@ func Snapshots(src SnapshotSource, log *slog.Logger) http.Handler {
 	})
 }
 
-// Render encodes snap as indented JSON with protojson's field names, and
-// replaces the base64 of objects[].spec and statuses[].status with the JSON
-// they hold. A value that is not valid JSON is left as base64.
-func Render(snap *snapshotv1.OutputSnapshot) ([]byte, error) {
-	raw, err := protojson.Marshal(snap)
-	if err != nil {
-		return nil, err
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, err
-	}
-	decode := func(list, field string, values func(i int) []byte) {
-		items, _ := doc[list].([]any)
-		for i, it := range items {
-			m, ok := it.(map[string]any)
-			if !ok {
-				continue
-			}
-			b := values(i)
-			if len(b) == 0 || !json.Valid(b) {
-				continue
-			}
-			m[field] = json.RawMessage(b)
-		}
-	}
-	decode("objects", "spec", func(i int) []byte { return snap.GetObjects()[i].GetSpec() })
-	decode("statuses", "status", func(i int) []byte { return snap.GetStatuses()[i].GetStatus() })
-	return json.MarshalIndent(doc, "", "  ")
-}
+// Render encodes snap as snapshots.RenderJSON does.
+func Render(snap *snapshotv1.OutputSnapshot) ([]byte, error) { return snapshots.RenderJSON(snap) }
