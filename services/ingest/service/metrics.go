@@ -48,3 +48,30 @@ func (m *metrics) PushReceived(cluster string, bytes int, err error) {
 
 func (m *metrics) ClientConnected(cluster string)    { m.connected.WithLabelValues(cluster).Inc() }
 func (m *metrics) ClientDisconnected(cluster string) { m.connected.WithLabelValues(cluster).Dec() }
+
+// staleCollector reports meshplane_ingest_cluster_stale{cluster} at scrape
+// time from the ingestor's view, so that it follows the clock without a
+// loop updating it.
+type staleCollector struct {
+	in   *app.Ingestor
+	desc *prometheus.Desc
+}
+
+func newStaleCollector(in *app.Ingestor) *staleCollector {
+	return &staleCollector{in: in, desc: prometheus.NewDesc(
+		"meshplane_ingest_cluster_stale",
+		"1 when the cluster's agent is not connected to this replica and its last push is older than the stale window; its snapshot stays in use.",
+		[]string{"cluster"}, nil)}
+}
+
+func (c *staleCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *staleCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range c.in.Clusters() {
+		v := 0.0
+		if st.Stale {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, st.Cluster)
+	}
+}

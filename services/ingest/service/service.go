@@ -40,6 +40,10 @@ type Config struct {
 	// FlushInterval is how often snapshots accepted while Redis was down
 	// are retried.
 	FlushInterval time.Duration
+	// StaleAfter is how long after its last push a cluster whose agent is
+	// not connected is reported stale. Its snapshot stays in use. Zero
+	// turns stale reporting off.
+	StaleAfter time.Duration
 
 	flags *platform.Flags
 }
@@ -49,7 +53,7 @@ func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	tr := platform.NewClientOptions()
 	tr.Addr = "translation:9903"
-	return Config{Install: snapshots.DefaultInstall, Replica: host, Redis: snapshots.NewRedisOptions(), Translation: tr, FlushInterval: time.Second}
+	return Config{Install: snapshots.DefaultInstall, Replica: host, Redis: snapshots.NewRedisOptions(), Translation: tr, FlushInterval: time.Second, StaleAfter: 5 * time.Minute}
 }
 
 // AddFlags registers the configuration's flags.
@@ -58,6 +62,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags.String(&c.Install, "install", "install name; selects the install's keys in Redis")
 	c.flags.String(&c.Replica, "replica", "name of this replica in connectivity reports")
 	c.flags.Duration(&c.FlushInterval, "flush-interval", "how often snapshots kept in memory during a Redis outage are retried")
+	c.flags.Duration(&c.StaleAfter, "stale-after", "how long after its last push a disconnected cluster is reported stale (0: never)")
 	c.Redis.AddFlags(fs)
 	c.Translation.AddFlags(fs, "translation")
 }
@@ -74,6 +79,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FlushInterval <= 0 {
 		errs = append(errs, errors.New("--flush-interval must be positive"))
+	}
+	if c.StaleAfter < 0 {
+		errs = append(errs, errors.New("--stale-after must not be negative"))
 	}
 	errs = append(errs, c.Redis.Validate())
 	return errors.Join(errs...)
@@ -92,6 +100,7 @@ type deps struct {
 	reg      prometheus.Registerer
 	inputs   snapshots.Store[*snapshotv1.InputSnapshot]
 	notifier TranslationNotifier
+	now      func() time.Time
 }
 
 // WithLogger sets the logger.
@@ -109,6 +118,10 @@ func WithInputs(s snapshots.Store[*snapshotv1.InputSnapshot]) Option {
 // WithNotifier sets how translation is told about changes, instead of a
 // client of cfg.Translation.
 func WithNotifier(n TranslationNotifier) Option { return func(d *deps) { d.notifier = n } }
+
+// WithClock sets the clock that push times and staleness are read from,
+// for tests.
+func WithClock(now func() time.Time) Option { return func(d *deps) { d.now = now } }
 
 // Service is a built ingest service.
 type Service struct {
@@ -176,7 +189,14 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.ingestor = app.NewIngestor(d.inputs, d.notifier, m, log, cfg.Replica)
+	ingOpts := []app.IngestorOption{app.WithStaleAfter(cfg.StaleAfter)}
+	if d.now != nil {
+		ingOpts = append(ingOpts, app.WithClock(d.now))
+	}
+	s.ingestor = app.NewIngestor(d.inputs, d.notifier, m, log, cfg.Replica, ingOpts...)
+	if err := d.reg.Register(newStaleCollector(s.ingestor)); err != nil {
+		return nil, err
+	}
 	s.handler = connectrpc.NewHandler(s.ingestor, log)
 	return s, nil
 }
@@ -190,6 +210,9 @@ func (s *Service) Mount(srv *platform.Server) {
 		ingestv1connect.IngestServicePushProcedure:             platform.AllowCluster,
 		ingestv1connect.IngestServiceListClustersProcedure:     platform.AllowService,
 		ingestv1connect.IngestServiceGetInputSnapshotProcedure: platform.AllowService,
+		ingestv1connect.IngestServiceListMeshesProcedure:       platform.AllowService,
+		ingestv1connect.IngestServiceListWorkloadsProcedure:    platform.AllowService,
+		ingestv1connect.IngestServiceListDestinationsProcedure: platform.AllowService,
 	})
 }
 

@@ -85,7 +85,7 @@ type env struct {
 
 // newEnv builds the service from cfg, runs it, and serves it over mTLS on
 // loopback until the test ends.
-func newEnv(t *testing.T, cfg service.Config, opts ...service.Option) *env {
+func newEnv(t testing.TB, cfg service.Config, opts ...service.Option) *env {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	notifier := &recordingNotifier{}
@@ -126,7 +126,7 @@ func memoryConfig() service.Config {
 	return cfg
 }
 
-func (e *env) client(t *testing.T, id string, protoOpts []connect.ClientOption) ingestv1connect.IngestServiceClient {
+func (e *env) client(t testing.TB, id string, protoOpts []connect.ClientOption) ingestv1connect.IngestServiceClient {
 	t.Helper()
 	cert := e.ca.ClientCert(t, id)
 	o := e.ca.ClientOptions(t, e.addr, &cert)

@@ -28,6 +28,9 @@ type Ingestor struct {
 	log      *slog.Logger
 	replica  string
 	now      func() time.Time
+	// staleAfter is how long after its last push a disconnected cluster
+	// is reported stale; zero never.
+	staleAfter time.Duration
 
 	mu       sync.Mutex
 	clusters map[string]*ClusterState
@@ -44,15 +47,36 @@ type ClusterState struct {
 	LastPush     time.Time
 	AgentVersion string
 	Replica      string
+	// Stale is set by Clusters: no agent is connected and the last push
+	// is older than the stale window. The snapshot is kept all the same.
+	Stale bool
+}
+
+// IngestorOption tunes an Ingestor.
+type IngestorOption func(*Ingestor)
+
+// WithStaleAfter sets how long after its last push a cluster whose agent
+// is not connected is reported stale. Zero (the default) never does.
+func WithStaleAfter(d time.Duration) IngestorOption {
+	return func(i *Ingestor) { i.staleAfter = d }
+}
+
+// WithClock sets the clock, for tests.
+func WithClock(now func() time.Time) IngestorOption {
+	return func(i *Ingestor) { i.now = now }
 }
 
 // NewIngestor returns an ingestor. replica names this process in
 // connectivity reports.
-func NewIngestor(store SnapshotStore, notifier TranslationNotifier, metrics Metrics, log *slog.Logger, replica string) *Ingestor {
+func NewIngestor(store SnapshotStore, notifier TranslationNotifier, metrics Metrics, log *slog.Logger, replica string, opts ...IngestorOption) *Ingestor {
 	if metrics == nil {
 		metrics = NopMetrics{}
 	}
-	return &Ingestor{store: store, notifier: notifier, metrics: metrics, log: log, replica: replica, now: time.Now, clusters: map[string]*ClusterState{}, writes: map[string]*sync.Mutex{}}
+	i := &Ingestor{store: store, notifier: notifier, metrics: metrics, log: log, replica: replica, now: time.Now, clusters: map[string]*ClusterState{}, writes: map[string]*sync.Mutex{}}
+	for _, o := range opts {
+		o(i)
+	}
+	return i
 }
 
 // Push validates and stores a cluster's snapshot and notifies translation.
@@ -228,16 +252,30 @@ func (i *Ingestor) Connect(cluster string) (disconnect func()) {
 	}
 }
 
-// Clusters returns the state of every cluster seen by this replica.
+// Clusters returns the state of every cluster seen by this replica, with
+// Stale set as of now.
 func (i *Ingestor) Clusters() []ClusterState {
+	now := i.now()
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	out := make([]ClusterState, 0, len(i.clusters))
 	for _, st := range i.clusters {
-		out = append(out, *st)
+		c := *st
+		c.Stale = i.stale(c, now)
+		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b ClusterState) int { return strings.Compare(a.Cluster, b.Cluster) })
 	return out
+}
+
+// stale reports whether st is stale at now: no agent connected, and the
+// last push (if any) older than the stale window. A cluster that never
+// pushed here has nothing to go stale.
+func (i *Ingestor) stale(st ClusterState, now time.Time) bool {
+	if i.staleAfter <= 0 || st.Connections > 0 || st.LastPush.IsZero() {
+		return false
+	}
+	return now.Sub(st.LastPush) > i.staleAfter
 }
 
 // Snapshot returns a cluster's latest stored snapshot.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
@@ -386,5 +387,56 @@ func TestIngestorRestore(t *testing.T) {
 	}
 	if restored, err := in.Restore(ctx, shared); err != nil || len(restored) != 0 {
 		t.Fatalf("Restore after east disconnected = %v, %v; want nothing", restored, err)
+	}
+}
+
+func TestClustersStale(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	in := app.NewIngestor(newCountingStore(), &recordingNotifier{}, nil, slog.New(slog.DiscardHandler), "replica-1",
+		app.WithStaleAfter(5*time.Minute), app.WithClock(clock))
+	stale := func() map[string]bool {
+		out := map[string]bool{}
+		for _, st := range in.Clusters() {
+			out[st.Cluster] = st.Stale
+		}
+		return out
+	}
+	ctx := t.Context()
+	disconnectEast := in.Connect("east")
+	if _, err := in.Push(ctx, "east", sealed("east", []string{"a"}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	disconnectWest := in.Connect("west")
+	if _, err := in.Push(ctx, "west", sealed("west", []string{"a"}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	disconnectWest()
+	_ = in.Connect("north") // connected, never pushed
+
+	now = now.Add(5 * time.Minute)
+	if got := stale(); got["east"] || got["west"] || got["north"] {
+		t.Fatalf("at the window: %v, want none stale", got)
+	}
+	now = now.Add(time.Nanosecond)
+	if got := stale(); got["east"] || !got["west"] || got["north"] {
+		t.Fatalf("past the window: %v, want only west stale", got)
+	}
+	disconnectEast()
+	if got := stale(); !got["east"] || !got["west"] {
+		t.Fatalf("east disconnected past the window: %v, want east and west stale", got)
+	}
+	if _, err := in.Snapshot(ctx, "west"); err != nil {
+		t.Fatalf("stale cluster's snapshot: %v, want it kept", err)
+	}
+
+	// Without a window nothing is ever stale.
+	never := app.NewIngestor(newCountingStore(), &recordingNotifier{}, nil, slog.New(slog.DiscardHandler), "replica-1", app.WithClock(clock))
+	if _, err := never.Push(ctx, "east", sealed("east", nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(24 * time.Hour)
+	if st := never.Clusters(); len(st) != 1 || st[0].Stale {
+		t.Fatalf("no window: %v, want east not stale", st)
 	}
 }

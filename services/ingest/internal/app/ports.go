@@ -15,6 +15,8 @@ type SnapshotStore interface {
 	Put(ctx context.Context, cluster, version string, s *snapshotv1.InputSnapshot) error
 	Get(ctx context.Context, cluster string) (snapshots.Entry[*snapshotv1.InputSnapshot], error)
 	Version(ctx context.Context, cluster string) (string, error)
+	// List returns the latest snapshot of every cluster.
+	List(ctx context.Context) ([]snapshots.Entry[*snapshotv1.InputSnapshot], error)
 }
 
 // SharedStore is the store that other replicas and services read (Redis),

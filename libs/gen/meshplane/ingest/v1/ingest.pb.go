@@ -7,6 +7,7 @@
 package ingestv1
 
 import (
+	v11 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	v1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -375,11 +376,341 @@ func (x *GetInputSnapshotResponse) GetSnapshot() *v1.InputSnapshot {
 	return nil
 }
 
+// DiscoveryFilter selects discovered objects by their metadata. Every field
+// set must match; an empty field matches anything.
+type DiscoveryFilter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cluster the object was discovered in.
+	Cluster string `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// The namespace of the object's Kubernetes source (the Service, the
+	// workload's controller, istiod).
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// A substring of the object's name.
+	NameContains  string `protobuf:"bytes,3,opt,name=name_contains,json=nameContains,proto3" json:"name_contains,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscoveryFilter) Reset() {
+	*x = DiscoveryFilter{}
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscoveryFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscoveryFilter) ProtoMessage() {}
+
+func (x *DiscoveryFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscoveryFilter.ProtoReflect.Descriptor instead.
+func (*DiscoveryFilter) Descriptor() ([]byte, []int) {
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DiscoveryFilter) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *DiscoveryFilter) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DiscoveryFilter) GetNameContains() string {
+	if x != nil {
+		return x.NameContains
+	}
+	return ""
+}
+
+type ListMeshesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filter        *DiscoveryFilter       `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMeshesRequest) Reset() {
+	*x = ListMeshesRequest{}
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMeshesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMeshesRequest) ProtoMessage() {}
+
+func (x *ListMeshesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMeshesRequest.ProtoReflect.Descriptor instead.
+func (*ListMeshesRequest) Descriptor() ([]byte, []int) {
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListMeshesRequest) GetFilter() *DiscoveryFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+type ListMeshesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Meshes        []*v11.Mesh            `protobuf:"bytes,1,rep,name=meshes,proto3" json:"meshes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMeshesResponse) Reset() {
+	*x = ListMeshesResponse{}
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMeshesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMeshesResponse) ProtoMessage() {}
+
+func (x *ListMeshesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMeshesResponse.ProtoReflect.Descriptor instead.
+func (*ListMeshesResponse) Descriptor() ([]byte, []int) {
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListMeshesResponse) GetMeshes() []*v11.Mesh {
+	if x != nil {
+		return x.Meshes
+	}
+	return nil
+}
+
+type ListWorkloadsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filter        *DiscoveryFilter       `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkloadsRequest) Reset() {
+	*x = ListWorkloadsRequest{}
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkloadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkloadsRequest) ProtoMessage() {}
+
+func (x *ListWorkloadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkloadsRequest.ProtoReflect.Descriptor instead.
+func (*ListWorkloadsRequest) Descriptor() ([]byte, []int) {
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ListWorkloadsRequest) GetFilter() *DiscoveryFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+type ListWorkloadsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Workloads     []*v11.Workload        `protobuf:"bytes,1,rep,name=workloads,proto3" json:"workloads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkloadsResponse) Reset() {
+	*x = ListWorkloadsResponse{}
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkloadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkloadsResponse) ProtoMessage() {}
+
+func (x *ListWorkloadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkloadsResponse.ProtoReflect.Descriptor instead.
+func (*ListWorkloadsResponse) Descriptor() ([]byte, []int) {
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListWorkloadsResponse) GetWorkloads() []*v11.Workload {
+	if x != nil {
+		return x.Workloads
+	}
+	return nil
+}
+
+type ListDestinationsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filter        *DiscoveryFilter       `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDestinationsRequest) Reset() {
+	*x = ListDestinationsRequest{}
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDestinationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDestinationsRequest) ProtoMessage() {}
+
+func (x *ListDestinationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDestinationsRequest.ProtoReflect.Descriptor instead.
+func (*ListDestinationsRequest) Descriptor() ([]byte, []int) {
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListDestinationsRequest) GetFilter() *DiscoveryFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+type ListDestinationsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Destinations  []*v11.Destination     `protobuf:"bytes,1,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDestinationsResponse) Reset() {
+	*x = ListDestinationsResponse{}
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDestinationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDestinationsResponse) ProtoMessage() {}
+
+func (x *ListDestinationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDestinationsResponse.ProtoReflect.Descriptor instead.
+func (*ListDestinationsResponse) Descriptor() ([]byte, []int) {
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListDestinationsResponse) GetDestinations() []*v11.Destination {
+	if x != nil {
+		return x.Destinations
+	}
+	return nil
+}
+
 var File_meshplane_ingest_v1_ingest_proto protoreflect.FileDescriptor
 
 const file_meshplane_ingest_v1_ingest_proto_rawDesc = "" +
 	"\n" +
-	" meshplane/ingest/v1/ingest.proto\x12\x13meshplane.ingest.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$meshplane/snapshot/v1/snapshot.proto\"O\n" +
+	" meshplane/ingest/v1/ingest.proto\x12\x13meshplane.ingest.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a&meshplane/discovery/v1/discovery.proto\x1a$meshplane/snapshot/v1/snapshot.proto\"O\n" +
 	"\vPushRequest\x12@\n" +
 	"\bsnapshot\x18\x01 \x01(\v2$.meshplane.snapshot.v1.InputSnapshotR\bsnapshot\"5\n" +
 	"\fPushResponse\x12%\n" +
@@ -398,11 +729,31 @@ const file_meshplane_ingest_v1_ingest_proto_rawDesc = "" +
 	"\x17GetInputSnapshotRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\"\\\n" +
 	"\x18GetInputSnapshotResponse\x12@\n" +
-	"\bsnapshot\x18\x01 \x01(\v2$.meshplane.snapshot.v1.InputSnapshotR\bsnapshot2\xb6\x02\n" +
+	"\bsnapshot\x18\x01 \x01(\v2$.meshplane.snapshot.v1.InputSnapshotR\bsnapshot\"n\n" +
+	"\x0fDiscoveryFilter\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12#\n" +
+	"\rname_contains\x18\x03 \x01(\tR\fnameContains\"Q\n" +
+	"\x11ListMeshesRequest\x12<\n" +
+	"\x06filter\x18\x01 \x01(\v2$.meshplane.ingest.v1.DiscoveryFilterR\x06filter\"J\n" +
+	"\x12ListMeshesResponse\x124\n" +
+	"\x06meshes\x18\x01 \x03(\v2\x1c.meshplane.discovery.v1.MeshR\x06meshes\"T\n" +
+	"\x14ListWorkloadsRequest\x12<\n" +
+	"\x06filter\x18\x01 \x01(\v2$.meshplane.ingest.v1.DiscoveryFilterR\x06filter\"W\n" +
+	"\x15ListWorkloadsResponse\x12>\n" +
+	"\tworkloads\x18\x01 \x03(\v2 .meshplane.discovery.v1.WorkloadR\tworkloads\"W\n" +
+	"\x17ListDestinationsRequest\x12<\n" +
+	"\x06filter\x18\x01 \x01(\v2$.meshplane.ingest.v1.DiscoveryFilterR\x06filter\"c\n" +
+	"\x18ListDestinationsResponse\x12G\n" +
+	"\fdestinations\x18\x01 \x03(\v2#.meshplane.discovery.v1.DestinationR\fdestinations2\xee\x04\n" +
 	"\rIngestService\x12O\n" +
 	"\x04Push\x12 .meshplane.ingest.v1.PushRequest\x1a!.meshplane.ingest.v1.PushResponse(\x010\x01\x12c\n" +
 	"\fListClusters\x12(.meshplane.ingest.v1.ListClustersRequest\x1a).meshplane.ingest.v1.ListClustersResponse\x12o\n" +
-	"\x10GetInputSnapshot\x12,.meshplane.ingest.v1.GetInputSnapshotRequest\x1a-.meshplane.ingest.v1.GetInputSnapshotResponseB\xda\x01\n" +
+	"\x10GetInputSnapshot\x12,.meshplane.ingest.v1.GetInputSnapshotRequest\x1a-.meshplane.ingest.v1.GetInputSnapshotResponse\x12]\n" +
+	"\n" +
+	"ListMeshes\x12&.meshplane.ingest.v1.ListMeshesRequest\x1a'.meshplane.ingest.v1.ListMeshesResponse\x12f\n" +
+	"\rListWorkloads\x12).meshplane.ingest.v1.ListWorkloadsRequest\x1a*.meshplane.ingest.v1.ListWorkloadsResponse\x12o\n" +
+	"\x10ListDestinations\x12,.meshplane.ingest.v1.ListDestinationsRequest\x1a-.meshplane.ingest.v1.ListDestinationsResponseB\xda\x01\n" +
 	"\x17com.meshplane.ingest.v1B\vIngestProtoP\x01ZDgithub.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1;ingestv1\xa2\x02\x03MIX\xaa\x02\x13Meshplane.Ingest.V1\xca\x02\x13Meshplane\\Ingest\\V1\xe2\x02\x1fMeshplane\\Ingest\\V1\\GPBMetadata\xea\x02\x15Meshplane::Ingest::V1b\x06proto3"
 
 var (
@@ -417,7 +768,7 @@ func file_meshplane_ingest_v1_ingest_proto_rawDescGZIP() []byte {
 	return file_meshplane_ingest_v1_ingest_proto_rawDescData
 }
 
-var file_meshplane_ingest_v1_ingest_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_meshplane_ingest_v1_ingest_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_meshplane_ingest_v1_ingest_proto_goTypes = []any{
 	(*PushRequest)(nil),              // 0: meshplane.ingest.v1.PushRequest
 	(*PushResponse)(nil),             // 1: meshplane.ingest.v1.PushResponse
@@ -426,25 +777,47 @@ var file_meshplane_ingest_v1_ingest_proto_goTypes = []any{
 	(*ClusterConnectivity)(nil),      // 4: meshplane.ingest.v1.ClusterConnectivity
 	(*GetInputSnapshotRequest)(nil),  // 5: meshplane.ingest.v1.GetInputSnapshotRequest
 	(*GetInputSnapshotResponse)(nil), // 6: meshplane.ingest.v1.GetInputSnapshotResponse
-	(*v1.InputSnapshot)(nil),         // 7: meshplane.snapshot.v1.InputSnapshot
-	(*timestamppb.Timestamp)(nil),    // 8: google.protobuf.Timestamp
+	(*DiscoveryFilter)(nil),          // 7: meshplane.ingest.v1.DiscoveryFilter
+	(*ListMeshesRequest)(nil),        // 8: meshplane.ingest.v1.ListMeshesRequest
+	(*ListMeshesResponse)(nil),       // 9: meshplane.ingest.v1.ListMeshesResponse
+	(*ListWorkloadsRequest)(nil),     // 10: meshplane.ingest.v1.ListWorkloadsRequest
+	(*ListWorkloadsResponse)(nil),    // 11: meshplane.ingest.v1.ListWorkloadsResponse
+	(*ListDestinationsRequest)(nil),  // 12: meshplane.ingest.v1.ListDestinationsRequest
+	(*ListDestinationsResponse)(nil), // 13: meshplane.ingest.v1.ListDestinationsResponse
+	(*v1.InputSnapshot)(nil),         // 14: meshplane.snapshot.v1.InputSnapshot
+	(*timestamppb.Timestamp)(nil),    // 15: google.protobuf.Timestamp
+	(*v11.Mesh)(nil),                 // 16: meshplane.discovery.v1.Mesh
+	(*v11.Workload)(nil),             // 17: meshplane.discovery.v1.Workload
+	(*v11.Destination)(nil),          // 18: meshplane.discovery.v1.Destination
 }
 var file_meshplane_ingest_v1_ingest_proto_depIdxs = []int32{
-	7, // 0: meshplane.ingest.v1.PushRequest.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
-	4, // 1: meshplane.ingest.v1.ListClustersResponse.clusters:type_name -> meshplane.ingest.v1.ClusterConnectivity
-	8, // 2: meshplane.ingest.v1.ClusterConnectivity.last_push:type_name -> google.protobuf.Timestamp
-	7, // 3: meshplane.ingest.v1.GetInputSnapshotResponse.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
-	0, // 4: meshplane.ingest.v1.IngestService.Push:input_type -> meshplane.ingest.v1.PushRequest
-	2, // 5: meshplane.ingest.v1.IngestService.ListClusters:input_type -> meshplane.ingest.v1.ListClustersRequest
-	5, // 6: meshplane.ingest.v1.IngestService.GetInputSnapshot:input_type -> meshplane.ingest.v1.GetInputSnapshotRequest
-	1, // 7: meshplane.ingest.v1.IngestService.Push:output_type -> meshplane.ingest.v1.PushResponse
-	3, // 8: meshplane.ingest.v1.IngestService.ListClusters:output_type -> meshplane.ingest.v1.ListClustersResponse
-	6, // 9: meshplane.ingest.v1.IngestService.GetInputSnapshot:output_type -> meshplane.ingest.v1.GetInputSnapshotResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	14, // 0: meshplane.ingest.v1.PushRequest.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
+	4,  // 1: meshplane.ingest.v1.ListClustersResponse.clusters:type_name -> meshplane.ingest.v1.ClusterConnectivity
+	15, // 2: meshplane.ingest.v1.ClusterConnectivity.last_push:type_name -> google.protobuf.Timestamp
+	14, // 3: meshplane.ingest.v1.GetInputSnapshotResponse.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
+	7,  // 4: meshplane.ingest.v1.ListMeshesRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
+	16, // 5: meshplane.ingest.v1.ListMeshesResponse.meshes:type_name -> meshplane.discovery.v1.Mesh
+	7,  // 6: meshplane.ingest.v1.ListWorkloadsRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
+	17, // 7: meshplane.ingest.v1.ListWorkloadsResponse.workloads:type_name -> meshplane.discovery.v1.Workload
+	7,  // 8: meshplane.ingest.v1.ListDestinationsRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
+	18, // 9: meshplane.ingest.v1.ListDestinationsResponse.destinations:type_name -> meshplane.discovery.v1.Destination
+	0,  // 10: meshplane.ingest.v1.IngestService.Push:input_type -> meshplane.ingest.v1.PushRequest
+	2,  // 11: meshplane.ingest.v1.IngestService.ListClusters:input_type -> meshplane.ingest.v1.ListClustersRequest
+	5,  // 12: meshplane.ingest.v1.IngestService.GetInputSnapshot:input_type -> meshplane.ingest.v1.GetInputSnapshotRequest
+	8,  // 13: meshplane.ingest.v1.IngestService.ListMeshes:input_type -> meshplane.ingest.v1.ListMeshesRequest
+	10, // 14: meshplane.ingest.v1.IngestService.ListWorkloads:input_type -> meshplane.ingest.v1.ListWorkloadsRequest
+	12, // 15: meshplane.ingest.v1.IngestService.ListDestinations:input_type -> meshplane.ingest.v1.ListDestinationsRequest
+	1,  // 16: meshplane.ingest.v1.IngestService.Push:output_type -> meshplane.ingest.v1.PushResponse
+	3,  // 17: meshplane.ingest.v1.IngestService.ListClusters:output_type -> meshplane.ingest.v1.ListClustersResponse
+	6,  // 18: meshplane.ingest.v1.IngestService.GetInputSnapshot:output_type -> meshplane.ingest.v1.GetInputSnapshotResponse
+	9,  // 19: meshplane.ingest.v1.IngestService.ListMeshes:output_type -> meshplane.ingest.v1.ListMeshesResponse
+	11, // 20: meshplane.ingest.v1.IngestService.ListWorkloads:output_type -> meshplane.ingest.v1.ListWorkloadsResponse
+	13, // 21: meshplane.ingest.v1.IngestService.ListDestinations:output_type -> meshplane.ingest.v1.ListDestinationsResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_ingest_v1_ingest_proto_init() }
@@ -458,7 +831,7 @@ func file_meshplane_ingest_v1_ingest_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshplane_ingest_v1_ingest_proto_rawDesc), len(file_meshplane_ingest_v1_ingest_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -61,7 +61,7 @@ func (h *Handler) ListClusters(context.Context, *connect.Request[ingestv1.ListCl
 	resp := &ingestv1.ListClustersResponse{}
 	for _, st := range h.in.Clusters() {
 		c := &ingestv1.ClusterConnectivity{
-			Cluster: st.Cluster, Connected: st.Connections > 0, Version: st.Version,
+			Cluster: st.Cluster, Connected: st.Connections > 0, Stale: st.Stale, Version: st.Version,
 			AgentVersion: st.AgentVersion, Replica: st.Replica,
 		}
 		if !st.LastPush.IsZero() {
@@ -78,4 +78,32 @@ func (h *Handler) GetInputSnapshot(ctx context.Context, req *connect.Request[ing
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&ingestv1.GetInputSnapshotResponse{Snapshot: s}), nil
+}
+
+func discoveryFilter(f *ingestv1.DiscoveryFilter) app.DiscoveryFilter {
+	return app.DiscoveryFilter{Cluster: f.GetCluster(), Namespace: f.GetNamespace(), NameContains: f.GetNameContains()}
+}
+
+func (h *Handler) ListMeshes(ctx context.Context, req *connect.Request[ingestv1.ListMeshesRequest]) (*connect.Response[ingestv1.ListMeshesResponse], error) {
+	meshes, err := h.in.Meshes(ctx, discoveryFilter(req.Msg.GetFilter()))
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&ingestv1.ListMeshesResponse{Meshes: meshes}), nil
+}
+
+func (h *Handler) ListWorkloads(ctx context.Context, req *connect.Request[ingestv1.ListWorkloadsRequest]) (*connect.Response[ingestv1.ListWorkloadsResponse], error) {
+	workloads, err := h.in.Workloads(ctx, discoveryFilter(req.Msg.GetFilter()))
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&ingestv1.ListWorkloadsResponse{Workloads: workloads}), nil
+}
+
+func (h *Handler) ListDestinations(ctx context.Context, req *connect.Request[ingestv1.ListDestinationsRequest]) (*connect.Response[ingestv1.ListDestinationsResponse], error) {
+	destinations, err := h.in.Destinations(ctx, discoveryFilter(req.Msg.GetFilter()))
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&ingestv1.ListDestinationsResponse{Destinations: destinations}), nil
 }

@@ -41,6 +41,15 @@ const (
 	// IngestServiceGetInputSnapshotProcedure is the fully-qualified name of the IngestService's
 	// GetInputSnapshot RPC.
 	IngestServiceGetInputSnapshotProcedure = "/meshplane.ingest.v1.IngestService/GetInputSnapshot"
+	// IngestServiceListMeshesProcedure is the fully-qualified name of the IngestService's ListMeshes
+	// RPC.
+	IngestServiceListMeshesProcedure = "/meshplane.ingest.v1.IngestService/ListMeshes"
+	// IngestServiceListWorkloadsProcedure is the fully-qualified name of the IngestService's
+	// ListWorkloads RPC.
+	IngestServiceListWorkloadsProcedure = "/meshplane.ingest.v1.IngestService/ListWorkloads"
+	// IngestServiceListDestinationsProcedure is the fully-qualified name of the IngestService's
+	// ListDestinations RPC.
+	IngestServiceListDestinationsProcedure = "/meshplane.ingest.v1.IngestService/ListDestinations"
 )
 
 // IngestServiceClient is a client for the meshplane.ingest.v1.IngestService service.
@@ -53,6 +62,16 @@ type IngestServiceClient interface {
 	ListClusters(context.Context, *connect.Request[v1.ListClustersRequest]) (*connect.Response[v1.ListClustersResponse], error)
 	// GetInputSnapshot returns the latest input snapshot of one cluster.
 	GetInputSnapshot(context.Context, *connect.Request[v1.GetInputSnapshotRequest]) (*connect.Response[v1.GetInputSnapshotResponse], error)
+	// ListMeshes returns the discovered meshes in the latest input snapshots
+	// that match the filter, ordered by cluster, namespace and name.
+	ListMeshes(context.Context, *connect.Request[v1.ListMeshesRequest]) (*connect.Response[v1.ListMeshesResponse], error)
+	// ListWorkloads returns the discovered workloads in the latest input
+	// snapshots that match the filter, ordered by cluster, namespace and name.
+	ListWorkloads(context.Context, *connect.Request[v1.ListWorkloadsRequest]) (*connect.Response[v1.ListWorkloadsResponse], error)
+	// ListDestinations returns the discovered destinations in the latest
+	// input snapshots that match the filter, ordered by cluster, namespace and
+	// name.
+	ListDestinations(context.Context, *connect.Request[v1.ListDestinationsRequest]) (*connect.Response[v1.ListDestinationsResponse], error)
 }
 
 // NewIngestServiceClient constructs a client for the meshplane.ingest.v1.IngestService service. By
@@ -84,6 +103,24 @@ func NewIngestServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(ingestServiceMethods.ByName("GetInputSnapshot")),
 			connect.WithClientOptions(opts...),
 		),
+		listMeshes: connect.NewClient[v1.ListMeshesRequest, v1.ListMeshesResponse](
+			httpClient,
+			baseURL+IngestServiceListMeshesProcedure,
+			connect.WithSchema(ingestServiceMethods.ByName("ListMeshes")),
+			connect.WithClientOptions(opts...),
+		),
+		listWorkloads: connect.NewClient[v1.ListWorkloadsRequest, v1.ListWorkloadsResponse](
+			httpClient,
+			baseURL+IngestServiceListWorkloadsProcedure,
+			connect.WithSchema(ingestServiceMethods.ByName("ListWorkloads")),
+			connect.WithClientOptions(opts...),
+		),
+		listDestinations: connect.NewClient[v1.ListDestinationsRequest, v1.ListDestinationsResponse](
+			httpClient,
+			baseURL+IngestServiceListDestinationsProcedure,
+			connect.WithSchema(ingestServiceMethods.ByName("ListDestinations")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -92,6 +129,9 @@ type ingestServiceClient struct {
 	push             *connect.Client[v1.PushRequest, v1.PushResponse]
 	listClusters     *connect.Client[v1.ListClustersRequest, v1.ListClustersResponse]
 	getInputSnapshot *connect.Client[v1.GetInputSnapshotRequest, v1.GetInputSnapshotResponse]
+	listMeshes       *connect.Client[v1.ListMeshesRequest, v1.ListMeshesResponse]
+	listWorkloads    *connect.Client[v1.ListWorkloadsRequest, v1.ListWorkloadsResponse]
+	listDestinations *connect.Client[v1.ListDestinationsRequest, v1.ListDestinationsResponse]
 }
 
 // Push calls meshplane.ingest.v1.IngestService.Push.
@@ -109,6 +149,21 @@ func (c *ingestServiceClient) GetInputSnapshot(ctx context.Context, req *connect
 	return c.getInputSnapshot.CallUnary(ctx, req)
 }
 
+// ListMeshes calls meshplane.ingest.v1.IngestService.ListMeshes.
+func (c *ingestServiceClient) ListMeshes(ctx context.Context, req *connect.Request[v1.ListMeshesRequest]) (*connect.Response[v1.ListMeshesResponse], error) {
+	return c.listMeshes.CallUnary(ctx, req)
+}
+
+// ListWorkloads calls meshplane.ingest.v1.IngestService.ListWorkloads.
+func (c *ingestServiceClient) ListWorkloads(ctx context.Context, req *connect.Request[v1.ListWorkloadsRequest]) (*connect.Response[v1.ListWorkloadsResponse], error) {
+	return c.listWorkloads.CallUnary(ctx, req)
+}
+
+// ListDestinations calls meshplane.ingest.v1.IngestService.ListDestinations.
+func (c *ingestServiceClient) ListDestinations(ctx context.Context, req *connect.Request[v1.ListDestinationsRequest]) (*connect.Response[v1.ListDestinationsResponse], error) {
+	return c.listDestinations.CallUnary(ctx, req)
+}
+
 // IngestServiceHandler is an implementation of the meshplane.ingest.v1.IngestService service.
 type IngestServiceHandler interface {
 	// Push is a stream from one agent. Each request carries a whole input
@@ -119,6 +174,16 @@ type IngestServiceHandler interface {
 	ListClusters(context.Context, *connect.Request[v1.ListClustersRequest]) (*connect.Response[v1.ListClustersResponse], error)
 	// GetInputSnapshot returns the latest input snapshot of one cluster.
 	GetInputSnapshot(context.Context, *connect.Request[v1.GetInputSnapshotRequest]) (*connect.Response[v1.GetInputSnapshotResponse], error)
+	// ListMeshes returns the discovered meshes in the latest input snapshots
+	// that match the filter, ordered by cluster, namespace and name.
+	ListMeshes(context.Context, *connect.Request[v1.ListMeshesRequest]) (*connect.Response[v1.ListMeshesResponse], error)
+	// ListWorkloads returns the discovered workloads in the latest input
+	// snapshots that match the filter, ordered by cluster, namespace and name.
+	ListWorkloads(context.Context, *connect.Request[v1.ListWorkloadsRequest]) (*connect.Response[v1.ListWorkloadsResponse], error)
+	// ListDestinations returns the discovered destinations in the latest
+	// input snapshots that match the filter, ordered by cluster, namespace and
+	// name.
+	ListDestinations(context.Context, *connect.Request[v1.ListDestinationsRequest]) (*connect.Response[v1.ListDestinationsResponse], error)
 }
 
 // NewIngestServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -146,6 +211,24 @@ func NewIngestServiceHandler(svc IngestServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(ingestServiceMethods.ByName("GetInputSnapshot")),
 		connect.WithHandlerOptions(opts...),
 	)
+	ingestServiceListMeshesHandler := connect.NewUnaryHandler(
+		IngestServiceListMeshesProcedure,
+		svc.ListMeshes,
+		connect.WithSchema(ingestServiceMethods.ByName("ListMeshes")),
+		connect.WithHandlerOptions(opts...),
+	)
+	ingestServiceListWorkloadsHandler := connect.NewUnaryHandler(
+		IngestServiceListWorkloadsProcedure,
+		svc.ListWorkloads,
+		connect.WithSchema(ingestServiceMethods.ByName("ListWorkloads")),
+		connect.WithHandlerOptions(opts...),
+	)
+	ingestServiceListDestinationsHandler := connect.NewUnaryHandler(
+		IngestServiceListDestinationsProcedure,
+		svc.ListDestinations,
+		connect.WithSchema(ingestServiceMethods.ByName("ListDestinations")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/meshplane.ingest.v1.IngestService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case IngestServicePushProcedure:
@@ -154,6 +237,12 @@ func NewIngestServiceHandler(svc IngestServiceHandler, opts ...connect.HandlerOp
 			ingestServiceListClustersHandler.ServeHTTP(w, r)
 		case IngestServiceGetInputSnapshotProcedure:
 			ingestServiceGetInputSnapshotHandler.ServeHTTP(w, r)
+		case IngestServiceListMeshesProcedure:
+			ingestServiceListMeshesHandler.ServeHTTP(w, r)
+		case IngestServiceListWorkloadsProcedure:
+			ingestServiceListWorkloadsHandler.ServeHTTP(w, r)
+		case IngestServiceListDestinationsProcedure:
+			ingestServiceListDestinationsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -173,4 +262,16 @@ func (UnimplementedIngestServiceHandler) ListClusters(context.Context, *connect.
 
 func (UnimplementedIngestServiceHandler) GetInputSnapshot(context.Context, *connect.Request[v1.GetInputSnapshotRequest]) (*connect.Response[v1.GetInputSnapshotResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("meshplane.ingest.v1.IngestService.GetInputSnapshot is not implemented"))
+}
+
+func (UnimplementedIngestServiceHandler) ListMeshes(context.Context, *connect.Request[v1.ListMeshesRequest]) (*connect.Response[v1.ListMeshesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("meshplane.ingest.v1.IngestService.ListMeshes is not implemented"))
+}
+
+func (UnimplementedIngestServiceHandler) ListWorkloads(context.Context, *connect.Request[v1.ListWorkloadsRequest]) (*connect.Response[v1.ListWorkloadsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("meshplane.ingest.v1.IngestService.ListWorkloads is not implemented"))
+}
+
+func (UnimplementedIngestServiceHandler) ListDestinations(context.Context, *connect.Request[v1.ListDestinationsRequest]) (*connect.Response[v1.ListDestinationsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("meshplane.ingest.v1.IngestService.ListDestinations is not implemented"))
 }
