@@ -41,11 +41,15 @@ func NewMemory[T proto.Message](newT func() T) *Memory[T] {
 
 var _ Store[proto.Message] = (*Memory[proto.Message])(nil)
 
-func (m *Memory[T]) Put(_ context.Context, cluster, version string, v T) error {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v)
+func (m *Memory[T]) Put(ctx context.Context, cluster, version string, v T) error {
+	b, err := proto.Marshal(v) // the version is the content hash; stored bytes need not be canonical
 	if err != nil {
 		return err
 	}
+	return m.putEncoded(ctx, cluster, version, b)
+}
+
+func (m *Memory[T]) putEncoded(_ context.Context, cluster, version string, b []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.data[cluster] = memEntry{version: version, data: b}

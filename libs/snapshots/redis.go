@@ -39,11 +39,15 @@ func (r *Redis[T]) key(cluster string) string { return r.base + ":" + cluster }
 func (r *Redis[T]) channel() string           { return r.base + ":changes" }
 
 func (r *Redis[T]) Put(ctx context.Context, cluster, version string, v T) error {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v)
+	b, err := proto.Marshal(v) // the version is the content hash; stored bytes need not be canonical
 	if err != nil {
 		return fmt.Errorf("encode snapshot of cluster %q: %w", cluster, err)
 	}
-	_, err = r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	return r.putEncoded(ctx, cluster, version, b)
+}
+
+func (r *Redis[T]) putEncoded(ctx context.Context, cluster, version string, b []byte) error {
+	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, r.key(cluster), "version", version, "data", b)
 		p.SAdd(ctx, r.base, cluster)
 		p.Publish(ctx, r.channel(), cluster+" "+version)

@@ -65,3 +65,18 @@ func decode[T proto.Message](newT func() T, cluster string, data []byte) (T, err
 	}
 	return v, nil
 }
+
+// encodedPutter stores a snapshot already encoded, so that a composed store
+// encodes once for all its layers.
+type encodedPutter interface {
+	putEncoded(ctx context.Context, cluster, version string, data []byte) error
+}
+
+// putVia stores v in s, handing it data (v already encoded) when s can
+// take it.
+func putVia[T proto.Message](ctx context.Context, s Store[T], cluster, version string, v T, data []byte) error {
+	if ep, ok := s.(encodedPutter); ok && data != nil {
+		return ep.putEncoded(ctx, cluster, version, data)
+	}
+	return s.Put(ctx, cluster, version, v)
+}

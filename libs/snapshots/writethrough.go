@@ -47,10 +47,16 @@ var _ Store[proto.Message] = (*WriteThrough[proto.Message])(nil)
 func (w *WriteThrough[T]) Put(ctx context.Context, cluster, version string, v T) error {
 	unlock := w.lockCluster(cluster)
 	defer unlock()
-	if err := w.local.Put(ctx, cluster, version, v); err != nil {
+	// Encode once for both layers: snapshots are large and encoding is most
+	// of the cost of a push.
+	data, err := proto.Marshal(v)
+	if err != nil {
 		return err
 	}
-	if err := w.remote.Put(ctx, cluster, version, v); err != nil {
+	if err := w.local.putEncoded(ctx, cluster, version, data); err != nil {
+		return err
+	}
+	if err := putVia(ctx, w.remote, cluster, version, v, data); err != nil {
 		w.mu.Lock()
 		w.pending[cluster] = version
 		w.mu.Unlock()
