@@ -12,6 +12,8 @@ type metrics struct {
 	outputObjects *prometheus.GaugeVec
 	outputBytes   *prometheus.GaugeVec
 	publishErrors *prometheus.CounterVec
+	safeMode      prometheus.Gauge
+	safeWaiting   prometheus.Gauge
 }
 
 var _ app.Metrics = (*metrics)(nil)
@@ -35,8 +37,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meshplane_translation_publish_errors_total",
 			Help: "Output snapshots that could not be published, by cluster.",
 		}, []string{"cluster"}),
+		safeMode: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshplane_translation_safe_mode",
+			Help: "1 while safe mode holds publishing back after a start or a store loss, else 0.",
+		}),
+		safeWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshplane_translation_safe_mode_clusters_waiting",
+			Help: "Registered clusters that safe mode waits for to report an input.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.outputObjects, m.outputBytes, m.publishErrors} {
+	for _, c := range []prometheus.Collector{m.duration, m.outputObjects, m.outputBytes, m.publishErrors, m.safeMode, m.safeWaiting} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -59,4 +69,13 @@ func (m *metrics) ObserveOutput(cluster string, objects, bytes int) {
 
 func (m *metrics) ObservePublishError(cluster string) {
 	m.publishErrors.WithLabelValues(cluster).Inc()
+}
+
+func (m *metrics) SetSafeMode(on bool, waiting int) {
+	v := 0.0
+	if on {
+		v = 1
+	}
+	m.safeMode.Set(v)
+	m.safeWaiting.Set(float64(waiting))
 }

@@ -33,7 +33,10 @@ type Config struct {
 	Install       string
 	ClusterDomain string
 	Debounce      time.Duration
-	Redis         snapshots.RedisOptions
+	// SafeStartWindow is how long publishing may wait after a start for
+	// every registered cluster to report; zero disables safe mode.
+	SafeStartWindow time.Duration
+	Redis           snapshots.RedisOptions
 
 	flags *platform.Flags
 }
@@ -41,10 +44,11 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Install:       snapshots.DefaultInstall,
-		ClusterDomain: "cluster.local",
-		Debounce:      100 * time.Millisecond,
-		Redis:         snapshots.NewRedisOptions(),
+		Install:         snapshots.DefaultInstall,
+		ClusterDomain:   "cluster.local",
+		Debounce:        100 * time.Millisecond,
+		SafeStartWindow: 60 * time.Second,
+		Redis:           snapshots.NewRedisOptions(),
 	}
 }
 
@@ -54,6 +58,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags.String(&c.Install, "install", "install name, the value of the meshplane.dev/managed-by label")
 	c.flags.String(&c.ClusterDomain, "cluster-domain", "DNS suffix of Services in workload clusters")
 	c.flags.Duration(&c.Debounce, "debounce", "how long a burst of input changes may settle before translating")
+	c.flags.Duration(&c.SafeStartWindow, "safe-start-window", "after a start or a store loss, how long publishing may wait for every registered cluster to report (0 disables safe mode)")
 	c.Redis.AddFlags(fs)
 }
 
@@ -68,6 +73,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Debounce < 0 {
 		errs = append(errs, errors.New("--debounce must not be negative"))
+	}
+	if c.SafeStartWindow < 0 {
+		errs = append(errs, errors.New("--safe-start-window must not be negative"))
 	}
 	errs = append(errs, c.Redis.Validate())
 	return errors.Join(errs...)
@@ -135,8 +143,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		return nil, err
 	}
 	t := app.NewTranslator(app.Config{
-		Domain:   domain.Options{Install: cfg.Install, ClusterDomain: cfg.ClusterDomain},
-		Debounce: cfg.Debounce,
+		Domain:          domain.Options{Install: cfg.Install, ClusterDomain: cfg.ClusterDomain},
+		Debounce:        cfg.Debounce,
+		SafeStartWindow: cfg.SafeStartWindow,
 	}, d.inputs, d.outputs, metrics, log)
 	svc := &Service{log: log, translator: t, handler: connectrpc.NewHandler(t), redis: d.redis}
 	if d.redis != nil {

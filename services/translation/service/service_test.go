@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"flag"
 	"log/slog"
 	"testing"
 	"time"
@@ -276,5 +277,66 @@ func TestRedisRestartRepublishes(t *testing.T) {
 	}
 	if len(e2.Value.GetObjects()) != 1 || e2.Value.GetCluster() != "east" {
 		t.Fatalf("republished output %v", e2.Value)
+	}
+}
+
+// After a restart with outputs already published, GetStatus shows safe
+// mode and the clusters it waits for until they report.
+func TestGetStatusSafeMode(t *testing.T) {
+	inputs := snapshots.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
+	outputs := snapshots.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	old := &snapshotv1.OutputSnapshot{Cluster: "west"}
+	snapshots.SealOutput(old)
+	if err := outputs.Put(t.Context(), "west", old.GetVersion(), old); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	if cfg.SafeStartWindow != time.Minute {
+		t.Fatalf("default safe-start window %v, want 1m", cfg.SafeStartWindow)
+	}
+	e := newEnvWith(t, cfg, service.WithStores(inputs, outputs))
+	ingest := e.client(t, ingestID, nil)
+
+	status := func() *translationv1.GetStatusResponse {
+		t.Helper()
+		res, err := ingest.GetStatus(t.Context(), connect.NewRequest(&translationv1.GetStatusRequest{}))
+		if err != nil {
+			t.Fatalf("GetStatus: %v", err)
+		}
+		return res.Msg
+	}
+	eventually(t, "safe mode waiting for west", func() bool {
+		s := status()
+		return s.GetSafeMode() && len(s.GetClustersWaiting()) == 1 && s.GetClustersWaiting()[0] == "west"
+	})
+	in := input("west", "reviews")
+	if _, err := ingest.Notify(t.Context(), connect.NewRequest(&translationv1.NotifyRequest{Cluster: "west", Version: in.GetVersion(), Snapshot: in})); err != nil {
+		t.Fatalf("Notify: %v", err)
+	}
+	out := waitOutput(t, ingest, "west", 1)
+	eventually(t, "the output to be published", func() bool {
+		v, _ := outputs.Version(t.Context(), "west")
+		return v == out.GetVersion()
+	})
+	if s := status(); s.GetSafeMode() || len(s.GetClustersWaiting()) > 0 {
+		t.Fatalf("GetStatus = %v after every cluster reported", s)
+	}
+}
+
+func TestSafeStartWindowFlag(t *testing.T) {
+	cfg := service.DefaultConfig()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	cfg.AddFlags(fs)
+	if err := fs.Parse([]string{"--safe-start-window=0"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil || cfg.SafeStartWindow != 0 {
+		t.Fatalf("--safe-start-window=0 gives %v, %v", cfg.SafeStartWindow, err)
+	}
+	if err := fs.Parse([]string{"--safe-start-window=-1s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("a negative window was accepted")
 	}
 }

@@ -24,11 +24,22 @@ type OutputPublisher interface {
 	Put(ctx context.Context, cluster, version string, s *snapshotv1.OutputSnapshot) error
 }
 
+// OutputLister lists the outputs already published. A publisher that is
+// one tells safe mode which clusters were registered before a restart: a
+// cluster with an output must report an input before anything is published
+// again (DESIGN.md section 7).
+type OutputLister interface {
+	List(ctx context.Context) ([]snapshots.Entry[*snapshotv1.OutputSnapshot], error)
+}
+
 // Metrics records what translation did. The service wires Prometheus.
 type Metrics interface {
 	ObserveTranslation(d time.Duration, err error)
 	ObserveOutput(cluster string, objects, bytes int)
 	ObservePublishError(cluster string)
+	// SetSafeMode records whether publishing is held back, and for how
+	// many clusters it waits.
+	SetSafeMode(on bool, waiting int)
 }
 
 // NopMetrics discards everything.
@@ -37,3 +48,4 @@ type NopMetrics struct{}
 func (NopMetrics) ObserveTranslation(time.Duration, error) {}
 func (NopMetrics) ObserveOutput(string, int, int)          {}
 func (NopMetrics) ObservePublishError(string)              {}
+func (NopMetrics) SetSafeMode(bool, int)                   {}

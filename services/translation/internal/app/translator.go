@@ -28,6 +28,13 @@ type Config struct {
 	Debounce time.Duration
 	// RetryInterval is how often unpublished outputs are retried.
 	RetryInterval time.Duration
+	// SafeStartWindow is how long publishing may be held back after a
+	// start, or after the input store lost inputs, waiting for every
+	// registered cluster to report (safe mode, DESIGN.md section 7). Zero
+	// disables safe mode.
+	SafeStartWindow time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
 }
 
 // Translator keeps the latest input of every cluster in memory, so that it
@@ -47,6 +54,37 @@ type Translator struct {
 	inputs    map[string]*snapshotv1.InputSnapshot
 	outputs   map[string]*snapshotv1.OutputSnapshot
 	published map[string]string // cluster -> version in the publisher
+	safe      safeMode
+
+	// lastGood is the last valid version of every policy, kept in force
+	// when an edit makes a policy invalid. Only Run's goroutine uses it.
+	lastGood domain.LastGood
+}
+
+// safeMode holds back publishing until every cluster known to be
+// registered has reported an input, or until the safe-start window passes.
+// A cluster is known when it has an output in the output store at start,
+// or an input. Guarded by Translator.mu.
+type safeMode struct {
+	on       bool
+	since    time.Time
+	known    map[string]bool
+	reported map[string]bool
+	// unsure is set while the registered clusters could not be listed:
+	// safe mode then lasts until they are, or until the window passes.
+	unsure bool
+}
+
+// waiting returns the known clusters that have not reported, sorted.
+func (s *safeMode) waiting() []string {
+	var out []string
+	for c := range s.known {
+		if !s.reported[c] {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // NewTranslator returns a translator. Run starts it.
@@ -57,13 +95,133 @@ func NewTranslator(cfg Config, source InputSource, publish OutputPublisher, metr
 	if cfg.RetryInterval <= 0 {
 		cfg.RetryInterval = time.Second
 	}
-	return &Translator{
-		cfg: cfg, source: source, publish: publish, metrics: metrics, log: log, now: time.Now,
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	t := &Translator{
+		cfg: cfg, source: source, publish: publish, metrics: metrics, log: log, now: now,
 		kick:      make(chan struct{}, 1),
 		inputs:    map[string]*snapshotv1.InputSnapshot{},
 		outputs:   map[string]*snapshotv1.OutputSnapshot{},
 		published: map[string]string{},
 	}
+	if cfg.SafeStartWindow > 0 {
+		_, lister := publish.(OutputLister)
+		t.safe = safeMode{on: true, since: now(), known: map[string]bool{}, reported: map[string]bool{}, unsure: lister}
+	}
+	return t
+}
+
+// SafeMode reports whether publishing is held back, and the known clusters
+// that have not reported an input yet.
+func (t *Translator) SafeMode() (on bool, waiting []string) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if !t.safe.on {
+		return false, nil
+	}
+	return true, t.safe.waiting()
+}
+
+// reportedLocked records that cluster has reported an input. t.mu is held.
+func (t *Translator) reportedLocked(cluster string) {
+	if t.safe.on {
+		t.safe.known[cluster] = true
+		t.safe.reported[cluster] = true
+	}
+}
+
+// loadKnown learns the registered clusters from the outputs already
+// published. Until it succeeds, safe mode cannot end before its window.
+func (t *Translator) loadKnown(ctx context.Context) {
+	t.mu.RLock()
+	need := t.safe.on && t.safe.unsure
+	t.mu.RUnlock()
+	if !need {
+		return
+	}
+	entries, err := t.publish.(OutputLister).List(ctx)
+	if err != nil {
+		t.log.Warn("listing published outputs failed; safe mode waits for the store or the safe-start window", "error", err)
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.safe.on {
+		return
+	}
+	for _, e := range entries {
+		t.safe.known[e.Cluster] = true
+	}
+	t.safe.unsure = false
+}
+
+// holdPublishing reports whether safe mode holds publishing back, and
+// leaves safe mode once every known cluster has reported or the window has
+// passed.
+func (t *Translator) holdPublishing() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := &t.safe
+	if !s.on {
+		return false
+	}
+	waiting := s.waiting()
+	switch {
+	case !s.unsure && len(waiting) == 0:
+		t.log.Info("every registered cluster has reported; leaving safe mode", "clusters", len(s.known))
+	case t.now().Sub(s.since) >= t.cfg.SafeStartWindow:
+		// Clusters that have not reported get no output at all: their
+		// published config stays as it is.
+		t.log.Warn("safe-start window passed; leaving safe mode", "window", t.cfg.SafeStartWindow, "clusters_waiting", waiting)
+	default:
+		t.metrics.SetSafeMode(true, len(waiting))
+		return true
+	}
+	*s = safeMode{}
+	t.metrics.SetSafeMode(false, 0)
+	return false
+}
+
+// enterSafeModeIfMissing enters safe mode after a store loss when the
+// output store names clusters that translation holds no input for: they
+// must report before anything is published. Inputs held in memory survive
+// a store loss, so a store that restarted empty holds nothing back.
+func (t *Translator) enterSafeModeIfMissing(ctx context.Context) {
+	lister, ok := t.publish.(OutputLister)
+	if t.cfg.SafeStartWindow <= 0 || !ok {
+		return
+	}
+	entries, err := lister.List(ctx)
+	if err != nil {
+		t.log.Warn("listing published outputs failed after a resync", "error", err)
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var missing []string
+	for _, e := range entries {
+		if t.inputs[e.Cluster] == nil {
+			missing = append(missing, e.Cluster)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	slices.Sort(missing)
+	if !t.safe.on {
+		t.safe = safeMode{on: true, since: t.now(), known: map[string]bool{}, reported: map[string]bool{}}
+	}
+	for _, c := range missing {
+		t.safe.known[c] = true
+	}
+	for c := range t.inputs {
+		t.safe.known[c] = true
+		t.safe.reported[c] = true
+	}
+	t.metrics.SetSafeMode(true, len(t.safe.waiting()))
+	t.log.Warn("registered clusters have no input after a store loss; entering safe mode until they report", "clusters", missing, "window", t.cfg.SafeStartWindow)
 }
 
 // Submit records a cluster's new input snapshot and schedules a
@@ -83,6 +241,7 @@ func (t *Translator) Submit(cluster string, in *snapshotv1.InputSnapshot) error 
 	if changed {
 		t.inputs[cluster] = in
 	}
+	t.reportedLocked(cluster)
 	t.mu.Unlock()
 	if changed {
 		t.schedule()
@@ -127,7 +286,15 @@ func (t *Translator) Run(ctx context.Context) error {
 		t.log.Warn("input store subscription failed; relying on notices from ingest until it returns", "error", err)
 		changes = nil
 	}
+	t.mu.Lock()
+	if t.safe.on {
+		t.safe.since = t.now()
+		t.metrics.SetSafeMode(true, len(t.safe.waiting()))
+	}
+	t.mu.Unlock()
+	t.loadKnown(ctx)
 	t.loadAll(ctx)
+	t.holdPublishing() // leaves safe mode at once when nobody is waited for
 
 	retry := time.NewTicker(t.cfg.RetryInterval)
 	defer retry.Stop()
@@ -145,6 +312,7 @@ func (t *Translator) Run(ctx context.Context) error {
 			if changes == nil {
 				changes = t.resubscribe(ctx)
 			}
+			t.loadKnown(ctx)
 			t.publishPending(ctx)
 		case <-t.kick:
 			if !t.settle(ctx) {
@@ -179,6 +347,7 @@ func (t *Translator) resync(ctx context.Context) {
 	clear(t.published)
 	t.mu.Unlock()
 	t.loadAll(ctx)
+	t.enterSafeModeIfMissing(ctx)
 	t.publishPending(ctx)
 }
 
@@ -247,14 +416,15 @@ func (t *Translator) translate(ctx context.Context) {
 	inputs := maps.Clone(t.inputs)
 	t.mu.RUnlock()
 
-	start := t.now()
-	outputs, err := domain.Translate(inputs, t.cfg.Domain)
+	start := time.Now()
+	outputs, lastGood, err := domain.TranslateWithLastGood(inputs, t.cfg.Domain, t.lastGood)
 	t.metrics.ObserveTranslation(time.Since(start), err)
 	if err != nil {
 		// The last outputs stay in force.
 		t.log.Error("translation failed; keeping the last outputs", "error", err)
 		return
 	}
+	t.lastGood = lastGood
 	t.mu.Lock()
 	for c, o := range outputs {
 		t.outputs[c] = o
@@ -265,8 +435,13 @@ func (t *Translator) translate(ctx context.Context) {
 }
 
 // publishPending publishes every output whose version the publisher does not
-// hold yet. Failures are retried on the next tick.
+// hold yet. Failures are retried on the next tick. Nothing is published in
+// safe mode; outputs exist only for clusters with an input, so a cluster
+// whose input is missing never gets one.
 func (t *Translator) publishPending(ctx context.Context) {
+	if t.holdPublishing() {
+		return
+	}
 	t.mu.RLock()
 	var pending []*snapshotv1.OutputSnapshot
 	for c, o := range t.outputs {

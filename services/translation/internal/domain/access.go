@@ -21,6 +21,9 @@ type accessPolicy struct {
 	Spec   *networkingv1.AccessPolicySpec
 	Errors []string
 	Status *commonv1.ResourceStatus
+	// lastGood is set when the current version failed validation and the
+	// last valid version, now in Spec, is translated instead.
+	lastGood *LastGoodAccess
 
 	// from is the rule's sources; nil allows every identity.
 	from []*securityv1beta1.Rule_From
@@ -85,7 +88,7 @@ type accessTranslation struct {
 	applied map[ObjectKey][]*accessPolicy // by destination, in acceptance order
 }
 
-func applyAccessPolicies(ix *Index, vms *virtualMeshes, list []collected[*networkingv1.AccessPolicy]) (*accessTranslation, []*accessPolicy) {
+func applyAccessPolicies(ix *Index, vms *virtualMeshes, list []collected[*networkingv1.AccessPolicy], lastGood map[ObjectKey]LastGoodAccess) (*accessTranslation, []*accessPolicy) {
 	t := &accessTranslation{ix: ix, vms: vms, applied: map[ObjectKey][]*accessPolicy{}}
 	policies := make([]*accessPolicy, 0, len(list))
 	for _, c := range list {
@@ -96,7 +99,14 @@ func applyAccessPolicies(ix *Index, vms *virtualMeshes, list []collected[*networ
 		p.Status = &commonv1.ResourceStatus{ObservedGeneration: p.Meta.GetGeneration()}
 		policies = append(policies, p)
 		if p.Errors = ValidateAccessPolicy(p.Spec); len(p.Errors) > 0 {
-			continue
+			good, ok := lastGood[p.Key]
+			if !ok {
+				continue
+			}
+			// The invalid edit is reported; the last valid version stays
+			// in force.
+			p.lastGood = &good
+			p.Spec = good.Spec
 		}
 		t.resolveSources(p)
 		for _, d := range ix.selectDestinations(p.Spec.GetDestinationSelector(), p.Key) {
@@ -245,6 +255,18 @@ func (t *accessTranslation) emit(e *emitter) {
 	}
 }
 
+// goodVersion is the version of the policy to keep as its last valid one.
+// Call it after accessPolicyStatus.
+func (p *accessPolicy) goodVersion() (LastGoodAccess, bool) {
+	if p.lastGood != nil {
+		return *p.lastGood, true
+	}
+	if p.Status.GetState() != commonv1.ApprovalState_ACCEPTED {
+		return LastGoodAccess{}, false
+	}
+	return LastGoodAccess{Generation: p.Meta.GetGeneration(), Spec: p.Spec}, true
+}
+
 // accessPolicyStatus is the status written back to an AccessPolicy.
 func accessPolicyStatus(p *accessPolicy) (*snapshotv1.ResourceStatus, error) {
 	s := p.Status
@@ -252,6 +274,10 @@ func accessPolicyStatus(p *accessPolicy) (*snapshotv1.ResourceStatus, error) {
 	s.Errors = slices.Clone(p.Errors)
 	if len(p.Errors) > 0 {
 		s.State = commonv1.ApprovalState_INVALID
+	}
+	if p.lastGood != nil {
+		s.LastKnownGood = true
+		s.Errors = append(s.Errors, lastGoodMessage(p.lastGood.Generation))
 	}
 	raw, err := MarshalSpec(s)
 	if err != nil {

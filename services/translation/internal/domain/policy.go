@@ -18,6 +18,9 @@ type trafficPolicy struct {
 	// Errors found by validation: the policy is not translated at all.
 	Errors []string
 	Status *commonv1.ResourceStatus
+	// lastGood is set when the current version failed validation and the
+	// last valid version, now in Spec, is translated instead.
+	lastGood *LastGoodTraffic
 
 	src *networkingv1.TrafficPolicy
 }

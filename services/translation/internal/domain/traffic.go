@@ -22,6 +22,9 @@ import (
 type trafficTranslation struct {
 	ix     *Index
 	states map[ObjectKey]*destState
+	// lastGood holds the last valid version of each policy, used when the
+	// current one fails validation.
+	lastGood map[ObjectKey]LastGoodTraffic
 }
 
 // destState is what the policies applied to one destination make of its
@@ -60,14 +63,18 @@ func newTrafficTranslation(ix *Index) *trafficTranslation {
 func (t *trafficTranslation) apply(policies []*trafficPolicy) {
 	for _, p := range policies {
 		p.Status = &commonv1.ResourceStatus{ObservedGeneration: p.Meta.GetGeneration()}
-		if len(p.Spec.GetSourceSelector()) > 0 {
-			for _, w := range t.ix.selectWorkloads(p.Spec.GetSourceSelector()) {
-				p.Status.Workloads = append(p.Status.Workloads, &commonv1.ClusterObjectRef{Name: w.Key.Name, Namespace: w.Key.Namespace, Cluster: w.Key.Cluster})
-			}
-		}
 		if p.Errors = ValidateTrafficPolicy(p.Spec); len(p.Errors) > 0 {
-			continue
+			good, ok := t.lastGood[p.Key]
+			if !ok {
+				p.selectWorkloads(t.ix)
+				continue
+			}
+			// The invalid edit is reported; the last valid version stays
+			// in force.
+			p.lastGood = &good
+			p.Spec = good.Spec
 		}
+		p.selectWorkloads(t.ix)
 		for _, d := range t.ix.selectDestinations(p.Spec.GetDestinationSelector(), p.Key) {
 			st := t.states[d.Key]
 			st.applied = append(st.applied, p)
@@ -84,6 +91,30 @@ func (t *trafficTranslation) apply(policies []*trafficPolicy) {
 			t.applyTo(st, p, as)
 		}
 	}
+}
+
+// selectWorkloads records in the status the workloads that the source
+// selectors of the spec in force select.
+func (p *trafficPolicy) selectWorkloads(ix *Index) {
+	if len(p.Spec.GetSourceSelector()) == 0 {
+		return
+	}
+	for _, w := range ix.selectWorkloads(p.Spec.GetSourceSelector()) {
+		p.Status.Workloads = append(p.Status.Workloads, &commonv1.ClusterObjectRef{Name: w.Key.Name, Namespace: w.Key.Namespace, Cluster: w.Key.Cluster})
+	}
+}
+
+// goodVersion is the version of the policy to keep as its last valid one:
+// the current version when it was ACCEPTED, the last valid version again
+// when that one was kept in force. Call it after trafficPolicyStatus.
+func (p *trafficPolicy) goodVersion() (LastGoodTraffic, bool) {
+	if p.lastGood != nil {
+		return *p.lastGood, true
+	}
+	if p.Status.GetState() != commonv1.ApprovalState_ACCEPTED {
+		return LastGoodTraffic{}, false
+	}
+	return LastGoodTraffic{Generation: p.Meta.GetGeneration(), Spec: p.Spec}, true
 }
 
 // applyTo applies one valid policy to one destination, or reports why it
@@ -378,6 +409,10 @@ func trafficPolicyStatus(p *trafficPolicy) (*snapshotv1.ResourceStatus, error) {
 				s.Errors = append(s.Errors, "destination "+key+": "+e)
 			}
 		}
+	}
+	if p.lastGood != nil {
+		s.LastKnownGood = true
+		s.Errors = append(s.Errors, lastGoodMessage(p.lastGood.Generation))
 	}
 	raw, err := MarshalSpec(s)
 	if err != nil {

@@ -67,7 +67,17 @@ const (
 // errors: they are reported in the resources' statuses. An error means an
 // output could not be encoded.
 func Translate(inputs map[string]*snapshotv1.InputSnapshot, opts Options) (map[string]*snapshotv1.OutputSnapshot, error) {
+	outputs, _, err := TranslateWithLastGood(inputs, opts, LastGood{})
+	return outputs, err
+}
+
+// TranslateWithLastGood is Translate with last-known-good: a policy whose
+// current version fails validation is translated from its last valid
+// version in last, when there is one. It returns the outputs and the last
+// valid versions to pass to the next translation. last is not modified.
+func TranslateWithLastGood(inputs map[string]*snapshotv1.InputSnapshot, opts Options, last LastGood) (map[string]*snapshotv1.OutputSnapshot, LastGood, error) {
 	opts = opts.withDefaults()
+	next := LastGood{Traffic: map[ObjectKey]LastGoodTraffic{}, Access: map[ObjectKey]LastGoodAccess{}}
 	outputs := make(map[string]*snapshotv1.OutputSnapshot, len(inputs))
 	for _, cluster := range sortedKeys(inputs) {
 		outputs[cluster] = &snapshotv1.OutputSnapshot{
@@ -78,11 +88,12 @@ func Translate(inputs map[string]*snapshotv1.InputSnapshot, opts Options) (map[s
 
 	ix := NewIndex(inputs, opts.ClusterDomain)
 	tr := newTrafficTranslation(ix)
+	tr.lastGood = last.Traffic
 	policies := collectTrafficPolicies(inputs)
 	tr.apply(policies)
 	vms := applyVirtualMeshes(ix, collectResources(inputs, (*snapshotv1.InputSnapshot).GetVirtualMeshes))
 	warnPlaintextInStrictMesh(ix, tr, vms)
-	access, accessPolicies := applyAccessPolicies(ix, vms, collectResources(inputs, (*snapshotv1.InputSnapshot).GetAccessPolicies))
+	access, accessPolicies := applyAccessPolicies(ix, vms, collectResources(inputs, (*snapshotv1.InputSnapshot).GetAccessPolicies), last.Access)
 
 	for _, d := range ix.destinations {
 		out := outputs[d.Key.Cluster]
@@ -90,13 +101,13 @@ func Translate(inputs map[string]*snapshotv1.InputSnapshot, opts Options) (map[s
 		if vs := st.virtualService(); vs != nil {
 			obj, err := newObject(KindVirtualService, d, st.vsParents, vs, opts)
 			if err != nil {
-				return nil, err
+				return nil, LastGood{}, err
 			}
 			out.Objects = append(out.Objects, obj)
 		}
 		obj, err := newObject(KindDestinationRule, d, st.drParents, st.destinationRule(d), opts)
 		if err != nil {
-			return nil, err
+			return nil, LastGood{}, err
 		}
 		out.Objects = append(out.Objects, obj)
 	}
@@ -104,37 +115,43 @@ func Translate(inputs map[string]*snapshotv1.InputSnapshot, opts Options) (map[s
 	emitMeshWide(e, vms)
 	access.emit(e)
 	if err := emitFederation(e, ix, vms); err != nil {
-		return nil, err
+		return nil, LastGood{}, err
 	}
 	if err := e.flush(outputs, opts); err != nil {
-		return nil, err
+		return nil, LastGood{}, err
 	}
 
 	for _, p := range policies {
 		st, err := trafficPolicyStatus(p)
 		if err != nil {
-			return nil, err
+			return nil, LastGood{}, err
 		}
 		outputs[p.Key.Cluster].Statuses = append(outputs[p.Key.Cluster].Statuses, st)
+		if g, ok := p.goodVersion(); ok {
+			next.Traffic[p.Key] = g
+		}
 	}
 	for _, p := range accessPolicies {
 		st, err := accessPolicyStatus(p)
 		if err != nil {
-			return nil, err
+			return nil, LastGood{}, err
 		}
 		outputs[p.Key.Cluster].Statuses = append(outputs[p.Key.Cluster].Statuses, st)
+		if g, ok := p.goodVersion(); ok {
+			next.Access[p.Key] = g
+		}
 	}
 	for _, vm := range vms.all {
 		st, err := virtualMeshStatus(vm)
 		if err != nil {
-			return nil, err
+			return nil, LastGood{}, err
 		}
 		outputs[vm.Key.Cluster].Statuses = append(outputs[vm.Key.Cluster].Statuses, st)
 	}
 	for _, out := range outputs {
 		snapshots.SealOutput(out)
 	}
-	return outputs, nil
+	return outputs, next, nil
 }
 
 // newObject wraps an Istio spec for destination d with the labels and

@@ -44,5 +44,10 @@ func (h *Handler) GetOutputSnapshot(_ context.Context, req *connect.Request[tran
 }
 
 func (h *Handler) GetStatus(context.Context, *connect.Request[translationv1.GetStatusRequest]) (*connect.Response[translationv1.GetStatusResponse], error) {
-	return connect.NewResponse(&translationv1.GetStatusResponse{OutputVersions: h.t.OutputVersions()}), nil
+	safe, waiting := h.t.SafeMode()
+	return connect.NewResponse(&translationv1.GetStatusResponse{
+		SafeMode:        safe,
+		ClustersWaiting: waiting,
+		OutputVersions:  h.t.OutputVersions(),
+	}), nil
 }
