@@ -3,7 +3,6 @@ package app_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
@@ -41,17 +40,17 @@ func TestLastKnownGoodKept(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Wait for the translation of in, whatever its version.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if o, ok := tr.Output("east"); ok && o.GetInputVersions()["east"] == in.GetVersion() {
-				waitVersion(t, outputs, "east", o.GetVersion())
-				return o
+		var o *snapshotv1.OutputSnapshot
+		waitUntil(t, "the input to be translated", func() bool {
+			got, ok := tr.Output("east")
+			if ok && got.GetInputVersions()["east"] == in.GetVersion() {
+				o = got
+				return true
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("input was not translated")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return false
+		})
+		waitVersion(t, outputs, "east", o.GetVersion())
+		return o
 	}
 	vs := func(o *snapshotv1.OutputSnapshot) string {
 		for _, obj := range o.GetObjects() {

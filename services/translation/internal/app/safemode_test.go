@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -74,16 +75,10 @@ func seed(t *testing.T, outputs *snapshots.Memory[*snapshotv1.OutputSnapshot], c
 func waitTranslated(t *testing.T, tr *app.Translator, in *snapshotv1.InputSnapshot) {
 	t.Helper()
 	want := expected(t, in).GetVersion()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if o, ok := tr.Output(in.GetCluster()); ok && o.GetVersion() == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s was not translated", in.GetCluster())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, in.GetCluster()+" to be translated", func() bool {
+		o, ok := tr.Output(in.GetCluster())
+		return ok && o.GetVersion() == want
+	})
 }
 
 // stays checks that store keeps version for cluster over several retry
@@ -92,11 +87,15 @@ func stays(t *testing.T, store interface {
 	Version(context.Context, string) (string, error)
 }, cluster, version string) {
 	t.Helper()
+	// Holding is checked over ten 10 ms ticks, several translator retry
+	// intervals in these tests.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for range 10 {
 		if got, _ := store.Version(t.Context(), cluster); got != version {
 			t.Fatalf("output of %s is %q, want it held at %q", cluster, got, version)
 		}
-		time.Sleep(10 * time.Millisecond)
+		<-tick.C
 	}
 }
 
@@ -106,17 +105,10 @@ func checkSafeMode(t *testing.T, tr *app.Translator, m *safeMetrics, wantOn bool
 	if on != wantOn || !slices.Equal(waiting, wantWaiting) {
 		t.Fatalf("SafeMode() = %v, %v; want %v, %v", on, waiting, wantOn, wantWaiting)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitUntil(t, fmt.Sprintf("metrics to say safe mode %v waiting %d", wantOn, len(wantWaiting)), func() bool {
 		gotOn, gotWaiting := m.get()
-		if gotOn == wantOn && gotWaiting == len(wantWaiting) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics say safe mode %v waiting %d; want %v %d", gotOn, gotWaiting, wantOn, len(wantWaiting))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return gotOn == wantOn && gotWaiting == len(wantWaiting)
+	})
 }
 
 // After a restart, nothing is published until every cluster with a
@@ -239,16 +231,10 @@ func TestSafeModeUnlistedClusters(t *testing.T) {
 	outputs.mu.Lock()
 	outputs.down = false
 	outputs.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, waiting := tr.SafeMode(); slices.Equal(waiting, []string{"west"}) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("safe mode does not wait for west")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, "safe mode to wait for west", func() bool {
+		_, waiting := tr.SafeMode()
+		return slices.Equal(waiting, []string{"west"})
+	})
 	stays(t, outputs, "east", "")
 	stays(t, outputs, "west", oldWest)
 	west := input("west", "details")
@@ -283,16 +269,10 @@ func TestSafeModeAfterStoreLoss(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("translator is not reading changes")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if on, _ := tr.SafeMode(); on {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no safe mode after the store loss")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, "safe mode after the store loss", func() bool {
+		on, _ := tr.SafeMode()
+		return on
+	})
 	checkSafeMode(t, tr, m, true, "west")
 	east2 := input("east", "reviews", "ratings")
 	if err := tr.Submit("east", east2); err != nil {
