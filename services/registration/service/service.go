@@ -355,14 +355,3 @@ func (c *RevocationChecker) IsRevoked(ctx context.Context, serial string) (bool,
 	}
 	return r.IsRevoked(ctx, serial)
 }
-
-// NewRedisRevocationChecker returns a checker over the revocation set that
-// registration shares in Redis, for another management service's server:
-// put it in platform.ServerOptions.Revocation and run run beside the
-// server. It answers from memory and reloads every refresh.
-func NewRedisRevocationChecker(client redis.UniversalClient, install string, refresh time.Duration, log *slog.Logger) (rc *RevocationChecker, run func(context.Context) error) {
-	r := app.NewRevocations(redisstore.New(client, install), refresh, log)
-	rc = NewRevocationChecker()
-	rc.set(r)
-	return rc, r.Run
-}
