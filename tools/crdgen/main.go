@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
+	multiclusterv1 "github.com/meshplane/meshplane/libs/gen/meshplane/multicluster/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	"google.golang.org/protobuf/proto"
@@ -30,6 +31,8 @@ type resource struct {
 
 type column struct{ name, typ, path string }
 
+var clusterColumns = []column{{"State", "string", ".status.state"}, {"Agent", "string", ".status.agentVersion"}, {"Expires", "date", ".status.certificateExpiresAt"}, {"Last-Seen", "date", ".status.lastSeen"}}
+
 var stateColumns = []column{{"State", "string", ".status.state"}, {"Age", "date", ".metadata.creationTimestamp"}}
 
 // Resources lists every CRD Meshplane serves. The Kubernetes kind is the
@@ -44,6 +47,7 @@ var Resources = []resource{
 	{"networking.meshplane.dev", "AccessPolicy", "accesspolicies", []string{"ap"}, &networkingv1.AccessPolicy{}, stateColumns},
 	{"networking.meshplane.dev", "VirtualDestination", "virtualdestinations", []string{"vd"}, &networkingv1.VirtualDestination{}, stateColumns},
 	{"settings.meshplane.dev", "Settings", "settings", nil, &settingsv1.Settings{}, stateColumns},
+	{"multicluster.meshplane.dev", "KubernetesCluster", "kubernetesclusters", []string{"kc"}, &multiclusterv1.KubernetesCluster{}, clusterColumns},
 }
 
 func main() {

@@ -7,8 +7,10 @@
 package registrationv1
 
 import (
+	v1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -348,11 +350,157 @@ func (x *GetTrustBundleResponse) GetTrustBundlePem() []byte {
 	return nil
 }
 
+type SignIntermediateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The VirtualMesh whose root signs, as named in the output snapshot's
+	// IssuedCertificate.
+	VirtualMesh *v1.ObjectRef `protobuf:"bytes,1,opt,name=virtual_mesh,json=virtualMesh,proto3" json:"virtual_mesh,omitempty"`
+	// The discovered Mesh, in the caller's cluster, that the intermediate is
+	// for.
+	Mesh *v1.ObjectRef `protobuf:"bytes,2,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	// A PEM-encoded PKCS#10 certificate request for the intermediate's key.
+	CsrPem []byte `protobuf:"bytes,3,opt,name=csr_pem,json=csrPem,proto3" json:"csr_pem,omitempty"`
+	// Requested lifetime; zero means the VirtualMesh's intermediate_ttl or the
+	// server's default. It is capped by the root's lifetime.
+	Ttl           *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignIntermediateRequest) Reset() {
+	*x = SignIntermediateRequest{}
+	mi := &file_meshplane_registration_v1_registration_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignIntermediateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignIntermediateRequest) ProtoMessage() {}
+
+func (x *SignIntermediateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_registration_v1_registration_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignIntermediateRequest.ProtoReflect.Descriptor instead.
+func (*SignIntermediateRequest) Descriptor() ([]byte, []int) {
+	return file_meshplane_registration_v1_registration_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SignIntermediateRequest) GetVirtualMesh() *v1.ObjectRef {
+	if x != nil {
+		return x.VirtualMesh
+	}
+	return nil
+}
+
+func (x *SignIntermediateRequest) GetMesh() *v1.ObjectRef {
+	if x != nil {
+		return x.Mesh
+	}
+	return nil
+}
+
+func (x *SignIntermediateRequest) GetCsrPem() []byte {
+	if x != nil {
+		return x.CsrPem
+	}
+	return nil
+}
+
+func (x *SignIntermediateRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+type SignIntermediateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The intermediate certificate, PEM-encoded (Istio's ca-cert.pem).
+	CertificatePem []byte `protobuf:"bytes,1,opt,name=certificate_pem,json=certificatePem,proto3" json:"certificate_pem,omitempty"`
+	// The intermediate followed by the root, PEM-encoded (cert-chain.pem).
+	CertificateChainPem []byte `protobuf:"bytes,2,opt,name=certificate_chain_pem,json=certificateChainPem,proto3" json:"certificate_chain_pem,omitempty"`
+	// The VirtualMesh's root, PEM-encoded (root-cert.pem).
+	RootCertificatePem []byte                 `protobuf:"bytes,3,opt,name=root_certificate_pem,json=rootCertificatePem,proto3" json:"root_certificate_pem,omitempty"`
+	ExpiresAt          *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *SignIntermediateResponse) Reset() {
+	*x = SignIntermediateResponse{}
+	mi := &file_meshplane_registration_v1_registration_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignIntermediateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignIntermediateResponse) ProtoMessage() {}
+
+func (x *SignIntermediateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_registration_v1_registration_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignIntermediateResponse.ProtoReflect.Descriptor instead.
+func (*SignIntermediateResponse) Descriptor() ([]byte, []int) {
+	return file_meshplane_registration_v1_registration_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SignIntermediateResponse) GetCertificatePem() []byte {
+	if x != nil {
+		return x.CertificatePem
+	}
+	return nil
+}
+
+func (x *SignIntermediateResponse) GetCertificateChainPem() []byte {
+	if x != nil {
+		return x.CertificateChainPem
+	}
+	return nil
+}
+
+func (x *SignIntermediateResponse) GetRootCertificatePem() []byte {
+	if x != nil {
+		return x.RootCertificatePem
+	}
+	return nil
+}
+
+func (x *SignIntermediateResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
 var File_meshplane_registration_v1_registration_proto protoreflect.FileDescriptor
 
 const file_meshplane_registration_v1_registration_proto_rawDesc = "" +
 	"\n" +
-	",meshplane/registration/v1/registration.proto\x12\x19meshplane.registration.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x7f\n" +
+	",meshplane/registration/v1/registration.proto\x12\x19meshplane.registration.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a meshplane/common/v1/common.proto\"\x7f\n" +
 	"\x0fRegisterRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x17\n" +
@@ -373,11 +521,23 @@ const file_meshplane_registration_v1_registration_proto_rawDesc = "" +
 	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x17\n" +
 	"\x15GetTrustBundleRequest\"B\n" +
 	"\x16GetTrustBundleResponse\x12(\n" +
-	"\x10trust_bundle_pem\x18\x01 \x01(\fR\x0etrustBundlePem2\xcd\x02\n" +
+	"\x10trust_bundle_pem\x18\x01 \x01(\fR\x0etrustBundlePem\"\xd6\x01\n" +
+	"\x17SignIntermediateRequest\x12A\n" +
+	"\fvirtual_mesh\x18\x01 \x01(\v2\x1e.meshplane.common.v1.ObjectRefR\vvirtualMesh\x122\n" +
+	"\x04mesh\x18\x02 \x01(\v2\x1e.meshplane.common.v1.ObjectRefR\x04mesh\x12\x17\n" +
+	"\acsr_pem\x18\x03 \x01(\fR\x06csrPem\x12+\n" +
+	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\xe4\x01\n" +
+	"\x18SignIntermediateResponse\x12'\n" +
+	"\x0fcertificate_pem\x18\x01 \x01(\fR\x0ecertificatePem\x122\n" +
+	"\x15certificate_chain_pem\x18\x02 \x01(\fR\x13certificateChainPem\x120\n" +
+	"\x14root_certificate_pem\x18\x03 \x01(\fR\x12rootCertificatePem\x129\n" +
+	"\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2\xca\x03\n" +
 	"\x13RegistrationService\x12c\n" +
 	"\bRegister\x12*.meshplane.registration.v1.RegisterRequest\x1a+.meshplane.registration.v1.RegisterResponse\x12Z\n" +
 	"\x05Renew\x12'.meshplane.registration.v1.RenewRequest\x1a(.meshplane.registration.v1.RenewResponse\x12u\n" +
-	"\x0eGetTrustBundle\x120.meshplane.registration.v1.GetTrustBundleRequest\x1a1.meshplane.registration.v1.GetTrustBundleResponseB\x8a\x02\n" +
+	"\x0eGetTrustBundle\x120.meshplane.registration.v1.GetTrustBundleRequest\x1a1.meshplane.registration.v1.GetTrustBundleResponse\x12{\n" +
+	"\x10SignIntermediate\x122.meshplane.registration.v1.SignIntermediateRequest\x1a3.meshplane.registration.v1.SignIntermediateResponseB\x8a\x02\n" +
 	"\x1dcom.meshplane.registration.v1B\x11RegistrationProtoP\x01ZPgithub.com/meshplane/meshplane/libs/gen/meshplane/registration/v1;registrationv1\xa2\x02\x03MRX\xaa\x02\x19Meshplane.Registration.V1\xca\x02\x19Meshplane\\Registration\\V1\xe2\x02%Meshplane\\Registration\\V1\\GPBMetadata\xea\x02\x1bMeshplane::Registration::V1b\x06proto3"
 
 var (
@@ -392,30 +552,40 @@ func file_meshplane_registration_v1_registration_proto_rawDescGZIP() []byte {
 	return file_meshplane_registration_v1_registration_proto_rawDescData
 }
 
-var file_meshplane_registration_v1_registration_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_meshplane_registration_v1_registration_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_meshplane_registration_v1_registration_proto_goTypes = []any{
-	(*RegisterRequest)(nil),        // 0: meshplane.registration.v1.RegisterRequest
-	(*RegisterResponse)(nil),       // 1: meshplane.registration.v1.RegisterResponse
-	(*RenewRequest)(nil),           // 2: meshplane.registration.v1.RenewRequest
-	(*RenewResponse)(nil),          // 3: meshplane.registration.v1.RenewResponse
-	(*GetTrustBundleRequest)(nil),  // 4: meshplane.registration.v1.GetTrustBundleRequest
-	(*GetTrustBundleResponse)(nil), // 5: meshplane.registration.v1.GetTrustBundleResponse
-	(*timestamppb.Timestamp)(nil),  // 6: google.protobuf.Timestamp
+	(*RegisterRequest)(nil),          // 0: meshplane.registration.v1.RegisterRequest
+	(*RegisterResponse)(nil),         // 1: meshplane.registration.v1.RegisterResponse
+	(*RenewRequest)(nil),             // 2: meshplane.registration.v1.RenewRequest
+	(*RenewResponse)(nil),            // 3: meshplane.registration.v1.RenewResponse
+	(*GetTrustBundleRequest)(nil),    // 4: meshplane.registration.v1.GetTrustBundleRequest
+	(*GetTrustBundleResponse)(nil),   // 5: meshplane.registration.v1.GetTrustBundleResponse
+	(*SignIntermediateRequest)(nil),  // 6: meshplane.registration.v1.SignIntermediateRequest
+	(*SignIntermediateResponse)(nil), // 7: meshplane.registration.v1.SignIntermediateResponse
+	(*timestamppb.Timestamp)(nil),    // 8: google.protobuf.Timestamp
+	(*v1.ObjectRef)(nil),             // 9: meshplane.common.v1.ObjectRef
+	(*durationpb.Duration)(nil),      // 10: google.protobuf.Duration
 }
 var file_meshplane_registration_v1_registration_proto_depIdxs = []int32{
-	6, // 0: meshplane.registration.v1.RegisterResponse.expires_at:type_name -> google.protobuf.Timestamp
-	6, // 1: meshplane.registration.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
-	0, // 2: meshplane.registration.v1.RegistrationService.Register:input_type -> meshplane.registration.v1.RegisterRequest
-	2, // 3: meshplane.registration.v1.RegistrationService.Renew:input_type -> meshplane.registration.v1.RenewRequest
-	4, // 4: meshplane.registration.v1.RegistrationService.GetTrustBundle:input_type -> meshplane.registration.v1.GetTrustBundleRequest
-	1, // 5: meshplane.registration.v1.RegistrationService.Register:output_type -> meshplane.registration.v1.RegisterResponse
-	3, // 6: meshplane.registration.v1.RegistrationService.Renew:output_type -> meshplane.registration.v1.RenewResponse
-	5, // 7: meshplane.registration.v1.RegistrationService.GetTrustBundle:output_type -> meshplane.registration.v1.GetTrustBundleResponse
-	5, // [5:8] is the sub-list for method output_type
-	2, // [2:5] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	8,  // 0: meshplane.registration.v1.RegisterResponse.expires_at:type_name -> google.protobuf.Timestamp
+	8,  // 1: meshplane.registration.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	9,  // 2: meshplane.registration.v1.SignIntermediateRequest.virtual_mesh:type_name -> meshplane.common.v1.ObjectRef
+	9,  // 3: meshplane.registration.v1.SignIntermediateRequest.mesh:type_name -> meshplane.common.v1.ObjectRef
+	10, // 4: meshplane.registration.v1.SignIntermediateRequest.ttl:type_name -> google.protobuf.Duration
+	8,  // 5: meshplane.registration.v1.SignIntermediateResponse.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 6: meshplane.registration.v1.RegistrationService.Register:input_type -> meshplane.registration.v1.RegisterRequest
+	2,  // 7: meshplane.registration.v1.RegistrationService.Renew:input_type -> meshplane.registration.v1.RenewRequest
+	4,  // 8: meshplane.registration.v1.RegistrationService.GetTrustBundle:input_type -> meshplane.registration.v1.GetTrustBundleRequest
+	6,  // 9: meshplane.registration.v1.RegistrationService.SignIntermediate:input_type -> meshplane.registration.v1.SignIntermediateRequest
+	1,  // 10: meshplane.registration.v1.RegistrationService.Register:output_type -> meshplane.registration.v1.RegisterResponse
+	3,  // 11: meshplane.registration.v1.RegistrationService.Renew:output_type -> meshplane.registration.v1.RenewResponse
+	5,  // 12: meshplane.registration.v1.RegistrationService.GetTrustBundle:output_type -> meshplane.registration.v1.GetTrustBundleResponse
+	7,  // 13: meshplane.registration.v1.RegistrationService.SignIntermediate:output_type -> meshplane.registration.v1.SignIntermediateResponse
+	10, // [10:14] is the sub-list for method output_type
+	6,  // [6:10] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_registration_v1_registration_proto_init() }
@@ -429,7 +599,7 @@ func file_meshplane_registration_v1_registration_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshplane_registration_v1_registration_proto_rawDesc), len(file_meshplane_registration_v1_registration_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -7,11 +7,13 @@
 package snapshotv1
 
 import (
+	v13 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	v1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	v11 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	v12 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -302,8 +304,12 @@ type OutputSnapshot struct {
 	// The versions of the input snapshots this output was computed from, by
 	// cluster. For diagnosis only; not part of the content hash.
 	InputVersions map[string]string `protobuf:"bytes,6,rep,name=input_versions,json=inputVersions,proto3" json:"input_versions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The Istio intermediate CAs the cluster's agent must hold, one per mesh
+	// of the cluster that a VirtualMesh with shared trust lists. Sorted by
+	// (mesh namespace, mesh name).
+	IssuedCertificates []*IssuedCertificate `protobuf:"bytes,7,rep,name=issued_certificates,json=issuedCertificates,proto3" json:"issued_certificates,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *OutputSnapshot) Reset() {
@@ -378,6 +384,135 @@ func (x *OutputSnapshot) GetInputVersions() map[string]string {
 	return nil
 }
 
+func (x *OutputSnapshot) GetIssuedCertificates() []*IssuedCertificate {
+	if x != nil {
+		return x.IssuedCertificates
+	}
+	return nil
+}
+
+// IssuedCertificate asks the agent to hold an Istio plug-in CA ("cacerts")
+// for one mesh, signed by a VirtualMesh's root through the registration
+// service's SignIntermediate. The agent makes the key, which never leaves the
+// cluster.
+type IssuedCertificate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The VirtualMesh whose root signs.
+	VirtualMesh *v13.ObjectRef `protobuf:"bytes,1,opt,name=virtual_mesh,json=virtualMesh,proto3" json:"virtual_mesh,omitempty"`
+	// The mesh, in this cluster, the CA is for.
+	Mesh *v13.ObjectRef `protobuf:"bytes,2,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	// The mesh's SPIFFE trust domain.
+	TrustDomain string `protobuf:"bytes,3,opt,name=trust_domain,json=trustDomain,proto3" json:"trust_domain,omitempty"`
+	// Where the agent writes the CA: Istio reads the Secret "cacerts" in
+	// istiod's namespace.
+	SecretNamespace string `protobuf:"bytes,4,opt,name=secret_namespace,json=secretNamespace,proto3" json:"secret_namespace,omitempty"`
+	SecretName      string `protobuf:"bytes,5,opt,name=secret_name,json=secretName,proto3" json:"secret_name,omitempty"`
+	// Lifetime to ask for; zero means the server's default.
+	Ttl *durationpb.Duration `protobuf:"bytes,6,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// The key algorithm of the intermediate.
+	KeyAlgorithm v11.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm `protobuf:"varint,7,opt,name=key_algorithm,json=keyAlgorithm,proto3,enum=meshplane.networking.v1.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm" json:"key_algorithm,omitempty"`
+	// A hash of the VirtualMesh's root configuration. When it changes, the
+	// agent asks for a new intermediate at once instead of at renewal time.
+	RootGeneration string `protobuf:"bytes,8,opt,name=root_generation,json=rootGeneration,proto3" json:"root_generation,omitempty"`
+	// Restart the mesh's pods after the CA changes.
+	AutoRestartPods bool `protobuf:"varint,9,opt,name=auto_restart_pods,json=autoRestartPods,proto3" json:"auto_restart_pods,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *IssuedCertificate) Reset() {
+	*x = IssuedCertificate{}
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssuedCertificate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssuedCertificate) ProtoMessage() {}
+
+func (x *IssuedCertificate) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssuedCertificate.ProtoReflect.Descriptor instead.
+func (*IssuedCertificate) Descriptor() ([]byte, []int) {
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *IssuedCertificate) GetVirtualMesh() *v13.ObjectRef {
+	if x != nil {
+		return x.VirtualMesh
+	}
+	return nil
+}
+
+func (x *IssuedCertificate) GetMesh() *v13.ObjectRef {
+	if x != nil {
+		return x.Mesh
+	}
+	return nil
+}
+
+func (x *IssuedCertificate) GetTrustDomain() string {
+	if x != nil {
+		return x.TrustDomain
+	}
+	return ""
+}
+
+func (x *IssuedCertificate) GetSecretNamespace() string {
+	if x != nil {
+		return x.SecretNamespace
+	}
+	return ""
+}
+
+func (x *IssuedCertificate) GetSecretName() string {
+	if x != nil {
+		return x.SecretName
+	}
+	return ""
+}
+
+func (x *IssuedCertificate) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *IssuedCertificate) GetKeyAlgorithm() v11.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm {
+	if x != nil {
+		return x.KeyAlgorithm
+	}
+	return v11.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm(0)
+}
+
+func (x *IssuedCertificate) GetRootGeneration() string {
+	if x != nil {
+		return x.RootGeneration
+	}
+	return ""
+}
+
+func (x *IssuedCertificate) GetAutoRestartPods() bool {
+	if x != nil {
+		return x.AutoRestartPods
+	}
+	return false
+}
+
 // Object is one Kubernetes object in an output snapshot.
 type Object struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -397,7 +532,7 @@ type Object struct {
 
 func (x *Object) Reset() {
 	*x = Object{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[3]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -409,7 +544,7 @@ func (x *Object) String() string {
 func (*Object) ProtoMessage() {}
 
 func (x *Object) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[3]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -422,7 +557,7 @@ func (x *Object) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Object.ProtoReflect.Descriptor instead.
 func (*Object) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{3}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Object) GetApiVersion() string {
@@ -492,7 +627,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +639,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +652,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{4}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ResourceStatus) GetApiVersion() string {
@@ -575,7 +710,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +722,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +735,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ObjectRef) GetApiVersion() string {
@@ -644,7 +779,7 @@ type ApplyResult struct {
 
 func (x *ApplyResult) Reset() {
 	*x = ApplyResult{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +791,7 @@ func (x *ApplyResult) String() string {
 func (*ApplyResult) ProtoMessage() {}
 
 func (x *ApplyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +804,7 @@ func (x *ApplyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResult.ProtoReflect.Descriptor instead.
 func (*ApplyResult) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ApplyResult) GetRef() *ObjectRef {
@@ -697,7 +832,7 @@ var File_meshplane_snapshot_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
-	"$meshplane/snapshot/v1/snapshot.proto\x12\x15meshplane.snapshot.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a&meshplane/discovery/v1/discovery.proto\x1a+meshplane/networking/v1/access_policy.proto\x1a,meshplane/networking/v1/traffic_policy.proto\x1a1meshplane/networking/v1/virtual_destination.proto\x1a*meshplane/networking/v1/virtual_mesh.proto\x1a$meshplane/settings/v1/settings.proto\"\x86\x06\n" +
+	"$meshplane/snapshot/v1/snapshot.proto\x12\x15meshplane.snapshot.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a meshplane/common/v1/common.proto\x1a&meshplane/discovery/v1/discovery.proto\x1a+meshplane/networking/v1/access_policy.proto\x1a,meshplane/networking/v1/traffic_policy.proto\x1a1meshplane/networking/v1/virtual_destination.proto\x1a*meshplane/networking/v1/virtual_mesh.proto\x1a$meshplane/settings/v1/settings.proto\"\x86\x06\n" +
 	"\rInputSnapshot\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x126\n" +
@@ -715,17 +850,29 @@ const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\tAgentInfo\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x18\n" +
 	"\areplica\x18\x02 \x01(\tR\areplica\x12\x1c\n" +
-	"\tnamespace\x18\x03 \x01(\tR\tnamespace\"\xa2\x03\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\"\xfd\x03\n" +
 	"\x0eOutputSnapshot\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12=\n" +
 	"\fgenerated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vgeneratedAt\x127\n" +
 	"\aobjects\x18\x04 \x03(\v2\x1d.meshplane.snapshot.v1.ObjectR\aobjects\x12A\n" +
 	"\bstatuses\x18\x05 \x03(\v2%.meshplane.snapshot.v1.ResourceStatusR\bstatuses\x12_\n" +
-	"\x0einput_versions\x18\x06 \x03(\v28.meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntryR\rinputVersions\x1a@\n" +
+	"\x0einput_versions\x18\x06 \x03(\v28.meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntryR\rinputVersions\x12Y\n" +
+	"\x13issued_certificates\x18\a \x03(\v2(.meshplane.snapshot.v1.IssuedCertificateR\x12issuedCertificates\x1a@\n" +
 	"\x12InputVersionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x86\x04\n" +
+	"\x11IssuedCertificate\x12A\n" +
+	"\fvirtual_mesh\x18\x01 \x01(\v2\x1e.meshplane.common.v1.ObjectRefR\vvirtualMesh\x122\n" +
+	"\x04mesh\x18\x02 \x01(\v2\x1e.meshplane.common.v1.ObjectRefR\x04mesh\x12!\n" +
+	"\ftrust_domain\x18\x03 \x01(\tR\vtrustDomain\x12)\n" +
+	"\x10secret_namespace\x18\x04 \x01(\tR\x0fsecretNamespace\x12\x1f\n" +
+	"\vsecret_name\x18\x05 \x01(\tR\n" +
+	"secretName\x12+\n" +
+	"\x03ttl\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x88\x01\n" +
+	"\rkey_algorithm\x18\a \x01(\x0e2c.meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithmR\fkeyAlgorithm\x12'\n" +
+	"\x0froot_generation\x18\b \x01(\tR\x0erootGeneration\x12*\n" +
+	"\x11auto_restart_pods\x18\t \x01(\bR\x0fautoRestartPods\"\x93\x03\n" +
 	"\x06Object\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
@@ -780,53 +927,62 @@ func file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_meshplane_snapshot_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshplane_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_meshplane_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_meshplane_snapshot_v1_snapshot_proto_goTypes = []any{
 	(ApplyOutcome)(0),              // 0: meshplane.snapshot.v1.ApplyOutcome
 	(*InputSnapshot)(nil),          // 1: meshplane.snapshot.v1.InputSnapshot
 	(*AgentInfo)(nil),              // 2: meshplane.snapshot.v1.AgentInfo
 	(*OutputSnapshot)(nil),         // 3: meshplane.snapshot.v1.OutputSnapshot
-	(*Object)(nil),                 // 4: meshplane.snapshot.v1.Object
-	(*ResourceStatus)(nil),         // 5: meshplane.snapshot.v1.ResourceStatus
-	(*ObjectRef)(nil),              // 6: meshplane.snapshot.v1.ObjectRef
-	(*ApplyResult)(nil),            // 7: meshplane.snapshot.v1.ApplyResult
-	nil,                            // 8: meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
-	nil,                            // 9: meshplane.snapshot.v1.Object.LabelsEntry
-	nil,                            // 10: meshplane.snapshot.v1.Object.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil),  // 11: google.protobuf.Timestamp
-	(*v1.Mesh)(nil),                // 12: meshplane.discovery.v1.Mesh
-	(*v1.Workload)(nil),            // 13: meshplane.discovery.v1.Workload
-	(*v1.Destination)(nil),         // 14: meshplane.discovery.v1.Destination
-	(*v11.VirtualMesh)(nil),        // 15: meshplane.networking.v1.VirtualMesh
-	(*v11.TrafficPolicy)(nil),      // 16: meshplane.networking.v1.TrafficPolicy
-	(*v11.AccessPolicy)(nil),       // 17: meshplane.networking.v1.AccessPolicy
-	(*v11.VirtualDestination)(nil), // 18: meshplane.networking.v1.VirtualDestination
-	(*v12.Settings)(nil),           // 19: meshplane.settings.v1.Settings
+	(*IssuedCertificate)(nil),      // 4: meshplane.snapshot.v1.IssuedCertificate
+	(*Object)(nil),                 // 5: meshplane.snapshot.v1.Object
+	(*ResourceStatus)(nil),         // 6: meshplane.snapshot.v1.ResourceStatus
+	(*ObjectRef)(nil),              // 7: meshplane.snapshot.v1.ObjectRef
+	(*ApplyResult)(nil),            // 8: meshplane.snapshot.v1.ApplyResult
+	nil,                            // 9: meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
+	nil,                            // 10: meshplane.snapshot.v1.Object.LabelsEntry
+	nil,                            // 11: meshplane.snapshot.v1.Object.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil),  // 12: google.protobuf.Timestamp
+	(*v1.Mesh)(nil),                // 13: meshplane.discovery.v1.Mesh
+	(*v1.Workload)(nil),            // 14: meshplane.discovery.v1.Workload
+	(*v1.Destination)(nil),         // 15: meshplane.discovery.v1.Destination
+	(*v11.VirtualMesh)(nil),        // 16: meshplane.networking.v1.VirtualMesh
+	(*v11.TrafficPolicy)(nil),      // 17: meshplane.networking.v1.TrafficPolicy
+	(*v11.AccessPolicy)(nil),       // 18: meshplane.networking.v1.AccessPolicy
+	(*v11.VirtualDestination)(nil), // 19: meshplane.networking.v1.VirtualDestination
+	(*v12.Settings)(nil),           // 20: meshplane.settings.v1.Settings
+	(*v13.ObjectRef)(nil),          // 21: meshplane.common.v1.ObjectRef
+	(*durationpb.Duration)(nil),    // 22: google.protobuf.Duration
+	(v11.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm)(0), // 23: meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
 }
 var file_meshplane_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	2,  // 0: meshplane.snapshot.v1.InputSnapshot.agent:type_name -> meshplane.snapshot.v1.AgentInfo
-	11, // 1: meshplane.snapshot.v1.InputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
-	12, // 2: meshplane.snapshot.v1.InputSnapshot.meshes:type_name -> meshplane.discovery.v1.Mesh
-	13, // 3: meshplane.snapshot.v1.InputSnapshot.workloads:type_name -> meshplane.discovery.v1.Workload
-	14, // 4: meshplane.snapshot.v1.InputSnapshot.destinations:type_name -> meshplane.discovery.v1.Destination
-	15, // 5: meshplane.snapshot.v1.InputSnapshot.virtual_meshes:type_name -> meshplane.networking.v1.VirtualMesh
-	16, // 6: meshplane.snapshot.v1.InputSnapshot.traffic_policies:type_name -> meshplane.networking.v1.TrafficPolicy
-	17, // 7: meshplane.snapshot.v1.InputSnapshot.access_policies:type_name -> meshplane.networking.v1.AccessPolicy
-	18, // 8: meshplane.snapshot.v1.InputSnapshot.virtual_destinations:type_name -> meshplane.networking.v1.VirtualDestination
-	19, // 9: meshplane.snapshot.v1.InputSnapshot.settings:type_name -> meshplane.settings.v1.Settings
-	11, // 10: meshplane.snapshot.v1.OutputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
-	4,  // 11: meshplane.snapshot.v1.OutputSnapshot.objects:type_name -> meshplane.snapshot.v1.Object
-	5,  // 12: meshplane.snapshot.v1.OutputSnapshot.statuses:type_name -> meshplane.snapshot.v1.ResourceStatus
-	8,  // 13: meshplane.snapshot.v1.OutputSnapshot.input_versions:type_name -> meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
-	9,  // 14: meshplane.snapshot.v1.Object.labels:type_name -> meshplane.snapshot.v1.Object.LabelsEntry
-	10, // 15: meshplane.snapshot.v1.Object.annotations:type_name -> meshplane.snapshot.v1.Object.AnnotationsEntry
-	6,  // 16: meshplane.snapshot.v1.ApplyResult.ref:type_name -> meshplane.snapshot.v1.ObjectRef
-	0,  // 17: meshplane.snapshot.v1.ApplyResult.outcome:type_name -> meshplane.snapshot.v1.ApplyOutcome
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	12, // 1: meshplane.snapshot.v1.InputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
+	13, // 2: meshplane.snapshot.v1.InputSnapshot.meshes:type_name -> meshplane.discovery.v1.Mesh
+	14, // 3: meshplane.snapshot.v1.InputSnapshot.workloads:type_name -> meshplane.discovery.v1.Workload
+	15, // 4: meshplane.snapshot.v1.InputSnapshot.destinations:type_name -> meshplane.discovery.v1.Destination
+	16, // 5: meshplane.snapshot.v1.InputSnapshot.virtual_meshes:type_name -> meshplane.networking.v1.VirtualMesh
+	17, // 6: meshplane.snapshot.v1.InputSnapshot.traffic_policies:type_name -> meshplane.networking.v1.TrafficPolicy
+	18, // 7: meshplane.snapshot.v1.InputSnapshot.access_policies:type_name -> meshplane.networking.v1.AccessPolicy
+	19, // 8: meshplane.snapshot.v1.InputSnapshot.virtual_destinations:type_name -> meshplane.networking.v1.VirtualDestination
+	20, // 9: meshplane.snapshot.v1.InputSnapshot.settings:type_name -> meshplane.settings.v1.Settings
+	12, // 10: meshplane.snapshot.v1.OutputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
+	5,  // 11: meshplane.snapshot.v1.OutputSnapshot.objects:type_name -> meshplane.snapshot.v1.Object
+	6,  // 12: meshplane.snapshot.v1.OutputSnapshot.statuses:type_name -> meshplane.snapshot.v1.ResourceStatus
+	9,  // 13: meshplane.snapshot.v1.OutputSnapshot.input_versions:type_name -> meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
+	4,  // 14: meshplane.snapshot.v1.OutputSnapshot.issued_certificates:type_name -> meshplane.snapshot.v1.IssuedCertificate
+	21, // 15: meshplane.snapshot.v1.IssuedCertificate.virtual_mesh:type_name -> meshplane.common.v1.ObjectRef
+	21, // 16: meshplane.snapshot.v1.IssuedCertificate.mesh:type_name -> meshplane.common.v1.ObjectRef
+	22, // 17: meshplane.snapshot.v1.IssuedCertificate.ttl:type_name -> google.protobuf.Duration
+	23, // 18: meshplane.snapshot.v1.IssuedCertificate.key_algorithm:type_name -> meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
+	10, // 19: meshplane.snapshot.v1.Object.labels:type_name -> meshplane.snapshot.v1.Object.LabelsEntry
+	11, // 20: meshplane.snapshot.v1.Object.annotations:type_name -> meshplane.snapshot.v1.Object.AnnotationsEntry
+	7,  // 21: meshplane.snapshot.v1.ApplyResult.ref:type_name -> meshplane.snapshot.v1.ObjectRef
+	0,  // 22: meshplane.snapshot.v1.ApplyResult.outcome:type_name -> meshplane.snapshot.v1.ApplyOutcome
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_snapshot_v1_snapshot_proto_init() }
@@ -840,7 +996,7 @@ func file_meshplane_snapshot_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshplane_snapshot_v1_snapshot_proto_rawDesc), len(file_meshplane_snapshot_v1_snapshot_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -42,6 +42,9 @@ const (
 	// RegistrationServiceGetTrustBundleProcedure is the fully-qualified name of the
 	// RegistrationService's GetTrustBundle RPC.
 	RegistrationServiceGetTrustBundleProcedure = "/meshplane.registration.v1.RegistrationService/GetTrustBundle"
+	// RegistrationServiceSignIntermediateProcedure is the fully-qualified name of the
+	// RegistrationService's SignIntermediate RPC.
+	RegistrationServiceSignIntermediateProcedure = "/meshplane.registration.v1.RegistrationService/SignIntermediate"
 )
 
 // RegistrationServiceClient is a client for the meshplane.registration.v1.RegistrationService
@@ -55,6 +58,14 @@ type RegistrationServiceClient interface {
 	Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.RenewResponse], error)
 	// GetTrustBundle returns the roots that sign Meshplane's certificates.
 	GetTrustBundle(context.Context, *connect.Request[v1.GetTrustBundleRequest]) (*connect.Response[v1.GetTrustBundleResponse], error)
+	// SignIntermediate signs an intermediate CA for the istiod of a mesh in the
+	// caller's cluster (Istio's plug-in "cacerts"), with the root of the
+	// VirtualMesh that holds the mesh. The caller's cluster comes from its
+	// client certificate; the mesh must be discovered in that cluster and be
+	// listed by a VirtualMesh with shared trust. Only the CSR's public key is
+	// used: the subject, SANs and constraints (CA:true, pathlen 0) come from
+	// the server's template and the mesh's trust domain.
+	SignIntermediate(context.Context, *connect.Request[v1.SignIntermediateRequest]) (*connect.Response[v1.SignIntermediateResponse], error)
 }
 
 // NewRegistrationServiceClient constructs a client for the
@@ -87,14 +98,21 @@ func NewRegistrationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(registrationServiceMethods.ByName("GetTrustBundle")),
 			connect.WithClientOptions(opts...),
 		),
+		signIntermediate: connect.NewClient[v1.SignIntermediateRequest, v1.SignIntermediateResponse](
+			httpClient,
+			baseURL+RegistrationServiceSignIntermediateProcedure,
+			connect.WithSchema(registrationServiceMethods.ByName("SignIntermediate")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // registrationServiceClient implements RegistrationServiceClient.
 type registrationServiceClient struct {
-	register       *connect.Client[v1.RegisterRequest, v1.RegisterResponse]
-	renew          *connect.Client[v1.RenewRequest, v1.RenewResponse]
-	getTrustBundle *connect.Client[v1.GetTrustBundleRequest, v1.GetTrustBundleResponse]
+	register         *connect.Client[v1.RegisterRequest, v1.RegisterResponse]
+	renew            *connect.Client[v1.RenewRequest, v1.RenewResponse]
+	getTrustBundle   *connect.Client[v1.GetTrustBundleRequest, v1.GetTrustBundleResponse]
+	signIntermediate *connect.Client[v1.SignIntermediateRequest, v1.SignIntermediateResponse]
 }
 
 // Register calls meshplane.registration.v1.RegistrationService.Register.
@@ -112,6 +130,11 @@ func (c *registrationServiceClient) GetTrustBundle(ctx context.Context, req *con
 	return c.getTrustBundle.CallUnary(ctx, req)
 }
 
+// SignIntermediate calls meshplane.registration.v1.RegistrationService.SignIntermediate.
+func (c *registrationServiceClient) SignIntermediate(ctx context.Context, req *connect.Request[v1.SignIntermediateRequest]) (*connect.Response[v1.SignIntermediateResponse], error) {
+	return c.signIntermediate.CallUnary(ctx, req)
+}
+
 // RegistrationServiceHandler is an implementation of the
 // meshplane.registration.v1.RegistrationService service.
 type RegistrationServiceHandler interface {
@@ -123,6 +146,14 @@ type RegistrationServiceHandler interface {
 	Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.RenewResponse], error)
 	// GetTrustBundle returns the roots that sign Meshplane's certificates.
 	GetTrustBundle(context.Context, *connect.Request[v1.GetTrustBundleRequest]) (*connect.Response[v1.GetTrustBundleResponse], error)
+	// SignIntermediate signs an intermediate CA for the istiod of a mesh in the
+	// caller's cluster (Istio's plug-in "cacerts"), with the root of the
+	// VirtualMesh that holds the mesh. The caller's cluster comes from its
+	// client certificate; the mesh must be discovered in that cluster and be
+	// listed by a VirtualMesh with shared trust. Only the CSR's public key is
+	// used: the subject, SANs and constraints (CA:true, pathlen 0) come from
+	// the server's template and the mesh's trust domain.
+	SignIntermediate(context.Context, *connect.Request[v1.SignIntermediateRequest]) (*connect.Response[v1.SignIntermediateResponse], error)
 }
 
 // NewRegistrationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -150,6 +181,12 @@ func NewRegistrationServiceHandler(svc RegistrationServiceHandler, opts ...conne
 		connect.WithSchema(registrationServiceMethods.ByName("GetTrustBundle")),
 		connect.WithHandlerOptions(opts...),
 	)
+	registrationServiceSignIntermediateHandler := connect.NewUnaryHandler(
+		RegistrationServiceSignIntermediateProcedure,
+		svc.SignIntermediate,
+		connect.WithSchema(registrationServiceMethods.ByName("SignIntermediate")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/meshplane.registration.v1.RegistrationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RegistrationServiceRegisterProcedure:
@@ -158,6 +195,8 @@ func NewRegistrationServiceHandler(svc RegistrationServiceHandler, opts ...conne
 			registrationServiceRenewHandler.ServeHTTP(w, r)
 		case RegistrationServiceGetTrustBundleProcedure:
 			registrationServiceGetTrustBundleHandler.ServeHTTP(w, r)
+		case RegistrationServiceSignIntermediateProcedure:
+			registrationServiceSignIntermediateHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -177,4 +216,8 @@ func (UnimplementedRegistrationServiceHandler) Renew(context.Context, *connect.R
 
 func (UnimplementedRegistrationServiceHandler) GetTrustBundle(context.Context, *connect.Request[v1.GetTrustBundleRequest]) (*connect.Response[v1.GetTrustBundleResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("meshplane.registration.v1.RegistrationService.GetTrustBundle is not implemented"))
+}
+
+func (UnimplementedRegistrationServiceHandler) SignIntermediate(context.Context, *connect.Request[v1.SignIntermediateRequest]) (*connect.Response[v1.SignIntermediateResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("meshplane.registration.v1.RegistrationService.SignIntermediate is not implemented"))
 }
