@@ -105,8 +105,13 @@ type InputSnapshot struct {
 	AccessPolicies      []*v11.AccessPolicy       `protobuf:"bytes,22,rep,name=access_policies,json=accessPolicies,proto3" json:"access_policies,omitempty"`
 	VirtualDestinations []*v11.VirtualDestination `protobuf:"bytes,23,rep,name=virtual_destinations,json=virtualDestinations,proto3" json:"virtual_destinations,omitempty"`
 	Settings            []*v12.Settings           `protobuf:"bytes,24,rep,name=settings,proto3" json:"settings,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Istio VirtualServices and DestinationRules in the cluster that Meshplane
+	// did not write (no ownership labels of this install). Translation reports
+	// a Meshplane object for the same host as a conflict unless Settings allow
+	// intersecting config.
+	UserIstioObjects []*UserIstioObject `protobuf:"bytes,30,rep,name=user_istio_objects,json=userIstioObjects,proto3" json:"user_istio_objects,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *InputSnapshot) Reset() {
@@ -223,6 +228,95 @@ func (x *InputSnapshot) GetSettings() []*v12.Settings {
 	return nil
 }
 
+func (x *InputSnapshot) GetUserIstioObjects() []*UserIstioObject {
+	if x != nil {
+		return x.UserIstioObjects
+	}
+	return nil
+}
+
+// UserIstioObject is the part of a user's own Istio object that conflict
+// detection needs.
+type UserIstioObject struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "VirtualService" or "DestinationRule".
+	Kind      string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// The hosts it configures: spec.hosts of a VirtualService, spec.host of a
+	// DestinationRule, as written.
+	Hosts []string `protobuf:"bytes,4,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	// spec.exportTo as written; empty means every namespace.
+	ExportTo      []string `protobuf:"bytes,5,rep,name=export_to,json=exportTo,proto3" json:"export_to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserIstioObject) Reset() {
+	*x = UserIstioObject{}
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserIstioObject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserIstioObject) ProtoMessage() {}
+
+func (x *UserIstioObject) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserIstioObject.ProtoReflect.Descriptor instead.
+func (*UserIstioObject) Descriptor() ([]byte, []int) {
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UserIstioObject) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *UserIstioObject) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UserIstioObject) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UserIstioObject) GetHosts() []string {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
+func (x *UserIstioObject) GetExportTo() []string {
+	if x != nil {
+		return x.ExportTo
+	}
+	return nil
+}
+
 // AgentInfo describes the agent that produced a snapshot.
 type AgentInfo struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -237,7 +331,7 @@ type AgentInfo struct {
 
 func (x *AgentInfo) Reset() {
 	*x = AgentInfo{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[1]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +343,7 @@ func (x *AgentInfo) String() string {
 func (*AgentInfo) ProtoMessage() {}
 
 func (x *AgentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[1]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -262,7 +356,7 @@ func (x *AgentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInfo.ProtoReflect.Descriptor instead.
 func (*AgentInfo) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{1}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AgentInfo) GetVersion() string {
@@ -314,7 +408,7 @@ type OutputSnapshot struct {
 
 func (x *OutputSnapshot) Reset() {
 	*x = OutputSnapshot{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[2]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -326,7 +420,7 @@ func (x *OutputSnapshot) String() string {
 func (*OutputSnapshot) ProtoMessage() {}
 
 func (x *OutputSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[2]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -339,7 +433,7 @@ func (x *OutputSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputSnapshot.ProtoReflect.Descriptor instead.
 func (*OutputSnapshot) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{2}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *OutputSnapshot) GetCluster() string {
@@ -422,7 +516,7 @@ type IssuedCertificate struct {
 
 func (x *IssuedCertificate) Reset() {
 	*x = IssuedCertificate{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[3]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +528,7 @@ func (x *IssuedCertificate) String() string {
 func (*IssuedCertificate) ProtoMessage() {}
 
 func (x *IssuedCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[3]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +541,7 @@ func (x *IssuedCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssuedCertificate.ProtoReflect.Descriptor instead.
 func (*IssuedCertificate) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{3}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *IssuedCertificate) GetVirtualMesh() *v13.ObjectRef {
@@ -532,7 +626,7 @@ type Object struct {
 
 func (x *Object) Reset() {
 	*x = Object{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +638,7 @@ func (x *Object) String() string {
 func (*Object) ProtoMessage() {}
 
 func (x *Object) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +651,7 @@ func (x *Object) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Object.ProtoReflect.Descriptor instead.
 func (*Object) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{4}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Object) GetApiVersion() string {
@@ -627,7 +721,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +733,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +746,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ResourceStatus) GetApiVersion() string {
@@ -710,7 +804,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +816,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +829,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ObjectRef) GetApiVersion() string {
@@ -779,7 +873,7 @@ type ApplyResult struct {
 
 func (x *ApplyResult) Reset() {
 	*x = ApplyResult{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +885,7 @@ func (x *ApplyResult) String() string {
 func (*ApplyResult) ProtoMessage() {}
 
 func (x *ApplyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +898,7 @@ func (x *ApplyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResult.ProtoReflect.Descriptor instead.
 func (*ApplyResult) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ApplyResult) GetRef() *ObjectRef {
@@ -832,7 +926,7 @@ var File_meshplane_snapshot_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
-	"$meshplane/snapshot/v1/snapshot.proto\x12\x15meshplane.snapshot.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a meshplane/common/v1/common.proto\x1a&meshplane/discovery/v1/discovery.proto\x1a+meshplane/networking/v1/access_policy.proto\x1a,meshplane/networking/v1/traffic_policy.proto\x1a1meshplane/networking/v1/virtual_destination.proto\x1a*meshplane/networking/v1/virtual_mesh.proto\x1a$meshplane/settings/v1/settings.proto\"\x86\x06\n" +
+	"$meshplane/snapshot/v1/snapshot.proto\x12\x15meshplane.snapshot.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a meshplane/common/v1/common.proto\x1a&meshplane/discovery/v1/discovery.proto\x1a+meshplane/networking/v1/access_policy.proto\x1a,meshplane/networking/v1/traffic_policy.proto\x1a1meshplane/networking/v1/virtual_destination.proto\x1a*meshplane/networking/v1/virtual_mesh.proto\x1a$meshplane/settings/v1/settings.proto\"\xdc\x06\n" +
 	"\rInputSnapshot\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x126\n" +
@@ -846,7 +940,14 @@ const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x10traffic_policies\x18\x15 \x03(\v2&.meshplane.networking.v1.TrafficPolicyR\x0ftrafficPolicies\x12N\n" +
 	"\x0faccess_policies\x18\x16 \x03(\v2%.meshplane.networking.v1.AccessPolicyR\x0eaccessPolicies\x12^\n" +
 	"\x14virtual_destinations\x18\x17 \x03(\v2+.meshplane.networking.v1.VirtualDestinationR\x13virtualDestinations\x12;\n" +
-	"\bsettings\x18\x18 \x03(\v2\x1f.meshplane.settings.v1.SettingsR\bsettings\"]\n" +
+	"\bsettings\x18\x18 \x03(\v2\x1f.meshplane.settings.v1.SettingsR\bsettings\x12T\n" +
+	"\x12user_istio_objects\x18\x1e \x03(\v2&.meshplane.snapshot.v1.UserIstioObjectR\x10userIstioObjects\"\x8a\x01\n" +
+	"\x0fUserIstioObject\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05hosts\x18\x04 \x03(\tR\x05hosts\x12\x1b\n" +
+	"\texport_to\x18\x05 \x03(\tR\bexportTo\"]\n" +
 	"\tAgentInfo\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x18\n" +
 	"\areplica\x18\x02 \x01(\tR\areplica\x12\x1c\n" +
@@ -927,62 +1028,64 @@ func file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_meshplane_snapshot_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshplane_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_meshplane_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_meshplane_snapshot_v1_snapshot_proto_goTypes = []any{
 	(ApplyOutcome)(0),              // 0: meshplane.snapshot.v1.ApplyOutcome
 	(*InputSnapshot)(nil),          // 1: meshplane.snapshot.v1.InputSnapshot
-	(*AgentInfo)(nil),              // 2: meshplane.snapshot.v1.AgentInfo
-	(*OutputSnapshot)(nil),         // 3: meshplane.snapshot.v1.OutputSnapshot
-	(*IssuedCertificate)(nil),      // 4: meshplane.snapshot.v1.IssuedCertificate
-	(*Object)(nil),                 // 5: meshplane.snapshot.v1.Object
-	(*ResourceStatus)(nil),         // 6: meshplane.snapshot.v1.ResourceStatus
-	(*ObjectRef)(nil),              // 7: meshplane.snapshot.v1.ObjectRef
-	(*ApplyResult)(nil),            // 8: meshplane.snapshot.v1.ApplyResult
-	nil,                            // 9: meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
-	nil,                            // 10: meshplane.snapshot.v1.Object.LabelsEntry
-	nil,                            // 11: meshplane.snapshot.v1.Object.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil),  // 12: google.protobuf.Timestamp
-	(*v1.Mesh)(nil),                // 13: meshplane.discovery.v1.Mesh
-	(*v1.Workload)(nil),            // 14: meshplane.discovery.v1.Workload
-	(*v1.Destination)(nil),         // 15: meshplane.discovery.v1.Destination
-	(*v11.VirtualMesh)(nil),        // 16: meshplane.networking.v1.VirtualMesh
-	(*v11.TrafficPolicy)(nil),      // 17: meshplane.networking.v1.TrafficPolicy
-	(*v11.AccessPolicy)(nil),       // 18: meshplane.networking.v1.AccessPolicy
-	(*v11.VirtualDestination)(nil), // 19: meshplane.networking.v1.VirtualDestination
-	(*v12.Settings)(nil),           // 20: meshplane.settings.v1.Settings
-	(*v13.ObjectRef)(nil),          // 21: meshplane.common.v1.ObjectRef
-	(*durationpb.Duration)(nil),    // 22: google.protobuf.Duration
-	(v11.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm)(0), // 23: meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
+	(*UserIstioObject)(nil),        // 2: meshplane.snapshot.v1.UserIstioObject
+	(*AgentInfo)(nil),              // 3: meshplane.snapshot.v1.AgentInfo
+	(*OutputSnapshot)(nil),         // 4: meshplane.snapshot.v1.OutputSnapshot
+	(*IssuedCertificate)(nil),      // 5: meshplane.snapshot.v1.IssuedCertificate
+	(*Object)(nil),                 // 6: meshplane.snapshot.v1.Object
+	(*ResourceStatus)(nil),         // 7: meshplane.snapshot.v1.ResourceStatus
+	(*ObjectRef)(nil),              // 8: meshplane.snapshot.v1.ObjectRef
+	(*ApplyResult)(nil),            // 9: meshplane.snapshot.v1.ApplyResult
+	nil,                            // 10: meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
+	nil,                            // 11: meshplane.snapshot.v1.Object.LabelsEntry
+	nil,                            // 12: meshplane.snapshot.v1.Object.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil),  // 13: google.protobuf.Timestamp
+	(*v1.Mesh)(nil),                // 14: meshplane.discovery.v1.Mesh
+	(*v1.Workload)(nil),            // 15: meshplane.discovery.v1.Workload
+	(*v1.Destination)(nil),         // 16: meshplane.discovery.v1.Destination
+	(*v11.VirtualMesh)(nil),        // 17: meshplane.networking.v1.VirtualMesh
+	(*v11.TrafficPolicy)(nil),      // 18: meshplane.networking.v1.TrafficPolicy
+	(*v11.AccessPolicy)(nil),       // 19: meshplane.networking.v1.AccessPolicy
+	(*v11.VirtualDestination)(nil), // 20: meshplane.networking.v1.VirtualDestination
+	(*v12.Settings)(nil),           // 21: meshplane.settings.v1.Settings
+	(*v13.ObjectRef)(nil),          // 22: meshplane.common.v1.ObjectRef
+	(*durationpb.Duration)(nil),    // 23: google.protobuf.Duration
+	(v11.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm)(0), // 24: meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
 }
 var file_meshplane_snapshot_v1_snapshot_proto_depIdxs = []int32{
-	2,  // 0: meshplane.snapshot.v1.InputSnapshot.agent:type_name -> meshplane.snapshot.v1.AgentInfo
-	12, // 1: meshplane.snapshot.v1.InputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
-	13, // 2: meshplane.snapshot.v1.InputSnapshot.meshes:type_name -> meshplane.discovery.v1.Mesh
-	14, // 3: meshplane.snapshot.v1.InputSnapshot.workloads:type_name -> meshplane.discovery.v1.Workload
-	15, // 4: meshplane.snapshot.v1.InputSnapshot.destinations:type_name -> meshplane.discovery.v1.Destination
-	16, // 5: meshplane.snapshot.v1.InputSnapshot.virtual_meshes:type_name -> meshplane.networking.v1.VirtualMesh
-	17, // 6: meshplane.snapshot.v1.InputSnapshot.traffic_policies:type_name -> meshplane.networking.v1.TrafficPolicy
-	18, // 7: meshplane.snapshot.v1.InputSnapshot.access_policies:type_name -> meshplane.networking.v1.AccessPolicy
-	19, // 8: meshplane.snapshot.v1.InputSnapshot.virtual_destinations:type_name -> meshplane.networking.v1.VirtualDestination
-	20, // 9: meshplane.snapshot.v1.InputSnapshot.settings:type_name -> meshplane.settings.v1.Settings
-	12, // 10: meshplane.snapshot.v1.OutputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
-	5,  // 11: meshplane.snapshot.v1.OutputSnapshot.objects:type_name -> meshplane.snapshot.v1.Object
-	6,  // 12: meshplane.snapshot.v1.OutputSnapshot.statuses:type_name -> meshplane.snapshot.v1.ResourceStatus
-	9,  // 13: meshplane.snapshot.v1.OutputSnapshot.input_versions:type_name -> meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
-	4,  // 14: meshplane.snapshot.v1.OutputSnapshot.issued_certificates:type_name -> meshplane.snapshot.v1.IssuedCertificate
-	21, // 15: meshplane.snapshot.v1.IssuedCertificate.virtual_mesh:type_name -> meshplane.common.v1.ObjectRef
-	21, // 16: meshplane.snapshot.v1.IssuedCertificate.mesh:type_name -> meshplane.common.v1.ObjectRef
-	22, // 17: meshplane.snapshot.v1.IssuedCertificate.ttl:type_name -> google.protobuf.Duration
-	23, // 18: meshplane.snapshot.v1.IssuedCertificate.key_algorithm:type_name -> meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
-	10, // 19: meshplane.snapshot.v1.Object.labels:type_name -> meshplane.snapshot.v1.Object.LabelsEntry
-	11, // 20: meshplane.snapshot.v1.Object.annotations:type_name -> meshplane.snapshot.v1.Object.AnnotationsEntry
-	7,  // 21: meshplane.snapshot.v1.ApplyResult.ref:type_name -> meshplane.snapshot.v1.ObjectRef
-	0,  // 22: meshplane.snapshot.v1.ApplyResult.outcome:type_name -> meshplane.snapshot.v1.ApplyOutcome
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	3,  // 0: meshplane.snapshot.v1.InputSnapshot.agent:type_name -> meshplane.snapshot.v1.AgentInfo
+	13, // 1: meshplane.snapshot.v1.InputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
+	14, // 2: meshplane.snapshot.v1.InputSnapshot.meshes:type_name -> meshplane.discovery.v1.Mesh
+	15, // 3: meshplane.snapshot.v1.InputSnapshot.workloads:type_name -> meshplane.discovery.v1.Workload
+	16, // 4: meshplane.snapshot.v1.InputSnapshot.destinations:type_name -> meshplane.discovery.v1.Destination
+	17, // 5: meshplane.snapshot.v1.InputSnapshot.virtual_meshes:type_name -> meshplane.networking.v1.VirtualMesh
+	18, // 6: meshplane.snapshot.v1.InputSnapshot.traffic_policies:type_name -> meshplane.networking.v1.TrafficPolicy
+	19, // 7: meshplane.snapshot.v1.InputSnapshot.access_policies:type_name -> meshplane.networking.v1.AccessPolicy
+	20, // 8: meshplane.snapshot.v1.InputSnapshot.virtual_destinations:type_name -> meshplane.networking.v1.VirtualDestination
+	21, // 9: meshplane.snapshot.v1.InputSnapshot.settings:type_name -> meshplane.settings.v1.Settings
+	2,  // 10: meshplane.snapshot.v1.InputSnapshot.user_istio_objects:type_name -> meshplane.snapshot.v1.UserIstioObject
+	13, // 11: meshplane.snapshot.v1.OutputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
+	6,  // 12: meshplane.snapshot.v1.OutputSnapshot.objects:type_name -> meshplane.snapshot.v1.Object
+	7,  // 13: meshplane.snapshot.v1.OutputSnapshot.statuses:type_name -> meshplane.snapshot.v1.ResourceStatus
+	10, // 14: meshplane.snapshot.v1.OutputSnapshot.input_versions:type_name -> meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
+	5,  // 15: meshplane.snapshot.v1.OutputSnapshot.issued_certificates:type_name -> meshplane.snapshot.v1.IssuedCertificate
+	22, // 16: meshplane.snapshot.v1.IssuedCertificate.virtual_mesh:type_name -> meshplane.common.v1.ObjectRef
+	22, // 17: meshplane.snapshot.v1.IssuedCertificate.mesh:type_name -> meshplane.common.v1.ObjectRef
+	23, // 18: meshplane.snapshot.v1.IssuedCertificate.ttl:type_name -> google.protobuf.Duration
+	24, // 19: meshplane.snapshot.v1.IssuedCertificate.key_algorithm:type_name -> meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
+	11, // 20: meshplane.snapshot.v1.Object.labels:type_name -> meshplane.snapshot.v1.Object.LabelsEntry
+	12, // 21: meshplane.snapshot.v1.Object.annotations:type_name -> meshplane.snapshot.v1.Object.AnnotationsEntry
+	8,  // 22: meshplane.snapshot.v1.ApplyResult.ref:type_name -> meshplane.snapshot.v1.ObjectRef
+	0,  // 23: meshplane.snapshot.v1.ApplyResult.outcome:type_name -> meshplane.snapshot.v1.ApplyOutcome
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_snapshot_v1_snapshot_proto_init() }
@@ -996,7 +1099,7 @@ func file_meshplane_snapshot_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshplane_snapshot_v1_snapshot_proto_rawDesc), len(file_meshplane_snapshot_v1_snapshot_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -7,6 +7,7 @@
 package translationv1
 
 import (
+	v11 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	v1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -306,11 +307,135 @@ func (x *GetStatusResponse) GetOutputVersions() map[string]string {
 	return nil
 }
 
+// DescribeRequest filters the objects to describe. Empty fields match
+// anything; the filters combine with AND.
+type DescribeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cluster       string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Namespace     string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeRequest) Reset() {
+	*x = DescribeRequest{}
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeRequest) ProtoMessage() {}
+
+func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
+func (*DescribeRequest) Descriptor() ([]byte, []int) {
+	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DescribeRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *DescribeRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DescribeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DescribeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Each with status.applied_* filled in, sorted by (cluster, namespace,
+	// name).
+	Meshes        []*v11.Mesh        `protobuf:"bytes,1,rep,name=meshes,proto3" json:"meshes,omitempty"`
+	Workloads     []*v11.Workload    `protobuf:"bytes,2,rep,name=workloads,proto3" json:"workloads,omitempty"`
+	Destinations  []*v11.Destination `protobuf:"bytes,3,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeResponse) Reset() {
+	*x = DescribeResponse{}
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeResponse) ProtoMessage() {}
+
+func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
+func (*DescribeResponse) Descriptor() ([]byte, []int) {
+	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DescribeResponse) GetMeshes() []*v11.Mesh {
+	if x != nil {
+		return x.Meshes
+	}
+	return nil
+}
+
+func (x *DescribeResponse) GetWorkloads() []*v11.Workload {
+	if x != nil {
+		return x.Workloads
+	}
+	return nil
+}
+
+func (x *DescribeResponse) GetDestinations() []*v11.Destination {
+	if x != nil {
+		return x.Destinations
+	}
+	return nil
+}
+
 var File_meshplane_translation_v1_translation_proto protoreflect.FileDescriptor
 
 const file_meshplane_translation_v1_translation_proto_rawDesc = "" +
 	"\n" +
-	"*meshplane/translation/v1/translation.proto\x12\x18meshplane.translation.v1\x1a$meshplane/snapshot/v1/snapshot.proto\"\x85\x01\n" +
+	"*meshplane/translation/v1/translation.proto\x12\x18meshplane.translation.v1\x1a&meshplane/discovery/v1/discovery.proto\x1a$meshplane/snapshot/v1/snapshot.proto\"\x85\x01\n" +
 	"\rNotifyRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12@\n" +
@@ -327,11 +452,20 @@ const file_meshplane_translation_v1_translation_proto_rawDesc = "" +
 	"\x0foutput_versions\x18\x03 \x03(\v2?.meshplane.translation.v1.GetStatusResponse.OutputVersionsEntryR\x0eoutputVersions\x1aA\n" +
 	"\x13OutputVersionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xd5\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"]\n" +
+	"\x0fDescribeRequest\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\xd1\x01\n" +
+	"\x10DescribeResponse\x124\n" +
+	"\x06meshes\x18\x01 \x03(\v2\x1c.meshplane.discovery.v1.MeshR\x06meshes\x12>\n" +
+	"\tworkloads\x18\x02 \x03(\v2 .meshplane.discovery.v1.WorkloadR\tworkloads\x12G\n" +
+	"\fdestinations\x18\x03 \x03(\v2#.meshplane.discovery.v1.DestinationR\fdestinations2\xb8\x03\n" +
 	"\x12TranslationService\x12[\n" +
 	"\x06Notify\x12'.meshplane.translation.v1.NotifyRequest\x1a(.meshplane.translation.v1.NotifyResponse\x12|\n" +
 	"\x11GetOutputSnapshot\x122.meshplane.translation.v1.GetOutputSnapshotRequest\x1a3.meshplane.translation.v1.GetOutputSnapshotResponse\x12d\n" +
-	"\tGetStatus\x12*.meshplane.translation.v1.GetStatusRequest\x1a+.meshplane.translation.v1.GetStatusResponseB\x82\x02\n" +
+	"\tGetStatus\x12*.meshplane.translation.v1.GetStatusRequest\x1a+.meshplane.translation.v1.GetStatusResponse\x12a\n" +
+	"\bDescribe\x12).meshplane.translation.v1.DescribeRequest\x1a*.meshplane.translation.v1.DescribeResponseB\x82\x02\n" +
 	"\x1ccom.meshplane.translation.v1B\x10TranslationProtoP\x01ZNgithub.com/meshplane/meshplane/libs/gen/meshplane/translation/v1;translationv1\xa2\x02\x03MTX\xaa\x02\x18Meshplane.Translation.V1\xca\x02\x18Meshplane\\Translation\\V1\xe2\x02$Meshplane\\Translation\\V1\\GPBMetadata\xea\x02\x1aMeshplane::Translation::V1b\x06proto3"
 
 var (
@@ -346,7 +480,7 @@ func file_meshplane_translation_v1_translation_proto_rawDescGZIP() []byte {
 	return file_meshplane_translation_v1_translation_proto_rawDescData
 }
 
-var file_meshplane_translation_v1_translation_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_meshplane_translation_v1_translation_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_meshplane_translation_v1_translation_proto_goTypes = []any{
 	(*NotifyRequest)(nil),             // 0: meshplane.translation.v1.NotifyRequest
 	(*NotifyResponse)(nil),            // 1: meshplane.translation.v1.NotifyResponse
@@ -354,25 +488,35 @@ var file_meshplane_translation_v1_translation_proto_goTypes = []any{
 	(*GetOutputSnapshotResponse)(nil), // 3: meshplane.translation.v1.GetOutputSnapshotResponse
 	(*GetStatusRequest)(nil),          // 4: meshplane.translation.v1.GetStatusRequest
 	(*GetStatusResponse)(nil),         // 5: meshplane.translation.v1.GetStatusResponse
-	nil,                               // 6: meshplane.translation.v1.GetStatusResponse.OutputVersionsEntry
-	(*v1.InputSnapshot)(nil),          // 7: meshplane.snapshot.v1.InputSnapshot
-	(*v1.OutputSnapshot)(nil),         // 8: meshplane.snapshot.v1.OutputSnapshot
+	(*DescribeRequest)(nil),           // 6: meshplane.translation.v1.DescribeRequest
+	(*DescribeResponse)(nil),          // 7: meshplane.translation.v1.DescribeResponse
+	nil,                               // 8: meshplane.translation.v1.GetStatusResponse.OutputVersionsEntry
+	(*v1.InputSnapshot)(nil),          // 9: meshplane.snapshot.v1.InputSnapshot
+	(*v1.OutputSnapshot)(nil),         // 10: meshplane.snapshot.v1.OutputSnapshot
+	(*v11.Mesh)(nil),                  // 11: meshplane.discovery.v1.Mesh
+	(*v11.Workload)(nil),              // 12: meshplane.discovery.v1.Workload
+	(*v11.Destination)(nil),           // 13: meshplane.discovery.v1.Destination
 }
 var file_meshplane_translation_v1_translation_proto_depIdxs = []int32{
-	7, // 0: meshplane.translation.v1.NotifyRequest.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
-	8, // 1: meshplane.translation.v1.GetOutputSnapshotResponse.snapshot:type_name -> meshplane.snapshot.v1.OutputSnapshot
-	6, // 2: meshplane.translation.v1.GetStatusResponse.output_versions:type_name -> meshplane.translation.v1.GetStatusResponse.OutputVersionsEntry
-	0, // 3: meshplane.translation.v1.TranslationService.Notify:input_type -> meshplane.translation.v1.NotifyRequest
-	2, // 4: meshplane.translation.v1.TranslationService.GetOutputSnapshot:input_type -> meshplane.translation.v1.GetOutputSnapshotRequest
-	4, // 5: meshplane.translation.v1.TranslationService.GetStatus:input_type -> meshplane.translation.v1.GetStatusRequest
-	1, // 6: meshplane.translation.v1.TranslationService.Notify:output_type -> meshplane.translation.v1.NotifyResponse
-	3, // 7: meshplane.translation.v1.TranslationService.GetOutputSnapshot:output_type -> meshplane.translation.v1.GetOutputSnapshotResponse
-	5, // 8: meshplane.translation.v1.TranslationService.GetStatus:output_type -> meshplane.translation.v1.GetStatusResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	9,  // 0: meshplane.translation.v1.NotifyRequest.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
+	10, // 1: meshplane.translation.v1.GetOutputSnapshotResponse.snapshot:type_name -> meshplane.snapshot.v1.OutputSnapshot
+	8,  // 2: meshplane.translation.v1.GetStatusResponse.output_versions:type_name -> meshplane.translation.v1.GetStatusResponse.OutputVersionsEntry
+	11, // 3: meshplane.translation.v1.DescribeResponse.meshes:type_name -> meshplane.discovery.v1.Mesh
+	12, // 4: meshplane.translation.v1.DescribeResponse.workloads:type_name -> meshplane.discovery.v1.Workload
+	13, // 5: meshplane.translation.v1.DescribeResponse.destinations:type_name -> meshplane.discovery.v1.Destination
+	0,  // 6: meshplane.translation.v1.TranslationService.Notify:input_type -> meshplane.translation.v1.NotifyRequest
+	2,  // 7: meshplane.translation.v1.TranslationService.GetOutputSnapshot:input_type -> meshplane.translation.v1.GetOutputSnapshotRequest
+	4,  // 8: meshplane.translation.v1.TranslationService.GetStatus:input_type -> meshplane.translation.v1.GetStatusRequest
+	6,  // 9: meshplane.translation.v1.TranslationService.Describe:input_type -> meshplane.translation.v1.DescribeRequest
+	1,  // 10: meshplane.translation.v1.TranslationService.Notify:output_type -> meshplane.translation.v1.NotifyResponse
+	3,  // 11: meshplane.translation.v1.TranslationService.GetOutputSnapshot:output_type -> meshplane.translation.v1.GetOutputSnapshotResponse
+	5,  // 12: meshplane.translation.v1.TranslationService.GetStatus:output_type -> meshplane.translation.v1.GetStatusResponse
+	7,  // 13: meshplane.translation.v1.TranslationService.Describe:output_type -> meshplane.translation.v1.DescribeResponse
+	10, // [10:14] is the sub-list for method output_type
+	6,  // [6:10] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_translation_v1_translation_proto_init() }
@@ -386,7 +530,7 @@ func file_meshplane_translation_v1_translation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshplane_translation_v1_translation_proto_rawDesc), len(file_meshplane_translation_v1_translation_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -42,6 +42,9 @@ const (
 	// TranslationServiceGetStatusProcedure is the fully-qualified name of the TranslationService's
 	// GetStatus RPC.
 	TranslationServiceGetStatusProcedure = "/meshplane.translation.v1.TranslationService/GetStatus"
+	// TranslationServiceDescribeProcedure is the fully-qualified name of the TranslationService's
+	// Describe RPC.
+	TranslationServiceDescribeProcedure = "/meshplane.translation.v1.TranslationService/Describe"
 )
 
 // TranslationServiceClient is a client for the meshplane.translation.v1.TranslationService service.
@@ -54,6 +57,10 @@ type TranslationServiceClient interface {
 	GetOutputSnapshot(context.Context, *connect.Request[v1.GetOutputSnapshotRequest]) (*connect.Response[v1.GetOutputSnapshotResponse], error)
 	// GetStatus reports the translator's state, safe mode included.
 	GetStatus(context.Context, *connect.Request[v1.GetStatusRequest]) (*connect.Response[v1.GetStatusResponse], error)
+	// Describe returns the discovered meshes, workloads and destinations as
+	// the last translation saw them, with the policies applied to each in
+	// their status (acceptance order). It serves `meshctl describe`.
+	Describe(context.Context, *connect.Request[v1.DescribeRequest]) (*connect.Response[v1.DescribeResponse], error)
 }
 
 // NewTranslationServiceClient constructs a client for the
@@ -86,6 +93,12 @@ func NewTranslationServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(translationServiceMethods.ByName("GetStatus")),
 			connect.WithClientOptions(opts...),
 		),
+		describe: connect.NewClient[v1.DescribeRequest, v1.DescribeResponse](
+			httpClient,
+			baseURL+TranslationServiceDescribeProcedure,
+			connect.WithSchema(translationServiceMethods.ByName("Describe")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -94,6 +107,7 @@ type translationServiceClient struct {
 	notify            *connect.Client[v1.NotifyRequest, v1.NotifyResponse]
 	getOutputSnapshot *connect.Client[v1.GetOutputSnapshotRequest, v1.GetOutputSnapshotResponse]
 	getStatus         *connect.Client[v1.GetStatusRequest, v1.GetStatusResponse]
+	describe          *connect.Client[v1.DescribeRequest, v1.DescribeResponse]
 }
 
 // Notify calls meshplane.translation.v1.TranslationService.Notify.
@@ -111,6 +125,11 @@ func (c *translationServiceClient) GetStatus(ctx context.Context, req *connect.R
 	return c.getStatus.CallUnary(ctx, req)
 }
 
+// Describe calls meshplane.translation.v1.TranslationService.Describe.
+func (c *translationServiceClient) Describe(ctx context.Context, req *connect.Request[v1.DescribeRequest]) (*connect.Response[v1.DescribeResponse], error) {
+	return c.describe.CallUnary(ctx, req)
+}
+
 // TranslationServiceHandler is an implementation of the meshplane.translation.v1.TranslationService
 // service.
 type TranslationServiceHandler interface {
@@ -122,6 +141,10 @@ type TranslationServiceHandler interface {
 	GetOutputSnapshot(context.Context, *connect.Request[v1.GetOutputSnapshotRequest]) (*connect.Response[v1.GetOutputSnapshotResponse], error)
 	// GetStatus reports the translator's state, safe mode included.
 	GetStatus(context.Context, *connect.Request[v1.GetStatusRequest]) (*connect.Response[v1.GetStatusResponse], error)
+	// Describe returns the discovered meshes, workloads and destinations as
+	// the last translation saw them, with the policies applied to each in
+	// their status (acceptance order). It serves `meshctl describe`.
+	Describe(context.Context, *connect.Request[v1.DescribeRequest]) (*connect.Response[v1.DescribeResponse], error)
 }
 
 // NewTranslationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -149,6 +172,12 @@ func NewTranslationServiceHandler(svc TranslationServiceHandler, opts ...connect
 		connect.WithSchema(translationServiceMethods.ByName("GetStatus")),
 		connect.WithHandlerOptions(opts...),
 	)
+	translationServiceDescribeHandler := connect.NewUnaryHandler(
+		TranslationServiceDescribeProcedure,
+		svc.Describe,
+		connect.WithSchema(translationServiceMethods.ByName("Describe")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/meshplane.translation.v1.TranslationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case TranslationServiceNotifyProcedure:
@@ -157,6 +186,8 @@ func NewTranslationServiceHandler(svc TranslationServiceHandler, opts ...connect
 			translationServiceGetOutputSnapshotHandler.ServeHTTP(w, r)
 		case TranslationServiceGetStatusProcedure:
 			translationServiceGetStatusHandler.ServeHTTP(w, r)
+		case TranslationServiceDescribeProcedure:
+			translationServiceDescribeHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -176,4 +207,8 @@ func (UnimplementedTranslationServiceHandler) GetOutputSnapshot(context.Context,
 
 func (UnimplementedTranslationServiceHandler) GetStatus(context.Context, *connect.Request[v1.GetStatusRequest]) (*connect.Response[v1.GetStatusResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("meshplane.translation.v1.TranslationService.GetStatus is not implemented"))
+}
+
+func (UnimplementedTranslationServiceHandler) Describe(context.Context, *connect.Request[v1.DescribeRequest]) (*connect.Response[v1.DescribeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("meshplane.translation.v1.TranslationService.Describe is not implemented"))
 }
