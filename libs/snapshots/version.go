@@ -105,8 +105,8 @@ func SortInput(s *snapshotv1.InputSnapshot) {
 	slices.SortFunc(s.Settings, byMeta)
 }
 
-// SortOutput puts the objects and statuses of an output snapshot in a
-// canonical order.
+// SortOutput puts the objects, statuses and issued certificates of an
+// output snapshot in a canonical order.
 func SortOutput(s *snapshotv1.OutputSnapshot) {
 	slices.SortFunc(s.Objects, func(a, b *snapshotv1.Object) int {
 		return cmp.Or(
@@ -122,6 +122,14 @@ func SortOutput(s *snapshotv1.OutputSnapshot) {
 			cmp.Compare(a.GetKind(), b.GetKind()),
 			cmp.Compare(a.GetNamespace(), b.GetNamespace()),
 			cmp.Compare(a.GetName(), b.GetName()),
+		)
+	})
+	slices.SortFunc(s.IssuedCertificates, func(a, b *snapshotv1.IssuedCertificate) int {
+		return cmp.Or(
+			cmp.Compare(a.GetMesh().GetNamespace(), b.GetMesh().GetNamespace()),
+			cmp.Compare(a.GetMesh().GetName(), b.GetMesh().GetName()),
+			cmp.Compare(a.GetSecretNamespace(), b.GetSecretNamespace()),
+			cmp.Compare(a.GetSecretName(), b.GetSecretName()),
 		)
 	})
 }
