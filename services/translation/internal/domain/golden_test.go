@@ -160,7 +160,19 @@ func render(t *testing.T, outputs map[string]*snapshotv1.OutputSnapshot) any {
 				"status":             json.RawMessage(s.GetStatus()),
 			})
 		}
-		doc[cluster] = map[string]any{"objects": objects, "statuses": statuses}
+		entry := map[string]any{"objects": objects, "statuses": statuses}
+		if ics := o.GetIssuedCertificates(); len(ics) > 0 {
+			certs := make([]any, 0, len(ics))
+			for _, ic := range ics {
+				b, err := protojson.Marshal(ic)
+				if err != nil {
+					t.Fatal(err)
+				}
+				certs = append(certs, json.RawMessage(b))
+			}
+			entry["issuedCertificates"] = certs
+		}
+		doc[cluster] = entry
 	}
 	// Through JSON, so that numbers and empty values look exactly as they
 	// do when output.yaml is read.
