@@ -3,6 +3,7 @@ package platform
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -108,6 +109,9 @@ type guard struct {
 	errWriter   *connect.ErrorWriter
 	rejected    *prometheus.CounterVec
 	now         func() time.Time
+	// calls, when set, tracks admitted calls so that they can be cut when
+	// the certificate is revoked or expires while they are open.
+	calls *openCalls
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -137,6 +141,17 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		ctx = ContextWithIdentity(ctx, id)
+		if g.calls != nil {
+			var body io.Closer
+			if r.ProtoMajor == 2 {
+				// Closing an HTTP/1 body waits for a blocked Read; an HTTP/2
+				// one breaks it.
+				body = r.Body
+			}
+			var done func()
+			ctx, done = g.calls.add(ctx, id, procedure, body)
+			defer done()
+		}
 		r = r.WithContext(ctx)
 	}
 

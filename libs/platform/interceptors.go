@@ -52,6 +52,7 @@ type rpcMetrics struct {
 	streams  *prometheus.GaugeVec
 	panics   *prometheus.CounterVec
 	rejected *prometheus.CounterVec
+	ended    *prometheus.CounterVec
 }
 
 func newRPCMetrics(logger *slog.Logger, reg prometheus.Registerer) *rpcMetrics {
@@ -74,6 +75,10 @@ func newRPCMetrics(logger *slog.Logger, reg prometheus.Registerer) *rpcMetrics {
 			Name: "meshplane_rpc_server_panics_total",
 			Help: "Handler panics recovered and answered with CodeInternal, by procedure.",
 		}, []string{"procedure"})),
+		ended: register(logger, reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshplane_rpc_server_calls_ended_total",
+			Help: "Calls in flight that the server ended because the caller's certificate was revoked or expired while they were open, by reason.",
+		}, []string{"reason"})),
 		rejected: register(logger, reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshplane_rpc_server_rejected_total",
 			// Labelled by code only: rejected paths come from strangers and
@@ -226,10 +231,22 @@ var errDraining = errors.New("server is shutting down")
 // down. http.Server.Shutdown waits for handlers to return, and a watch
 // stream would otherwise hold it for the whole ShutdownTimeout. Unary calls
 // are short and are left to finish. The client gets CodeUnavailable, which
-// tells it to reconnect, to another replica if there is one.
+// tells it to reconnect, to another replica if there is one. It also turns
+// a call that openCalls cut (certificate revoked or expired while open) into
+// CodeUnauthenticated, whatever the handler returned.
 type drainInterceptor struct{}
 
-func (drainInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return next }
+func (drainInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		res, err := next(ctx, req)
+		if err != nil {
+			if cut := cutError(ctx); cut != nil && ctx.Err() != nil {
+				return nil, cut
+			}
+		}
+		return res, err
+	}
+}
 
 func (drainInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
 	return next
@@ -248,10 +265,25 @@ func (drainInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) 
 		defer stop()
 		err := next(ctx, conn)
 		// Also when the handler returned nil on seeing its context end: the
-		// stream was cut, not finished, and the client must know to resume.
-		if errors.Is(context.Cause(ctx), errDraining) {
-			return connect.NewError(connect.CodeUnavailable, errDraining)
+		// stream was cut, not finished, and the client must know why.
+		if cut := cutError(ctx); cut != nil {
+			return cut
 		}
 		return err
 	}
+}
+
+// cutError is the error a caller gets for a call that the server cut short:
+// CodeUnavailable when it is shutting down (reconnect, maybe elsewhere),
+// CodeUnauthenticated when the caller's certificate was revoked or expired
+// while the call was open (see openCalls). It is nil for a call that ended
+// on its own.
+func cutError(ctx context.Context) error {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errDraining):
+		return connect.NewError(connect.CodeUnavailable, errDraining)
+	case errors.Is(cause, errRevoked), errors.Is(cause, errExpired):
+		return connect.NewError(connect.CodeUnauthenticated, cause)
+	}
+	return nil
 }

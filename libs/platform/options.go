@@ -156,6 +156,11 @@ type ServerOptions struct {
 	// Revocation, when set, is asked about every client certificate that
 	// carries an identity. It is set by code, not by a flag.
 	Revocation RevocationChecker
+	// CertRecheckInterval is how often the calls in flight are checked
+	// again: a stream whose certificate is revoked (per Revocation) or
+	// expires while it is open is ended with CodeUnauthenticated. Zero means
+	// DefaultRecheckInterval. It is set by code, not by a flag.
+	CertRecheckInterval time.Duration
 
 	flagPrefix string
 	envErrs    []error

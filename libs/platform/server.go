@@ -43,6 +43,9 @@ type Server struct {
 	drain     context.Context
 	drainNow  context.CancelFunc
 	startOnce sync.Once
+	// calls are the calls in flight with a client certificate; Serve cuts
+	// those whose certificate is revoked or expires.
+	calls *openCalls
 
 	mu       sync.Mutex
 	services []string // for reflection and health
@@ -91,6 +94,7 @@ func NewServer(opts ServerOptions, logger *slog.Logger, reg *prometheus.Registry
 		drainNow:  drainNow,
 		reason:    "starting",
 	}
+	s.calls = newOpenCalls(opts.Revocation, logger, s.metrics.ended, time.Now)
 	s.handlerOpts = append(DefaultHandlerOptions(logger, reg), connect.WithReadMaxBytes(opts.MaxRecvBytes))
 	policy := defaultAccessPolicy()
 	s.policy.Store(&policy)
@@ -236,6 +240,7 @@ func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) rpcHandler() http.Handler {
 	return &guard{
 		next:        s.mux,
+		calls:       s.calls,
 		logger:      s.logger,
 		policy:      &s.policy,
 		trustDomain: s.opts.TrustDomain,
@@ -286,6 +291,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		},
 	}
 	s.logger.Info("serving RPCs", "addr", ln.Addr().String(), "tls", s.tlsConfig != nil, "client_auth", string(s.opts.TLS.ClientAuth))
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	defer stopSweep()
+	interval := s.opts.CertRecheckInterval
+	if interval <= 0 {
+		interval = DefaultRecheckInterval
+	}
+	go s.calls.run(sweepCtx, interval)
 	serve := func() error { return srv.Serve(ln) }
 	if s.tlsConfig != nil {
 		serve = func() error { return srv.ServeTLS(ln, "", "") }
