@@ -49,11 +49,12 @@ func FederatedHostname(name, namespace, cluster, suffix string) string {
 // federation: in each client mesh a ServiceEntry and a DestinationRule per
 // destination exported to it, and in each server mesh a Gateway that passes
 // the federated hostnames through its east-west gateway plus a
-// ServiceEntry per exported destination. The server-side ServiceEntry gives
+// ServiceEntry per exported destination. addrs collects the virtual
+// addresses given out, per client cluster. The server-side ServiceEntry gives
 // the federated hostname the local workloads as endpoints: the client's
 // SNI names the federated hostname, and AUTO_PASSTHROUGH routes it only to
 // a cluster of that name.
-func emitFederation(e *emitter, ix *Index, vms *virtualMeshes) error {
+func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]map[netip.Addr]string) error {
 	encodings := hostEncodings{}
 	byClient := map[string][]*federatedHost{} // by client cluster
 	for _, vm := range vms.all {
@@ -139,7 +140,11 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes) error {
 		slices.SortFunc(fhs, func(a, b *federatedHost) int {
 			return cmp.Or(strings.Compare(a.host, b.host), a.client.Key.compare(b.client.Key))
 		})
-		used := map[netip.Addr]string{}
+		used := addrs[cluster]
+		if used == nil {
+			used = map[netip.Addr]string{}
+			addrs[cluster] = used
+		}
 		for _, fh := range fhs {
 			at := ObjectKey{Cluster: cluster, Namespace: fh.client.Namespace, Name: fh.host}
 			parents := []ParentRef{

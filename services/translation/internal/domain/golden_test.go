@@ -121,7 +121,12 @@ func reversed(inputs map[string]*snapshotv1.InputSnapshot) map[string]*snapshotv
 			Meshes: slices.Clone(in.GetMeshes()), Workloads: slices.Clone(in.GetWorkloads()),
 			Destinations: slices.Clone(in.GetDestinations()), TrafficPolicies: slices.Clone(in.GetTrafficPolicies()),
 			VirtualMeshes: slices.Clone(in.GetVirtualMeshes()), AccessPolicies: slices.Clone(in.GetAccessPolicies()),
+			VirtualDestinations: slices.Clone(in.GetVirtualDestinations()), Settings: slices.Clone(in.GetSettings()),
+			UserIstioObjects: slices.Clone(in.GetUserIstioObjects()),
 		}
+		slices.Reverse(r.VirtualDestinations)
+		slices.Reverse(r.Settings)
+		slices.Reverse(r.UserIstioObjects)
 		slices.Reverse(r.Meshes)
 		slices.Reverse(r.Workloads)
 		slices.Reverse(r.Destinations)

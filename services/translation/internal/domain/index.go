@@ -37,6 +37,9 @@ type destination struct {
 	// where discovery reported one.
 	TargetPorts map[uint32]uint32
 	Mesh        ObjectKey // zero when unknown
+	// Region of the Service's cluster, and the zone of its endpoints when
+	// they are all in one; empty when not known.
+	Region, Zone string
 }
 
 // workload is a discovered group of mesh pods.
@@ -112,7 +115,8 @@ func NewIndex(inputs map[string]*snapshotv1.InputSnapshot, clusterDomain string)
 		if host == "" {
 			host = fmt.Sprintf("%s.%s.svc.%s", key.Name, key.Namespace, clusterDomain)
 		}
-		dst := &destination{Key: key, Host: host, Labels: ks.GetLabels(), Selector: ks.GetWorkloadSelectorLabels(), Subsets: ks.GetSubsets(), PortInfo: ks.GetPorts()}
+		dst := &destination{Key: key, Host: host, Labels: ks.GetLabels(), Selector: ks.GetWorkloadSelectorLabels(), Subsets: ks.GetSubsets(), PortInfo: ks.GetPorts(), Region: ks.GetRegion()}
+		dst.Zone = singleZone(ks)
 		for _, p := range ks.GetPorts() {
 			dst.Ports = append(dst.Ports, p.GetPort())
 			if t := p.GetTargetPortNumber(); t != 0 {
@@ -173,6 +177,22 @@ func (ix *Index) workloadsIn(clusters, namespaces []string) []*workload {
 		}
 	}
 	return out
+}
+
+// singleZone is the zone of every endpoint of a Service, or "" when they
+// are in several zones or none is known.
+func singleZone(ks *discoveryv1.DestinationSpec_KubeService) string {
+	zone := ""
+	for _, es := range ks.GetEndpointSubsets() {
+		for _, ep := range es.GetEndpoints() {
+			z := ep.GetSubLocality().GetZone()
+			if z == "" || zone != "" && z != zone {
+				return ""
+			}
+			zone = z
+		}
+	}
+	return zone
 }
 
 func workloadKey(cluster string, w *discoveryv1.Workload) ObjectKey {

@@ -21,6 +21,7 @@ import (
 // acceptance order, with field ownership.
 type trafficTranslation struct {
 	ix     *Index
+	vds    *virtualDestinations
 	states map[ObjectKey]*destState
 	// lastGood holds the last valid version of each policy, used when the
 	// current one fails validation.
@@ -239,6 +240,14 @@ func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.Tr
 	if ts := pol.GetTrafficShift(); ts != nil {
 		weights := make([]uint32, 0, len(ts.GetDestinations()))
 		for i, wd := range ts.GetDestinations() {
+			if ref := wd.GetVirtualDestination(); ref != nil {
+				rd, ok := t.resolveVirtualDestination(fmt.Sprintf("spec.policy.trafficShift.destinations[%d].virtualDestination", i), d, ref, &errs)
+				if ok {
+					shift = append(shift, rd)
+					weights = append(weights, wd.GetWeight())
+				}
+				continue
+			}
 			ks := wd.GetKubeService()
 			path := fmt.Sprintf("spec.policy.trafficShift.destinations[%d].kubeService", i)
 			target, ok := resolve(path, ks.GetName(), ks.GetNamespace(), ks.GetClusterName(), "clusterName", ks.GetPort())
@@ -277,6 +286,32 @@ func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.Tr
 		}
 	}
 	return shift, subsets, mirror, errs
+}
+
+// resolveVirtualDestination resolves a traffic shift to a
+// VirtualDestination, as seen from destination d: it must be valid and
+// written into d's mesh, or d's clients could not resolve its hostname.
+func (t *trafficTranslation) resolveVirtualDestination(path string, d *destination, ref *networkingv1.TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_VirtualDestinationRef, errs *[]string) (*istiov1alpha3.HTTPRouteDestination, bool) {
+	ns := cmp.Or(ref.GetNamespace(), d.Key.Namespace)
+	var vd *virtualDestination
+	if t.vds != nil {
+		vd = t.vds.lookup(ns, ref.GetName(), d.Key.Cluster)
+	}
+	switch {
+	case vd == nil:
+		*errs = append(*errs, fmt.Sprintf("%s: VirtualDestination %s/%s not found", path, ns, ref.GetName()))
+		return nil, false
+	case !vd.valid():
+		*errs = append(*errs, fmt.Sprintf("%s: VirtualDestination %s is INVALID", path, vd.Key))
+		return nil, false
+	case !vd.serves(d.Mesh):
+		*errs = append(*errs, fmt.Sprintf("%s: VirtualDestination %s is not written into the mesh of destination %s", path, vd.Key, d.Key))
+		return nil, false
+	}
+	return &istiov1alpha3.HTTPRouteDestination{Destination: &istiov1alpha3.Destination{
+		Host: vd.Spec.GetHostname(),
+		Port: &istiov1alpha3.PortSelector{Number: vd.Spec.GetPort().GetNumber()},
+	}}, true
 }
 
 // SubsetName names the DestinationRule subset for pod labels: the sorted

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
@@ -87,11 +88,13 @@ func TranslateWithLastGood(inputs map[string]*snapshotv1.InputSnapshot, opts Opt
 	}
 
 	ix := NewIndex(inputs, opts.ClusterDomain)
+	vms := applyVirtualMeshes(ix, collectResources(inputs, (*snapshotv1.InputSnapshot).GetVirtualMeshes))
+	vds := applyVirtualDestinations(ix, vms, collectResources(inputs, (*snapshotv1.InputSnapshot).GetVirtualDestinations))
 	tr := newTrafficTranslation(ix)
+	tr.vds = vds
 	tr.lastGood = last.Traffic
 	policies := collectTrafficPolicies(inputs)
 	tr.apply(policies)
-	vms := applyVirtualMeshes(ix, collectResources(inputs, (*snapshotv1.InputSnapshot).GetVirtualMeshes))
 	warnPlaintextInStrictMesh(ix, tr, vms)
 	access, accessPolicies := applyAccessPolicies(ix, vms, collectResources(inputs, (*snapshotv1.InputSnapshot).GetAccessPolicies), last.Access)
 
@@ -114,9 +117,11 @@ func TranslateWithLastGood(inputs map[string]*snapshotv1.InputSnapshot, opts Opt
 	e := newEmitter()
 	emitMeshWide(e, vms)
 	access.emit(e)
-	if err := emitFederation(e, ix, vms); err != nil {
+	addrs := map[string]map[netip.Addr]string{}
+	if err := emitFederation(e, ix, vms, addrs); err != nil {
 		return nil, LastGood{}, err
 	}
+	emitVirtualDestinations(e, ix, vds, addrs)
 	if err := e.flush(outputs, opts); err != nil {
 		return nil, LastGood{}, err
 	}
@@ -148,6 +153,13 @@ func TranslateWithLastGood(inputs map[string]*snapshotv1.InputSnapshot, opts Opt
 			return nil, LastGood{}, err
 		}
 		outputs[vm.Key.Cluster].Statuses = append(outputs[vm.Key.Cluster].Statuses, st)
+	}
+	for _, vd := range vds.all {
+		st, err := virtualDestinationStatus(vd)
+		if err != nil {
+			return nil, LastGood{}, err
+		}
+		outputs[vd.Key.Cluster].Statuses = append(outputs[vd.Key.Cluster].Statuses, st)
 	}
 	for _, out := range outputs {
 		snapshots.SealOutput(out)

@@ -217,7 +217,16 @@ func validatePolicy(v *validator, p *networkingv1.TrafficPolicySpec_Policy) {
 					v.add(dp+".kubeService.port", "must be at most 65535")
 				}
 			case d.GetVirtualDestination() != nil:
-				v.add(dp+".virtualDestination", "traffic shifts to VirtualDestinations are not translated yet")
+				vd := d.GetVirtualDestination()
+				if vd.GetName() == "" {
+					v.add(dp+".virtualDestination.name", "is required")
+				}
+				if len(vd.GetSubset()) > 0 {
+					// The endpoints of a VirtualDestination are services
+					// and east-west gateways, not pods: pod labels
+					// cannot select among them.
+					v.add(dp+".virtualDestination.subset", "subsets of VirtualDestinations are not supported: their endpoints are services and gateways, not pods")
+				}
 			default:
 				v.add(dp, "one of kubeService or virtualDestination is required")
 			}

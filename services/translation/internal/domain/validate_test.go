@@ -44,10 +44,11 @@ func TestValidateTrafficPolicy(t *testing.T) {
 			`spec.httpRequestMatchers[0].queryParameters[1].name: query parameter "q" is matched twice`,
 			`spec.httpRequestMatchers[0].method: "get" is not an HTTP method`,
 		}},
-		{"traffic shift", `{"policy":{"trafficShift":{"destinations":[{"weight":0,"kubeService":{}},{"weight":0},{"weight":0,"virtualDestination":{"name":"v"}}]}}}`, []string{
+		{"traffic shift", `{"policy":{"trafficShift":{"destinations":[{"weight":0,"kubeService":{}},{"weight":0},{"weight":0,"virtualDestination":{"subset":{"v":"2"}}}]}}}`, []string{
 			"spec.policy.trafficShift.destinations[0].kubeService.name: is required",
 			"spec.policy.trafficShift.destinations[1]: one of kubeService or virtualDestination is required",
-			"spec.policy.trafficShift.destinations[2].virtualDestination: traffic shifts to VirtualDestinations are not translated yet",
+			"spec.policy.trafficShift.destinations[2].virtualDestination.name: is required",
+			"spec.policy.trafficShift.destinations[2].virtualDestination.subset: subsets of VirtualDestinations are not supported: their endpoints are services and gateways, not pods",
 			"spec.policy.trafficShift.destinations: weights must not all be zero",
 		}},
 		{"empty shift, fault without type, mirror without target", `{"policy":{"trafficShift":{},"faultInjection":{},"mirror":{}}}`, []string{
@@ -142,6 +143,59 @@ func TestValidateVirtualMesh(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := domain.ValidateVirtualMesh(spec); !slices.Equal(got, tc.want) {
+				t.Errorf("errors:\n%q\nwant:\n%q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateVirtualDestination(t *testing.T) {
+	for _, tc := range []struct {
+		name, spec string
+		want       []string
+	}{
+		{"static", `{"hostname":"reviews.global","port":{"number":9080,"protocol":"http"},"virtualMesh":{"name":"vm"},
+			"static":{"destinations":[{"kubeService":{"name":"reviews","cluster":"east"}}]}}`, nil},
+		{"localized", `{"hostname":"reviews.global","port":{"number":9080,"protocol":"grpc","targetNumber":8080},"meshList":{"meshes":[{"name":"m","namespace":"istio-system"}]},
+			"localized":{"destinationSelectors":[{}],"failoverDirectives":[{"from":{"region":"us-east"},"to":[{"region":"us-west"}]}],"outlierDetection":{"consecutiveErrors":3}}}`, nil},
+		{"empty", `{}`, []string{
+			"spec.hostname: is required",
+			"spec.port: is required",
+			"spec: one of virtualMesh or meshList is required",
+			"spec: one of static or localized is required",
+		}},
+		{"bad fields", `{"hostname":"*.global","port":{"number":70000,"protocol":"udp","targetName":""},"meshList":{},
+			"static":{"destinations":[{},{"kubeService":{}}]}}`, []string{
+			`spec.hostname: "*.global" is not a DNS name (lower case, no wildcard)`,
+			"spec.port.number: must be between 1 and 65535",
+			`spec.port.protocol: "udp" is not one of http, http2, grpc, tcp, tls`,
+			"spec.port.targetName: must not be empty",
+			"spec.meshList.meshes: must not be empty",
+			"spec.static.destinations[0].kubeService: is required",
+			"spec.static.destinations[1].kubeService.name: is required",
+		}},
+		{"failover directives", `{"hostname":"r.global","port":{"number":80,"protocol":"http"},"virtualMesh":{"name":"vm"},
+			"localized":{"destinationSelectors":[{}],"failoverDirectives":[
+				{"from":{"region":"a","zone":"a1"},"to":[{"region":"b"},{"region":"c"}]},
+				{"from":{"region":"a"},"to":[{"region":"a"}]},
+				{"from":{},"to":[]}],
+				"outlierDetection":{"interval":"0s","maxEjectionPercent":101}}}`, []string{
+			"spec.localized.failoverDirectives[0].from: zone and subZone cannot be named: Istio fails over between regions, and prefers the nearest zone by itself",
+			"spec.localized.failoverDirectives[0].to: must name exactly one locality: Istio fails a region over to one region, then to all others alike",
+			`spec.localized.failoverDirectives[1].from.region: region "a" already has a directive at spec.localized.failoverDirectives[0]`,
+			"spec.localized.failoverDirectives[1].to[0].region: must differ from the from region",
+			"spec.localized.failoverDirectives[2].from.region: is required",
+			"spec.localized.failoverDirectives[2].to: must name exactly one locality: Istio fails a region over to one region, then to all others alike",
+			"spec.localized.outlierDetection.interval: must be positive",
+			"spec.localized.outlierDetection.maxEjectionPercent: must be between 0 and 100",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &networkingv1.VirtualDestinationSpec{}
+			if err := protojson.Unmarshal([]byte(tc.spec), spec); err != nil {
+				t.Fatal(err)
+			}
+			if got := domain.ValidateVirtualDestination(spec); !slices.Equal(got, tc.want) {
 				t.Errorf("errors:\n%q\nwant:\n%q", got, tc.want)
 			}
 		})

@@ -1,0 +1,556 @@
+package domain
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
+	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	istiov1alpha3 "istio.io/api/networking/v1alpha3"
+)
+
+// Names used by VirtualDestination translation.
+const (
+	KindVirtualDestination       = "VirtualDestination"
+	parentKindVirtualDestination = NetworkingV1 + ", Kind=" + KindVirtualDestination
+	// VirtualDestinationGatewayName names the Gateway that lets an
+	// east-west gateway pass VirtualDestination hostnames through to the
+	// backing services of its cluster.
+	VirtualDestinationGatewayName = "virtual-destinations"
+	// LabelFailoverRankPrefix starts the endpoint labels that put the
+	// backing destinations of a static failover list in order (see
+	// staticFailover).
+	LabelFailoverRankPrefix = "failover.meshplane.dev/rank-"
+)
+
+// vdProtocols maps the protocols a VirtualDestination port may name to
+// Istio's.
+var vdProtocols = map[string]string{"http": "HTTP", "http2": "HTTP2", "grpc": "GRPC", "tcp": "TCP", "tls": "TLS"}
+
+// virtualDestination is a VirtualDestination with what translation learns
+// about it.
+type virtualDestination struct {
+	Key  ObjectKey
+	Meta *commonv1.ObjectMeta
+	Spec *networkingv1.VirtualDestinationSpec
+	// Errors make it INVALID: nothing is translated.
+	Errors []string
+	// Per target mesh, keyed by "<name>.<namespace>".
+	Meshes map[string]*commonv1.ApprovalStatus
+	// The meshes that get the hostname, sorted by key.
+	targets []*mesh
+	// The backing destinations: in failover order for a static list, by
+	// key for locality failover.
+	backing []vdBacking
+}
+
+type vdBacking struct {
+	dst  *destination
+	port uint32 // the service port traffic goes to
+}
+
+// virtualDestinations is every VirtualDestination in acceptance order.
+type virtualDestinations struct {
+	all   []*virtualDestination
+	byRef map[[2]string][]*virtualDestination // (namespace, name), in acceptance order
+}
+
+// lookup finds the VirtualDestination a reference names: the one in
+// cluster when there is one, else the first accepted.
+func (v *virtualDestinations) lookup(namespace, name, cluster string) *virtualDestination {
+	found := v.byRef[[2]string{namespace, name}]
+	for _, vd := range found {
+		if vd.Key.Cluster == cluster {
+			return vd
+		}
+	}
+	if len(found) > 0 {
+		return found[0]
+	}
+	return nil
+}
+
+func (vd *virtualDestination) valid() bool { return len(vd.Errors) == 0 }
+
+// serves says whether the VirtualDestination's hostname is written into
+// mesh m.
+func (vd *virtualDestination) serves(m ObjectKey) bool {
+	return slices.ContainsFunc(vd.targets, func(t *mesh) bool { return t.Key == m })
+}
+
+// ValidateVirtualDestination checks what can be checked of a
+// VirtualDestination without looking at the estate.
+func ValidateVirtualDestination(spec *networkingv1.VirtualDestinationSpec) []string {
+	v := &validator{}
+	switch h := spec.GetHostname(); {
+	case h == "":
+		v.add("spec.hostname", "is required")
+	case !dnsLabels.MatchString(h) || len(h) > 253:
+		v.add("spec.hostname", "%q is not a DNS name (lower case, no wildcard)", h)
+	}
+	p := spec.GetPort()
+	switch {
+	case p == nil:
+		v.add("spec.port", "is required")
+	default:
+		if p.GetNumber() == 0 || p.GetNumber() > 65535 {
+			v.add("spec.port.number", "must be between 1 and 65535")
+		}
+		if _, ok := vdProtocols[strings.ToLower(p.GetProtocol())]; !ok {
+			v.add("spec.port.protocol", "%q is not one of http, http2, grpc, tcp, tls", p.GetProtocol())
+		}
+		if t, ok := p.GetTargetPort().(*networkingv1.VirtualDestinationSpec_Port_TargetNumber); ok && (t.TargetNumber == 0 || t.TargetNumber > 65535) {
+			v.add("spec.port.targetNumber", "must be between 1 and 65535")
+		}
+		if t, ok := p.GetTargetPort().(*networkingv1.VirtualDestinationSpec_Port_TargetName); ok && t.TargetName == "" {
+			v.add("spec.port.targetName", "must not be empty")
+		}
+	}
+	switch {
+	case spec.GetVirtualMesh() != nil:
+		if spec.GetVirtualMesh().GetName() == "" {
+			v.add("spec.virtualMesh.name", "is required")
+		}
+	case spec.GetMeshList() != nil:
+		if len(spec.GetMeshList().GetMeshes()) == 0 {
+			v.add("spec.meshList.meshes", "must not be empty")
+		}
+		for i, m := range spec.GetMeshList().GetMeshes() {
+			if m.GetName() == "" || m.GetNamespace() == "" {
+				v.add(fmt.Sprintf("spec.meshList.meshes[%d]", i), "name and namespace are required")
+			}
+		}
+	default:
+		v.add("spec", "one of virtualMesh or meshList is required")
+	}
+	switch {
+	case spec.GetStatic() != nil:
+		ds := spec.GetStatic().GetDestinations()
+		if len(ds) == 0 {
+			v.add("spec.static.destinations", "must not be empty")
+		}
+		for i, d := range ds {
+			switch {
+			case d.GetKubeService() == nil:
+				v.add(fmt.Sprintf("spec.static.destinations[%d].kubeService", i), "is required")
+			case d.GetKubeService().GetName() == "":
+				v.add(fmt.Sprintf("spec.static.destinations[%d].kubeService.name", i), "is required")
+			}
+		}
+	case spec.GetLocalized() != nil:
+		l := spec.GetLocalized()
+		if len(l.GetDestinationSelectors()) == 0 {
+			v.add("spec.localized.destinationSelectors", "must not be empty")
+		}
+		for i, sel := range l.GetDestinationSelectors() {
+			for j, ref := range sel.GetKubeServiceRefs().GetServices() {
+				if ref.GetName() == "" {
+					v.add(fmt.Sprintf("spec.localized.destinationSelectors[%d].kubeServiceRefs.services[%d].name", i, j), "is required")
+				}
+			}
+		}
+		from := map[string]int{}
+		for i, d := range l.GetFailoverDirectives() {
+			dp := fmt.Sprintf("spec.localized.failoverDirectives[%d]", i)
+			checkRegionOnly(v, dp+".from", d.GetFrom())
+			if r := d.GetFrom().GetRegion(); r != "" {
+				if j, dup := from[r]; dup {
+					v.add(dp+".from.region", "region %q already has a directive at spec.localized.failoverDirectives[%d]", r, j)
+				}
+				from[r] = i
+			}
+			// Istio's localityLbSetting fails a region over to one other
+			// region; beyond it, every other region is equally far.
+			if len(d.GetTo()) != 1 {
+				v.add(dp+".to", "must name exactly one locality: Istio fails a region over to one region, then to all others alike")
+			}
+			for j, to := range d.GetTo() {
+				checkRegionOnly(v, fmt.Sprintf("%s.to[%d]", dp, j), to)
+				if to.GetRegion() != "" && to.GetRegion() == d.GetFrom().GetRegion() {
+					v.add(fmt.Sprintf("%s.to[%d].region", dp, j), "must differ from the from region")
+				}
+			}
+		}
+		if o := l.GetOutlierDetection(); o != nil {
+			op := "spec.localized.outlierDetection"
+			v.positiveDuration(op+".interval", o.GetInterval())
+			v.positiveDuration(op+".baseEjectionTime", o.GetBaseEjectionTime())
+			if o.GetMaxEjectionPercent() > 100 {
+				v.add(op+".maxEjectionPercent", "must be between 0 and 100")
+			}
+		}
+	default:
+		v.add("spec", "one of static or localized is required")
+	}
+	return v.errs
+}
+
+// checkRegionOnly checks a failover locality: Istio's failover works
+// between regions only; zones within a region are preferred by nearness
+// without being named.
+func checkRegionOnly(v *validator, path string, l *networkingv1.VirtualDestinationSpec_LocalityConfig_Locality) {
+	if l.GetRegion() == "" {
+		v.add(path+".region", "is required")
+	}
+	if l.GetZone() != "" || l.GetSubZone() != "" {
+		v.add(path, "zone and subZone cannot be named: Istio fails over between regions, and prefers the nearest zone by itself")
+	}
+}
+
+// applyVirtualDestinations validates the VirtualDestinations in acceptance
+// order and resolves their meshes and backing destinations. A hostname
+// belongs to the first one accepted.
+func applyVirtualDestinations(ix *Index, vms *virtualMeshes, list []collected[*networkingv1.VirtualDestination]) *virtualDestinations {
+	out := &virtualDestinations{byRef: map[[2]string][]*virtualDestination{}}
+	hosts := map[string]*virtualDestination{}
+	for _, c := range list {
+		vd := &virtualDestination{Key: c.Key, Meta: c.Res.GetMetadata(), Spec: c.Res.GetSpec(), Meshes: map[string]*commonv1.ApprovalStatus{}}
+		if vd.Spec == nil {
+			vd.Spec = &networkingv1.VirtualDestinationSpec{}
+		}
+		out.all = append(out.all, vd)
+		rk := [2]string{vd.Key.Namespace, vd.Key.Name}
+		out.byRef[rk] = append(out.byRef[rk], vd)
+		if vd.Errors = ValidateVirtualDestination(vd.Spec); len(vd.Errors) > 0 {
+			continue
+		}
+		if owner := hosts[vd.Spec.GetHostname()]; owner != nil {
+			vd.Errors = append(vd.Errors, fmt.Sprintf("spec.hostname: %q is the hostname of VirtualDestination %s, accepted earlier", vd.Spec.GetHostname(), owner.Key))
+			continue
+		}
+		vd.resolveTargets(ix, vms)
+		vd.resolveBacking(ix, len(vd.Errors) == 0)
+		if len(vd.Errors) > 0 {
+			vd.targets, vd.backing = nil, nil
+			continue
+		}
+		hosts[vd.Spec.GetHostname()] = vd
+		for _, m := range vd.targets {
+			vd.Meshes[m.RefKey()] = &commonv1.ApprovalStatus{State: commonv1.ApprovalState_ACCEPTED}
+		}
+	}
+	// Acceptance order per mesh, for the meshes' statuses.
+	order := map[ObjectKey]uint32{}
+	for _, vd := range out.all {
+		for _, m := range vd.targets {
+			vd.Meshes[m.RefKey()].AcceptanceOrder = order[m.Key]
+			order[m.Key]++
+		}
+	}
+	return out
+}
+
+// resolveTargets finds the meshes that get the hostname.
+func (vd *virtualDestination) resolveTargets(ix *Index, vms *virtualMeshes) {
+	if ref := vd.Spec.GetVirtualMesh(); ref != nil {
+		ns := cmp.Or(ref.GetNamespace(), vd.Key.Namespace)
+		var vm *virtualMesh
+		for _, c := range vms.all {
+			if c.Key.Namespace == ns && c.Key.Name == ref.GetName() && (vm == nil || c.Key.Cluster == vd.Key.Cluster) {
+				vm = c
+			}
+		}
+		switch {
+		case vm == nil:
+			vd.Errors = append(vd.Errors, fmt.Sprintf("spec.virtualMesh: VirtualMesh %s/%s not found", ns, ref.GetName()))
+		case len(vm.Errors) > 0:
+			vd.Errors = append(vd.Errors, fmt.Sprintf("spec.virtualMesh: VirtualMesh %s is INVALID", vm.Key))
+		case len(vm.Members) == 0:
+			vd.Errors = append(vd.Errors, fmt.Sprintf("spec.virtualMesh: VirtualMesh %s holds no mesh", vm.Key))
+		default:
+			vd.targets = slices.Clone(vm.Members)
+		}
+		return
+	}
+	for i, ref := range vd.Spec.GetMeshList().GetMeshes() {
+		key := ref.GetName() + "." + ref.GetNamespace()
+		switch found := ix.meshesByRef[[2]string{ref.GetNamespace(), ref.GetName()}]; len(found) {
+		case 0:
+			vd.Errors = append(vd.Errors, fmt.Sprintf("spec.meshList.meshes[%d]: mesh %s not found in any cluster", i, key))
+		case 1:
+			if !slices.Contains(vd.targets, found[0]) {
+				vd.targets = append(vd.targets, found[0])
+			}
+		default:
+			vd.Errors = append(vd.Errors, fmt.Sprintf("spec.meshList.meshes[%d]: mesh %s is reported by several clusters; it cannot be told apart", i, key))
+		}
+	}
+	slices.SortFunc(vd.targets, func(a, b *mesh) int { return a.Key.compare(b.Key) })
+}
+
+// resolveBacking finds the backing destinations and the port of each that
+// traffic goes to. checkMesh is false when the meshes could not be
+// resolved: each backing destination's mesh is then not checked.
+func (vd *virtualDestination) resolveBacking(ix *Index, checkMesh bool) {
+	type found struct {
+		path string
+		dst  *destination
+	}
+	var list []found
+	if s := vd.Spec.GetStatic(); s != nil {
+		seen := map[ObjectKey]int{}
+		for i, bd := range s.GetDestinations() {
+			path := fmt.Sprintf("spec.static.destinations[%d].kubeService", i)
+			key := resolveRef(bd.GetKubeService(), vd.Key)
+			d, ok := ix.destination(key)
+			if !ok {
+				vd.Errors = append(vd.Errors, fmt.Sprintf("%s: service %s not found", path, key))
+				continue
+			}
+			if j, dup := seen[key]; dup {
+				vd.Errors = append(vd.Errors, fmt.Sprintf("%s: service %s is already listed at spec.static.destinations[%d]", path, key, j))
+				continue
+			}
+			seen[key] = i
+			list = append(list, found{path, d})
+		}
+	} else {
+		for _, d := range ix.selectDestinations(vd.Spec.GetLocalized().GetDestinationSelectors(), vd.Key) {
+			list = append(list, found{"spec.localized.destinationSelectors", d})
+		}
+		if len(list) == 0 {
+			vd.Errors = append(vd.Errors, "spec.localized.destinationSelectors: no destination matches")
+		}
+	}
+	p := vd.Spec.GetPort()
+	for _, f := range list {
+		d := f.dst
+		port, perr := backingPort(p, d)
+		switch {
+		case perr != "":
+			vd.Errors = append(vd.Errors, f.path+": "+perr)
+		case d.Mesh == (ObjectKey{}):
+			vd.Errors = append(vd.Errors, fmt.Sprintf("%s: the mesh of service %s is not known", f.path, d.Key))
+		case checkMesh && !vd.serves(d.Mesh):
+			vd.Errors = append(vd.Errors, fmt.Sprintf("%s: service %s is in mesh %s.%s, which is not among the meshes of this VirtualDestination", f.path, d.Key, d.Mesh.Name, d.Mesh.Namespace))
+		default:
+			vd.backing = append(vd.backing, vdBacking{dst: d, port: port})
+		}
+	}
+}
+
+// backingPort is the service port of d that a VirtualDestination port
+// sends traffic to: the target number or name when one is set, else the
+// same number.
+func backingPort(p *networkingv1.VirtualDestinationSpec_Port, d *destination) (uint32, string) {
+	switch t := p.GetTargetPort().(type) {
+	case *networkingv1.VirtualDestinationSpec_Port_TargetName:
+		for _, pi := range d.PortInfo {
+			if pi.GetName() == t.TargetName {
+				return pi.GetPort(), ""
+			}
+		}
+		return 0, fmt.Sprintf("service %s has no port named %q (spec.port.targetName)", d.Key, t.TargetName)
+	case *networkingv1.VirtualDestinationSpec_Port_TargetNumber:
+		if slices.Contains(d.Ports, t.TargetNumber) {
+			return t.TargetNumber, ""
+		}
+		return 0, fmt.Sprintf("service %s has no port %d (spec.port.targetNumber)", d.Key, t.TargetNumber)
+	}
+	if slices.Contains(d.Ports, p.GetNumber()) {
+		return p.GetNumber(), ""
+	}
+	return 0, fmt.Sprintf("service %s has no port %d (spec.port.number; set spec.port.targetNumber or targetName to map it)", d.Key, p.GetNumber())
+}
+
+// locality is the Istio locality of a destination's endpoints:
+// "region/zone", or "region" when they span zones, or "" when the region
+// is not known.
+func (d *destination) locality() string {
+	switch {
+	case d.Region == "":
+		return ""
+	case d.Zone == "":
+		return d.Region
+	}
+	return d.Region + "/" + d.Zone
+}
+
+// emitVirtualDestinations adds, for every valid VirtualDestination, a
+// ServiceEntry and a DestinationRule for its hostname in each of its
+// meshes, and in each mesh whose services are reached from another
+// cluster, a Gateway passing the hostname through the east-west gateway.
+//
+// The ServiceEntry's endpoints are the backing services: a service in the
+// mesh's own cluster by its cluster-local hostname, one in another cluster
+// through that cluster's east-west gateway (AUTO_PASSTHROUGH routes the
+// SNI of the VirtualDestination hostname to the ServiceEntry there). Each
+// endpoint carries its service's locality. used holds the virtual
+// addresses already given out per cluster.
+func emitVirtualDestinations(e *emitter, ix *Index, vds *virtualDestinations, used map[string]map[netip.Addr]string) {
+	gatewayHosts := map[*mesh][]string{}
+	for _, vd := range vds.all {
+		if !vd.valid() {
+			continue
+		}
+		spec := vd.Spec
+		host := spec.GetHostname()
+		proto := vdProtocols[strings.ToLower(spec.GetPort().GetProtocol())]
+		portName := strings.ToLower(proto) + "-" + fmt.Sprint(spec.GetPort().GetNumber())
+		vdParent := ParentRef{Kind: parentKindVirtualDestination, Name: vd.Key.Name, Namespace: vd.Key.Namespace, Cluster: vd.Key.Cluster}
+		ranks := len(vd.backing) - 1
+		static := spec.GetStatic() != nil
+		for _, m := range vd.targets {
+			as := vd.Meshes[m.RefKey()]
+			parents := []ParentRef{vdParent}
+			var endpoints []*istiov1alpha3.WorkloadEntry
+			dns := false
+			for i, b := range vd.backing {
+				ep := &istiov1alpha3.WorkloadEntry{Locality: b.dst.locality()}
+				if b.dst.Key.Cluster == m.Key.Cluster {
+					ep.Address = b.dst.Host
+					ep.Ports = map[string]uint32{portName: b.port}
+					dns = true
+				} else {
+					server := ix.meshByKey[b.dst.Mesh]
+					gw := federationGateway(server)
+					if gw == nil {
+						as.Warnings = append(as.Warnings, fmt.Sprintf("service %s cannot be reached from this mesh: mesh %s has no east-west gateway with an external address and TLS port", b.dst.Key, server.RefKey()))
+						continue
+					}
+					ep.Address = gw.GetExternalAddress()
+					ep.Ports = map[string]uint32{portName: gw.GetExternalTlsPort()}
+					if _, err := netip.ParseAddr(ep.Address); err != nil {
+						dns = true
+					}
+					if !slices.Contains(gatewayHosts[server], host) {
+						gatewayHosts[server] = append(gatewayHosts[server], host)
+					}
+				}
+				if static && ranks > 0 {
+					ep.Labels = rankLabels(ranks - i)
+				}
+				endpoints = append(endpoints, ep)
+				parents = append(parents, ParentRef{Kind: parentKindDestination, Name: b.dst.Key.Name, Namespace: b.dst.Key.Namespace, Cluster: b.dst.Key.Cluster})
+			}
+			if len(endpoints) == 0 {
+				as.Warnings = append(as.Warnings, "no backing destination is reachable from this mesh; nothing is written here")
+				continue
+			}
+			res := istiov1alpha3.ServiceEntry_STATIC
+			if dns {
+				res = istiov1alpha3.ServiceEntry_DNS
+			}
+			if used[m.Key.Cluster] == nil {
+				used[m.Key.Cluster] = map[netip.Addr]string{}
+			}
+			at := ObjectKey{Cluster: m.Key.Cluster, Namespace: m.Namespace, Name: host}
+			e.add(IstioNetworkingV1, KindServiceEntry, at, parents, &istiov1alpha3.ServiceEntry{
+				Hosts:      []string{host},
+				Addresses:  []string{federatedAddress(host, used[m.Key.Cluster]).String()},
+				Ports:      []*istiov1alpha3.ServicePort{{Number: spec.GetPort().GetNumber(), Name: portName, Protocol: proto}},
+				Location:   istiov1alpha3.ServiceEntry_MESH_INTERNAL,
+				Resolution: res,
+				Endpoints:  endpoints,
+			})
+			e.add(IstioNetworkingV1, KindDestinationRule, at, parents, vd.destinationRule(ranks))
+		}
+	}
+	for _, server := range slices.SortedFunc(maps.Keys(gatewayHosts), func(a, b *mesh) int { return a.Key.compare(b.Key) }) {
+		gw := federationGateway(server)
+		hosts := gatewayHosts[server]
+		slices.Sort(hosts)
+		ns := cmp.Or(gw.GetService().GetNamespace(), server.Namespace)
+		e.add(IstioNetworkingV1, KindGateway, ObjectKey{Cluster: server.Key.Cluster, Namespace: ns, Name: VirtualDestinationGatewayName},
+			[]ParentRef{{Kind: parentKindMesh, Name: server.Key.Name, Namespace: server.Key.Namespace, Cluster: server.Key.Cluster}},
+			&istiov1alpha3.Gateway{
+				Selector: maps.Clone(gw.GetWorkloadLabels()),
+				Servers: []*istiov1alpha3.Server{{
+					Port:  &istiov1alpha3.Port{Number: cmp.Or(gw.GetTlsContainerPort(), gw.GetExternalTlsPort()), Name: "tls-vd", Protocol: "TLS"},
+					Hosts: hosts,
+					Tls:   &istiov1alpha3.ServerTLSSettings{Mode: istiov1alpha3.ServerTLSSettings_AUTO_PASSTHROUGH},
+				}},
+			})
+	}
+}
+
+// rankLabels are the labels of an endpoint that n failover-priority
+// labels must match, all "true".
+func rankLabels(n int) map[string]string {
+	if n == 0 {
+		return nil
+	}
+	out := make(map[string]string, n)
+	for i := 1; i <= n; i++ {
+		out[fmt.Sprintf("%s%d", LabelFailoverRankPrefix, i)] = "true"
+	}
+	return out
+}
+
+// destinationRule is the DestinationRule of the hostname in every mesh.
+// Istio fails over only with outlier detection, so it is always set (with
+// the defaults when the spec names none).
+//
+// A static list is put in order with failoverPriority and label value
+// overrides (Istio 1.20 and later): with n backing destinations there are
+// n-1 rank labels; the i-th destination (from 0) carries the first n-1-i
+// of them, so Istio gives it priority i whatever the client's own labels.
+func (vd *virtualDestination) destinationRule(ranks int) *istiov1alpha3.DestinationRule {
+	o := vd.Spec.GetLocalized().GetOutlierDetection()
+	od := &istiov1alpha3.OutlierDetection{
+		Consecutive_5XxErrors: wrapperspb.UInt32(cmp.Or(o.GetConsecutiveErrors(), defaultConsecutiveErrors)),
+		Interval:              cloneDuration(defaultInterval),
+		BaseEjectionTime:      cloneDuration(defaultBaseEjectionTime),
+		MaxEjectionPercent:    cmp.Or(int32(o.GetMaxEjectionPercent()), defaultMaxEjectionPercent),
+	}
+	if o.GetInterval() != nil {
+		od.Interval = cloneDuration(o.GetInterval())
+	}
+	if o.GetBaseEjectionTime() != nil {
+		od.BaseEjectionTime = cloneDuration(o.GetBaseEjectionTime())
+	}
+	lb := &istiov1alpha3.LocalityLoadBalancerSetting{Enabled: wrapperspb.Bool(true)}
+	if vd.Spec.GetStatic() != nil {
+		for i := 1; i <= ranks; i++ {
+			lb.FailoverPriority = append(lb.FailoverPriority, fmt.Sprintf("%s%d=true", LabelFailoverRankPrefix, i))
+		}
+	}
+	for _, d := range vd.Spec.GetLocalized().GetFailoverDirectives() {
+		lb.Failover = append(lb.Failover, &istiov1alpha3.LocalityLoadBalancerSetting_Failover{From: d.GetFrom().GetRegion(), To: d.GetTo()[0].GetRegion()})
+	}
+	return &istiov1alpha3.DestinationRule{
+		Host: vd.Spec.GetHostname(),
+		TrafficPolicy: &istiov1alpha3.TrafficPolicy{
+			Tls:              &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL},
+			OutlierDetection: od,
+			LoadBalancer:     &istiov1alpha3.LoadBalancerSettings{LocalityLbSetting: lb},
+		},
+	}
+}
+
+// virtualDestinationStatus is the status written back to a
+// VirtualDestination.
+func virtualDestinationStatus(vd *virtualDestination) (*snapshotv1.ResourceStatus, error) {
+	s := &networkingv1.VirtualDestinationStatus{
+		ObservedGeneration: vd.Meta.GetGeneration(),
+		State:              commonv1.ApprovalState_ACCEPTED,
+		Errors:             slices.Clone(vd.Errors),
+	}
+	if len(vd.Errors) > 0 {
+		s.State = commonv1.ApprovalState_INVALID
+	}
+	if len(vd.Meshes) > 0 {
+		s.Meshes = vd.Meshes
+	}
+	for _, b := range vd.backing {
+		s.SelectedDestinations = append(s.SelectedDestinations, &commonv1.ClusterObjectRef{Name: b.dst.Key.Name, Namespace: b.dst.Key.Namespace, Cluster: b.dst.Key.Cluster})
+	}
+	raw, err := MarshalSpec(s)
+	if err != nil {
+		return nil, fmt.Errorf("status of VirtualDestination %s: %w", vd.Key, err)
+	}
+	return &snapshotv1.ResourceStatus{
+		ApiVersion:         NetworkingV1,
+		Kind:               KindVirtualDestination,
+		Namespace:          vd.Key.Namespace,
+		Name:               vd.Key.Name,
+		ObservedGeneration: vd.Meta.GetGeneration(),
+		Status:             raw,
+	}, nil
+}
