@@ -39,21 +39,26 @@ func NewMemory[T proto.Message](newT func() T) *Memory[T] {
 	return &Memory[T]{newT: newT, data: map[string]memEntry{}, subs: map[*memSub]struct{}{}}
 }
 
-var _ Store[proto.Message] = (*Memory[proto.Message])(nil)
+var (
+	_ Store[proto.Message]         = (*Memory[proto.Message])(nil)
+	_ EncodedPutter[proto.Message] = (*Memory[proto.Message])(nil)
+)
 
 func (m *Memory[T]) Put(ctx context.Context, cluster, version string, v T) error {
 	b, err := proto.Marshal(v) // the version is the content hash; stored bytes need not be canonical
 	if err != nil {
 		return err
 	}
-	return m.putEncoded(ctx, cluster, version, b)
+	return m.PutEncoded(ctx, cluster, Encoded[T]{Version: version, Value: v, Data: b})
 }
 
-func (m *Memory[T]) putEncoded(_ context.Context, cluster, version string, b []byte) error {
+// PutEncoded stores e by its encoding, which it keeps without copying:
+// the encoding must not change afterwards.
+func (m *Memory[T]) PutEncoded(_ context.Context, cluster string, e Encoded[T]) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.data[cluster] = memEntry{version: version, data: b}
-	m.notifyLocked(Change{Cluster: cluster, Version: version})
+	m.data[cluster] = memEntry{version: e.Version, data: e.Data}
+	m.notifyLocked(Change{Cluster: cluster, Version: e.Version})
 	return nil
 }
 

@@ -33,7 +33,10 @@ func NewRedis[T proto.Message](client redis.UniversalClient, install string, kin
 	return &Redis[T]{client: client, newT: newT, base: fmt.Sprintf("meshplane:{%s}:%s", install, kind)}
 }
 
-var _ Store[proto.Message] = (*Redis[proto.Message])(nil)
+var (
+	_ Store[proto.Message]         = (*Redis[proto.Message])(nil)
+	_ EncodedPutter[proto.Message] = (*Redis[proto.Message])(nil)
+)
 
 func (r *Redis[T]) key(cluster string) string { return r.base + ":" + cluster }
 func (r *Redis[T]) channel() string           { return r.base + ":changes" }
@@ -43,14 +46,15 @@ func (r *Redis[T]) Put(ctx context.Context, cluster, version string, v T) error 
 	if err != nil {
 		return fmt.Errorf("encode snapshot of cluster %q: %w", cluster, err)
 	}
-	return r.putEncoded(ctx, cluster, version, b)
+	return r.PutEncoded(ctx, cluster, Encoded[T]{Version: version, Value: v, Data: b})
 }
 
-func (r *Redis[T]) putEncoded(ctx context.Context, cluster, version string, b []byte) error {
+// PutEncoded stores e by its encoding.
+func (r *Redis[T]) PutEncoded(ctx context.Context, cluster string, e Encoded[T]) error {
 	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, r.key(cluster), "version", version, "data", b)
+		p.HSet(ctx, r.key(cluster), "version", e.Version, "data", e.Data)
 		p.SAdd(ctx, r.base, cluster)
-		p.Publish(ctx, r.channel(), cluster+" "+version)
+		p.Publish(ctx, r.channel(), cluster+" "+e.Version)
 		return nil
 	})
 	if err != nil {

@@ -66,17 +66,16 @@ func decode[T proto.Message](newT func() T, cluster string, data []byte) (T, err
 	return v, nil
 }
 
-// encodedPutter stores a snapshot already encoded, so that a composed store
-// encodes once for all its layers.
-type encodedPutter interface {
-	putEncoded(ctx context.Context, cluster, version string, data []byte) error
+// EncodedPutter is a store that can keep a snapshot already encoded, so
+// that a caller (or a composed store) encodes it once for every layer.
+type EncodedPutter[T proto.Message] interface {
+	PutEncoded(ctx context.Context, cluster string, e Encoded[T]) error
 }
 
-// putVia stores v in s, handing it data (v already encoded) when s can
-// take it.
-func putVia[T proto.Message](ctx context.Context, s Store[T], cluster, version string, v T, data []byte) error {
-	if ep, ok := s.(encodedPutter); ok && data != nil {
-		return ep.putEncoded(ctx, cluster, version, data)
+// PutEncoded stores e in s, handing it the encoding when s can take it.
+func PutEncoded[T proto.Message](ctx context.Context, s Store[T], cluster string, e Encoded[T]) error {
+	if ep, ok := s.(EncodedPutter[T]); ok && e.Data != nil {
+		return ep.PutEncoded(ctx, cluster, e)
 	}
-	return s.Put(ctx, cluster, version, v)
+	return s.Put(ctx, cluster, e.Version, e.Value)
 }

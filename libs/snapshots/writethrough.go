@@ -41,26 +41,34 @@ func NewWriteThrough[T proto.Message](remote Store[T], local *Memory[T], log *sl
 	return &WriteThrough[T]{remote: remote, local: local, log: log, pending: map[string]string{}}
 }
 
-var _ Store[proto.Message] = (*WriteThrough[proto.Message])(nil)
+var (
+	_ Store[proto.Message]         = (*WriteThrough[proto.Message])(nil)
+	_ EncodedPutter[proto.Message] = (*WriteThrough[proto.Message])(nil)
+)
 
 // Put never fails because the shared store is down.
 func (w *WriteThrough[T]) Put(ctx context.Context, cluster, version string, v T) error {
-	unlock := w.lockCluster(cluster)
-	defer unlock()
 	// Encode once for both layers: snapshots are large and encoding is most
 	// of the cost of a push.
 	data, err := proto.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if err := w.local.putEncoded(ctx, cluster, version, data); err != nil {
+	return w.PutEncoded(ctx, cluster, Encoded[T]{Version: version, Value: v, Data: data})
+}
+
+// PutEncoded is Put for a snapshot already encoded; both layers keep e.Data.
+func (w *WriteThrough[T]) PutEncoded(ctx context.Context, cluster string, e Encoded[T]) error {
+	unlock := w.lockCluster(cluster)
+	defer unlock()
+	if err := w.local.PutEncoded(ctx, cluster, e); err != nil {
 		return err
 	}
-	if err := putVia(ctx, w.remote, cluster, version, v, data); err != nil {
+	if err := PutEncoded(ctx, w.remote, cluster, e); err != nil {
 		w.mu.Lock()
-		w.pending[cluster] = version
+		w.pending[cluster] = e.Version
 		w.mu.Unlock()
-		w.log.Warn("shared store unavailable; kept in memory, will write through", "cluster", cluster, "version", version, "error", err)
+		w.log.Warn("shared store unavailable; kept in memory, will write through", "cluster", cluster, "version", e.Version, "error", err)
 		return nil
 	}
 	w.mu.Lock()

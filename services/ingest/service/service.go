@@ -193,7 +193,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if d.now != nil {
 		ingOpts = append(ingOpts, app.WithClock(d.now))
 	}
-	s.ingestor = app.NewIngestor(d.inputs, d.notifier, m, log, cfg.Replica, ingOpts...)
+	s.ingestor = app.NewIngestor(encodingStore{d.inputs}, d.notifier, m, log, cfg.Replica, ingOpts...)
 	if err := d.reg.Register(newStaleCollector(s.ingestor)); err != nil {
 		return nil, err
 	}
@@ -247,6 +247,15 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// encodingStore gives any store the PutEncoded that the ingestor uses.
+type encodingStore struct {
+	snapshots.Store[*snapshotv1.InputSnapshot]
+}
+
+func (s encodingStore) PutEncoded(ctx context.Context, cluster string, e snapshots.Encoded[*snapshotv1.InputSnapshot]) error {
+	return snapshots.PutEncoded(ctx, s.Store, cluster, e)
 }
 
 // restoreOnResync follows Redis and, on every resubscription (Redis came

@@ -83,16 +83,18 @@ func NewIngestor(store SnapshotStore, notifier TranslationNotifier, metrics Metr
 // cluster comes from the caller's certificate, never from the snapshot. It
 // returns the version stored.
 func (i *Ingestor) Push(ctx context.Context, cluster string, s *snapshotv1.InputSnapshot) (string, error) {
-	version, err := i.push(ctx, cluster, s)
-	i.metrics.PushReceived(cluster, proto.Size(s), err)
+	e, err := validate(cluster, s)
+	if err != nil {
+		i.metrics.PushReceived(cluster, proto.Size(s), err)
+		return "", err
+	}
+	version, err := i.push(ctx, cluster, e)
+	i.metrics.PushReceived(cluster, len(e.Data), err)
 	return version, err
 }
 
-func (i *Ingestor) push(ctx context.Context, cluster string, s *snapshotv1.InputSnapshot) (string, error) {
-	if err := Validate(cluster, s); err != nil {
-		return "", err
-	}
-	version := s.GetVersion()
+func (i *Ingestor) push(ctx context.Context, cluster string, e snapshots.Encoded[*snapshotv1.InputSnapshot]) (string, error) {
+	s, version := e.Value, e.Version
 	unlock := i.lockWrites(cluster)
 	defer unlock()
 	stored, err := i.store.Version(ctx, cluster)
@@ -103,7 +105,7 @@ func (i *Ingestor) push(ctx context.Context, cluster string, s *snapshotv1.Input
 		i.recordPush(cluster, version, s.GetAgent().GetVersion())
 		return version, nil
 	}
-	if err := i.store.Put(ctx, cluster, version, s); err != nil {
+	if err := i.store.PutEncoded(ctx, cluster, e); err != nil {
 		return "", fmt.Errorf("store snapshot: %w", err)
 	}
 	// Recorded only once stored: connectivity reports must not show a
@@ -178,37 +180,48 @@ func (i *Ingestor) restore(ctx context.Context, shared SharedStore, cluster stri
 
 // Validate checks a snapshot before it may replace the last good one.
 func Validate(cluster string, s *snapshotv1.InputSnapshot) error {
+	_, err := validate(cluster, s)
+	return err
+}
+
+// validate checks s and returns it encoded: the content hash that the
+// version is checked against comes from the encoding that is stored.
+func validate(cluster string, s *snapshotv1.InputSnapshot) (snapshots.Encoded[*snapshotv1.InputSnapshot], error) {
+	var none snapshots.Encoded[*snapshotv1.InputSnapshot]
 	if s == nil {
-		return fmt.Errorf("%w: no snapshot in the request", ErrInvalidSnapshot)
+		return none, fmt.Errorf("%w: no snapshot in the request", ErrInvalidSnapshot)
 	}
 	if s.GetCluster() != cluster {
-		return fmt.Errorf("%w: snapshot names cluster %q but the client certificate is for cluster %q", ErrInvalidSnapshot, s.GetCluster(), cluster)
+		return none, fmt.Errorf("%w: snapshot names cluster %q but the client certificate is for cluster %q", ErrInvalidSnapshot, s.GetCluster(), cluster)
 	}
-	want := snapshots.InputVersion(s)
-	if s.GetVersion() != want {
-		return fmt.Errorf("%w: version %q does not match the content hash %q (was the snapshot sorted and sealed?)", ErrInvalidSnapshot, s.GetVersion(), want)
+	e, err := snapshots.EncodeInput(s)
+	if err != nil {
+		return none, fmt.Errorf("%w: %w", ErrInvalidSnapshot, err)
+	}
+	if s.GetVersion() != e.Version {
+		return none, fmt.Errorf("%w: version %q does not match the content hash %q (was the snapshot sorted and sealed?)", ErrInvalidSnapshot, s.GetVersion(), e.Version)
 	}
 	// Discovered objects are facts about the pushing cluster; one that
 	// names another cluster would let an agent speak for that cluster.
 	for _, d := range s.GetDestinations() {
 		if err := checkDiscovered("destination", d.GetMetadata(), cluster); err != nil {
-			return err
+			return none, err
 		}
 		if c := d.GetSpec().GetKubeService().GetRef().GetCluster(); c != "" && c != cluster {
-			return fmt.Errorf("%w: destination %s/%s refers to a Service in cluster %q", ErrInvalidSnapshot, d.GetMetadata().GetNamespace(), d.GetMetadata().GetName(), c)
+			return none, fmt.Errorf("%w: destination %s/%s refers to a Service in cluster %q", ErrInvalidSnapshot, d.GetMetadata().GetNamespace(), d.GetMetadata().GetName(), c)
 		}
 	}
 	for _, w := range s.GetWorkloads() {
 		if err := checkDiscovered("workload", w.GetMetadata(), cluster); err != nil {
-			return err
+			return none, err
 		}
 	}
 	for _, m := range s.GetMeshes() {
 		if err := checkDiscovered("mesh", m.GetMetadata(), cluster); err != nil {
-			return err
+			return none, err
 		}
 	}
-	return nil
+	return e, nil
 }
 
 func checkDiscovered(kind string, meta *commonv1.ObjectMeta, cluster string) error {

@@ -108,17 +108,28 @@ func newCountingStore() *countingStore {
 	return &countingStore{Memory: snapshots.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })}
 }
 
+func (s *countingStore) PutEncoded(ctx context.Context, cluster string, e snapshots.Encoded[*snapshotv1.InputSnapshot]) error {
+	if err := s.count(); err != nil {
+		return err
+	}
+	return s.Memory.PutEncoded(ctx, cluster, e)
+}
+
 func (s *countingStore) Put(ctx context.Context, cluster, version string, v *snapshotv1.InputSnapshot) error {
+	if err := s.count(); err != nil {
+		return err
+	}
+	return s.Memory.Put(ctx, cluster, version, v)
+}
+
+func (s *countingStore) count() error {
 	s.mu.Lock()
 	fail := s.failPut
 	if fail == nil {
 		s.puts++
 	}
 	s.mu.Unlock()
-	if fail != nil {
-		return fail
-	}
-	return s.Memory.Put(ctx, cluster, version, v)
+	return fail
 }
 
 func (s *countingStore) putCount() int {

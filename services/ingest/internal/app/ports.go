@@ -12,7 +12,9 @@ import (
 
 // SnapshotStore keeps the latest input snapshot of each cluster.
 type SnapshotStore interface {
-	Put(ctx context.Context, cluster, version string, s *snapshotv1.InputSnapshot) error
+	// PutEncoded stores a snapshot with the encoding that validation
+	// produced, so that a push is encoded once.
+	PutEncoded(ctx context.Context, cluster string, e snapshots.Encoded[*snapshotv1.InputSnapshot]) error
 	Get(ctx context.Context, cluster string) (snapshots.Entry[*snapshotv1.InputSnapshot], error)
 	Version(ctx context.Context, cluster string) (string, error)
 	// List returns the latest snapshot of every cluster.
