@@ -1,0 +1,161 @@
+package harness
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	distributionv1 "github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1"
+	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
+	ingestv1 "github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1"
+	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/pki"
+	"github.com/meshplane/meshplane/libs/platform"
+)
+
+// SimAgent is an in-process stand-in for an agent, for load tests: it has
+// its own cluster certificate and its own mTLS connections, pushes input
+// snapshots to ingest and watches distribution like the real agent, but its
+// apply step is a no-op: it acks every object of a snapshot as applied at
+// once, so a measurement through it leaves out the API server.
+type SimAgent struct {
+	Cluster string
+
+	http   []*http.Client
+	ingest ingestv1connect.IngestServiceClient
+	dist   distributionv1connect.DistributionServiceClient
+
+	pushMu sync.Mutex
+	push   *connect.BidiStreamForClient[ingestv1.PushRequest, ingestv1.PushResponse]
+	// stop ends the push stream, which outlives any one Push call.
+	streamCtx context.Context
+	stop      context.CancelFunc
+
+	// Acked receives every snapshot once its ack has been recorded.
+	Acked chan Acked
+}
+
+// Acked is a snapshot the SimAgent acknowledged, and when the ack returned.
+type Acked struct {
+	Snapshot *snapshotv1.OutputSnapshot
+	At       time.Time
+}
+
+// NewSimAgent issues a certificate for cluster from the plane's CA and
+// builds clients for ingest and distribution.
+func (p *Plane) NewSimAgent(cluster string) (*SimAgent, error) {
+	certPEM, keyPEM, err := p.PKI.CA.IssueKeyPair(pki.LeafOptions{ID: pki.ClusterID(p.PKI.TrustDomain, cluster), TTL: 24 * time.Hour})
+	if err != nil {
+		return nil, fmt.Errorf("issue certificate of cluster %s: %w", cluster, err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	newClient := func(addr string) (*http.Client, platform.ClientOptions, error) {
+		o := platform.NewClientOptions()
+		o.Addr, o.CAFile, o.ServerName = addr, p.PKI.RootFile(), "localhost"
+		o.CertificateSource = func() (*tls.Certificate, error) { return &cert, nil }
+		c, err := platform.NewHTTPClient(o, nil)
+		return c, o, err
+	}
+	ic, io, err := newClient(p.Ingest)
+	if err != nil {
+		return nil, err
+	}
+	dc, do, err := newClient(p.Distribution)
+	if err != nil {
+		return nil, err
+	}
+	streamCtx, stop := context.WithCancel(context.Background())
+	return &SimAgent{
+		Cluster: cluster, streamCtx: streamCtx, stop: stop,
+		http:    []*http.Client{ic, dc},
+		ingest:  ingestv1connect.NewIngestServiceClient(ic, platform.BaseURL(io), platform.DefaultClientOptions(io)...),
+		dist:    distributionv1connect.NewDistributionServiceClient(dc, platform.BaseURL(do), platform.DefaultClientOptions(do)...),
+		Acked:   make(chan Acked, 64),
+	}, nil
+}
+
+// Push sends an input snapshot on the agent's push stream, opened on first
+// use and kept until Close, and waits for ingest to accept it.
+func (a *SimAgent) Push(in *snapshotv1.InputSnapshot) error {
+	a.pushMu.Lock()
+	defer a.pushMu.Unlock()
+	if a.push == nil {
+		a.push = a.ingest.Push(a.streamCtx)
+	}
+	if err := a.push.Send(&ingestv1.PushRequest{Snapshot: in}); err != nil {
+		a.push = nil
+		return fmt.Errorf("cluster %s: push: %w", a.Cluster, err)
+	}
+	resp, err := a.push.Receive()
+	if err != nil {
+		a.push = nil
+		return fmt.Errorf("cluster %s: push response: %w", a.Cluster, err)
+	}
+	if resp.GetStoredVersion() != in.GetVersion() {
+		return fmt.Errorf("cluster %s: ingest stored version %s, pushed %s", a.Cluster, resp.GetStoredVersion(), in.GetVersion())
+	}
+	return nil
+}
+
+// Watch follows distribution until ctx ends, acking each snapshot with
+// every object applied. It returns the first error other than the end of
+// ctx.
+func (a *SimAgent) Watch(ctx context.Context) error {
+	stream, err := a.dist.Watch(ctx, connect.NewRequest(&distributionv1.WatchRequest{}))
+	if err != nil {
+		return fmt.Errorf("cluster %s: watch: %w", a.Cluster, err)
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		s := stream.Msg().GetSnapshot()
+		if s == nil {
+			continue
+		}
+		results := make([]*snapshotv1.ApplyResult, 0, len(s.GetObjects()))
+		for _, o := range s.GetObjects() {
+			results = append(results, &snapshotv1.ApplyResult{
+				Ref:     &snapshotv1.ObjectRef{ApiVersion: o.GetApiVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()},
+				Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED,
+			})
+		}
+		if _, err := a.dist.Ack(ctx, connect.NewRequest(&distributionv1.AckRequest{Version: s.GetVersion(), Results: results})); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("cluster %s: ack %s: %w", a.Cluster, s.GetVersion(), err)
+		}
+		select {
+		case a.Acked <- Acked{Snapshot: s, At: time.Now()}:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	if err := stream.Err(); err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("cluster %s: watch stream: %w", a.Cluster, err)
+	}
+	return nil
+}
+
+// Close ends the push stream and the idle connections.
+func (a *SimAgent) Close() {
+	a.pushMu.Lock()
+	if a.push != nil {
+		_ = a.push.CloseRequest()
+		_ = a.push.CloseResponse()
+		a.push = nil
+	}
+	a.pushMu.Unlock()
+	a.stop()
+	for _, c := range a.http {
+		c.CloseIdleConnections()
+	}
+}
