@@ -76,10 +76,10 @@ func (p *Plane) NewSimAgent(cluster string) (*SimAgent, error) {
 	streamCtx, stop := context.WithCancel(context.Background())
 	return &SimAgent{
 		Cluster: cluster, streamCtx: streamCtx, stop: stop,
-		http:    []*http.Client{ic, dc},
-		ingest:  ingestv1connect.NewIngestServiceClient(ic, platform.BaseURL(io), platform.DefaultClientOptions(io)...),
-		dist:    distributionv1connect.NewDistributionServiceClient(dc, platform.BaseURL(do), platform.DefaultClientOptions(do)...),
-		Acked:   make(chan Acked, 64),
+		http:   []*http.Client{ic, dc},
+		ingest: ingestv1connect.NewIngestServiceClient(ic, platform.BaseURL(io), platform.DefaultClientOptions(io)...),
+		dist:   distributionv1connect.NewDistributionServiceClient(dc, platform.BaseURL(do), platform.DefaultClientOptions(do)...),
+		Acked:  make(chan Acked, 64),
 	}, nil
 }
 
