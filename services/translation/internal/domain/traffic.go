@@ -393,13 +393,13 @@ var tlsModes = map[networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_TLSmode]isti
 }
 
 // destinationRule is the DestinationRule Meshplane owns for every
-// discovered Service: Istio mutual TLS to its FQDN unless a policy sets
-// another mode, plus the subsets that traffic shifts name and outlier
-// detection.
-func (st *destState) destinationRule(d *destination) *istiov1alpha3.DestinationRule {
+// discovered Service: the Settings' default TLS mode (Istio mutual TLS
+// unless Settings say otherwise) to its FQDN unless a policy sets another
+// mode, plus the subsets that traffic shifts name and outlier detection.
+func (st *destState) destinationRule(d *destination, defaultTLS istiov1alpha3.ClientTLSSettings_TLSmode) *istiov1alpha3.DestinationRule {
 	mode, ok := tlsModes[st.tlsMode]
 	if !ok {
-		mode = istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL
+		mode = defaultTLS
 	}
 	dr := &istiov1alpha3.DestinationRule{
 		Host:          d.Host,

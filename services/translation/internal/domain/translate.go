@@ -26,6 +26,13 @@ type Options struct {
 	Install string
 	// ClusterDomain is the DNS suffix of Services, usually cluster.local.
 	ClusterDomain string
+	// ManagementCluster names the management cluster's input, whose
+	// Settings are read; the install name when empty (the management
+	// cluster is named by the install).
+	ManagementCluster string
+	// Namespace is the install's namespace, where the Settings named
+	// "settings" is read; any namespace when empty.
+	Namespace string
 }
 
 func (o Options) withDefaults() Options {
@@ -34,6 +41,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ClusterDomain == "" {
 		o.ClusterDomain = "cluster.local"
+	}
+	if o.ManagementCluster == "" {
+		o.ManagementCluster = o.Install
 	}
 	return o
 }
@@ -87,6 +97,7 @@ func TranslateWithLastGood(inputs map[string]*snapshotv1.InputSnapshot, opts Opt
 		}
 	}
 
+	set, settingsObjects := readSettings(inputs, opts)
 	ix := NewIndex(inputs, opts.ClusterDomain)
 	vms := applyVirtualMeshes(ix, collectResources(inputs, (*snapshotv1.InputSnapshot).GetVirtualMeshes))
 	vds := applyVirtualDestinations(ix, vms, collectResources(inputs, (*snapshotv1.InputSnapshot).GetVirtualDestinations))
@@ -108,7 +119,7 @@ func TranslateWithLastGood(inputs map[string]*snapshotv1.InputSnapshot, opts Opt
 			}
 			out.Objects = append(out.Objects, obj)
 		}
-		obj, err := newObject(KindDestinationRule, d, st.drParents, st.destinationRule(d), opts)
+		obj, err := newObject(KindDestinationRule, d, st.drParents, st.destinationRule(d, set.defaultTLS), opts)
 		if err != nil {
 			return nil, LastGood{}, err
 		}
@@ -153,6 +164,13 @@ func TranslateWithLastGood(inputs map[string]*snapshotv1.InputSnapshot, opts Opt
 			return nil, LastGood{}, err
 		}
 		outputs[vm.Key.Cluster].Statuses = append(outputs[vm.Key.Cluster].Statuses, st)
+	}
+	for _, so := range settingsObjects {
+		st, err := settingsStatus(so)
+		if err != nil {
+			return nil, LastGood{}, err
+		}
+		outputs[so.Key.Cluster].Statuses = append(outputs[so.Key.Cluster].Statuses, st)
 	}
 	for _, vd := range vds.all {
 		st, err := virtualDestinationStatus(vd)
