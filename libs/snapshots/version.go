@@ -103,6 +103,13 @@ func SortInput(s *snapshotv1.InputSnapshot) {
 	slices.SortFunc(s.AccessPolicies, byMeta)
 	slices.SortFunc(s.VirtualDestinations, byMeta)
 	slices.SortFunc(s.Settings, byMeta)
+	slices.SortFunc(s.UserIstioObjects, func(a, b *snapshotv1.UserIstioObject) int {
+		return cmp.Or(
+			cmp.Compare(a.GetKind(), b.GetKind()),
+			cmp.Compare(a.GetNamespace(), b.GetNamespace()),
+			cmp.Compare(a.GetName(), b.GetName()),
+		)
+	})
 }
 
 // SortOutput puts the objects, statuses and issued certificates of an

@@ -55,3 +55,29 @@ func TestOutputVersionIgnoresInputVersions(t *testing.T) {
 		t.Fatal("different objects, same version")
 	}
 }
+
+func TestInputVersionCoversUserIstioObjects(t *testing.T) {
+	user := func(names ...string) *snapshotv1.InputSnapshot {
+		s := input("pod-1", "a")
+		for _, n := range names {
+			s.UserIstioObjects = append(s.UserIstioObjects, &snapshotv1.UserIstioObject{Kind: "VirtualService", Namespace: "ns", Name: n, Hosts: []string{n}})
+		}
+		return s
+	}
+	a, b := user("x", "y"), user("y", "x")
+	va, vb := snapshots.SealInput(a), snapshots.SealInput(b)
+	if va != vb {
+		t.Fatalf("same user objects in another order, different versions: %s vs %s", va, vb)
+	}
+	if a.GetUserIstioObjects()[0].GetName() != "x" || b.GetUserIstioObjects()[0].GetName() != "x" {
+		t.Fatal("SortInput must sort user Istio objects by kind, namespace and name")
+	}
+	if snapshots.SealInput(user("x")) == va {
+		t.Fatal("a removed user object must change the version")
+	}
+	c := user("x", "y")
+	c.UserIstioObjects[1].Hosts = []string{"other"}
+	if snapshots.SealInput(c) == va {
+		t.Fatal("the hosts of a user object must change the version")
+	}
+}
