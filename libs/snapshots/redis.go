@@ -128,12 +128,18 @@ func (r *Redis[T]) Delete(ctx context.Context, cluster string) error {
 // to Redis is delivered as a Resync, because notices published while the
 // connection was down are lost.
 func (r *Redis[T]) Subscribe(ctx context.Context) (<-chan Change, error) {
-	ps := r.client.Subscribe(ctx, r.channel())
+	return subscribeRedis(ctx, r.client, r.channel())
+}
+
+// subscribeRedis follows a channel of "<cluster> <version>" notices. Every
+// (re)subscription is delivered as a Resync.
+func subscribeRedis(ctx context.Context, client redis.UniversalClient, channel string) (<-chan Change, error) {
+	ps := client.Subscribe(ctx, channel)
 	// Wait for the first confirmation so that the caller knows that changes
 	// after this call are seen.
 	if _, err := ps.Receive(ctx); err != nil {
 		ps.Close()
-		return nil, fmt.Errorf("subscribe to %s: %w", r.channel(), err)
+		return nil, fmt.Errorf("subscribe to %s: %w", channel, err)
 	}
 	out := make(chan Change, subscriberBuffer)
 	backoff := newBackoff(50*time.Millisecond, 2*time.Second)
