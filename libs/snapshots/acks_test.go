@@ -72,4 +72,3 @@ func TestRedisAcks(t *testing.T) {
 	srv := redistest.Start(t)
 	testAckStore(t, snapshots.NewRedisAcks(srv.Client(t), "test"))
 }
-
