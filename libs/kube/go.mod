@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/meshplane/meshplane/libs/gen v0.0.0-00010101000000-000000000000
+	google.golang.org/protobuf v1.36.13-0.20261016172727-e9ee2a76ab8e
 	istio.io/api v1.31.1
 	istio.io/client-go v1.31.1
 	k8s.io/api v0.37.2
@@ -49,7 +50,6 @@ require (
 	golang.org/x/text v0.40.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260526163538-3dc84a4a5aaa // indirect
-	google.golang.org/protobuf v1.36.13-0.20261016172727-e9ee2a76ab8e // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
@@ -85,3 +85,5 @@ replace github.com/meshplane/meshplane/cmd/meshctl => ../../cmd/meshctl
 replace github.com/meshplane/meshplane/cmd/meshplane => ../../cmd/meshplane
 
 replace github.com/meshplane/meshplane/test/e2e => ../../test/e2e
+
+replace github.com/meshplane/meshplane/libs/revocation => ../revocation
