@@ -9,16 +9,20 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1/registrationv1connect"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/connectrpc"
+	"github.com/meshplane/meshplane/services/registration/internal/adapters/files"
+	"github.com/meshplane/meshplane/services/registration/internal/adapters/inputs"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/memory"
 	redisstore "github.com/meshplane/meshplane/services/registration/internal/adapters/redis"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/smallstep"
@@ -63,7 +67,14 @@ type Config struct {
 	AdvertiseAddr string
 	// RevocationRefresh is how often the shared revocation set is reloaded.
 	RevocationRefresh time.Duration
-	Redis             snapshots.RedisOptions
+	// IntermediateTTL is the default lifetime of the Istio intermediate CAs
+	// that SignIntermediate signs for VirtualMeshes.
+	IntermediateTTL time.Duration
+	// VirtualMeshRootsDir keeps the generated VirtualMesh roots when no
+	// Kubernetes Secret store is configured; empty means
+	// <CADir>/virtualmesh-roots.
+	VirtualMeshRootsDir string
+	Redis               snapshots.RedisOptions
 
 	flags *platform.Flags
 }
@@ -73,7 +84,7 @@ func DefaultConfig() Config {
 	return Config{
 		TrustDomain: pki.DefaultTrustDomain, Install: snapshots.DefaultInstall, CADir: "/var/run/meshplane/ca",
 		CertTTL: 24 * time.Hour, TokenTTL: 24 * time.Hour, RevocationRefresh: app.DefaultRevocationRefresh,
-		Redis: snapshots.NewRedisOptions(),
+		IntermediateTTL: domain.DefaultIntermediateTTL, Redis: snapshots.NewRedisOptions(),
 	}
 }
 
@@ -100,6 +111,8 @@ func (c *Config) AddOwnFlags(f *platform.Flags) {
 	f.Duration(&c.TokenTTL, "bootstrap-token-ttl", "default lifetime of a bootstrap token made by 'meshctl cluster register'")
 	f.String(&c.AdvertiseAddr, "advertise-addr", "address (host:port) agents dial, put in the Helm values of new clusters")
 	f.Duration(&c.RevocationRefresh, "revocation-refresh", "how often the shared revocation set is reloaded from the store")
+	f.Duration(&c.IntermediateTTL, "virtual-mesh-intermediate-ttl", "default lifetime of the Istio intermediate CAs signed for VirtualMeshes with shared trust (capped by the root)")
+	f.String(&c.VirtualMeshRootsDir, "virtual-mesh-roots-dir", "directory of the generated VirtualMesh roots when they are not kept in Secrets; empty means <ca-dir>/virtualmesh-roots")
 }
 
 // Validate checks the configuration.
@@ -139,6 +152,9 @@ func (c *Config) Validate() error {
 	if c.RevocationRefresh <= 0 {
 		errs = append(errs, errors.New("--revocation-refresh must be positive"))
 	}
+	if c.IntermediateTTL < time.Hour {
+		errs = append(errs, errors.New("--virtual-mesh-intermediate-ttl must be at least 1h"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -151,6 +167,7 @@ type deps struct {
 	ca      *pki.CA
 	redis   redis.UniversalClient
 	checker *RevocationChecker
+	inputs  snapshots.Store[*snapshotv1.InputSnapshot]
 	now     func() time.Time
 }
 
@@ -171,6 +188,13 @@ func WithRedis(c redis.UniversalClient) Option { return func(d *deps) { d.redis 
 // platform.ServerOptions.Revocation.
 func WithRevocationChecker(rc *RevocationChecker) Option {
 	return func(d *deps) { d.checker = rc }
+}
+
+// WithInputs sets the input snapshot store that SignIntermediate reads
+// VirtualMeshes and meshes from, instead of the Redis one (the all-in-one
+// process without Redis shares ingest's memory store this way).
+func WithInputs(s snapshots.Store[*snapshotv1.InputSnapshot]) Option {
+	return func(d *deps) { d.inputs = s }
 }
 
 // WithClock sets the clock, for tests of expiry.
@@ -249,13 +273,26 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	r := app.NewRegistrar(stores, signer, revoked, app.Options{
 		TrustDomain: cfg.TrustDomain, CertTTL: cfg.CertTTL, TokenTTL: cfg.TokenTTL, RelayToken: relay, Log: log, Now: d.now,
 	})
+	if d.inputs == nil && d.redis != nil {
+		d.inputs = snapshots.NewRedis(d.redis, cfg.Install, snapshots.Inputs, func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
+	}
+	ideps := app.IntermediateDeps{Clusters: stores.Clusters, CA: smallstep.VirtualMeshCA{}}
+	if d.inputs != nil {
+		ideps.VirtualMeshes = inputs.New(d.inputs)
+	}
+	rootsDir := cfg.VirtualMeshRootsDir
+	if rootsDir == "" {
+		rootsDir = filepath.Join(cfg.CADir, "virtualmesh-roots")
+	}
+	ideps.Roots = files.NewRoots(rootsDir)
+	ints := app.NewIntermediates(ideps, app.IntermediateOptions{DefaultTTL: cfg.IntermediateTTL, Log: log, Now: d.now})
 	helm := map[string]string{
 		"relayAddr":   cfg.AdvertiseAddr,
 		"trustDomain": cfg.TrustDomain,
 		"caBundle":    string(d.ca.TrustBundlePEM()),
 	}
 	return &Service{
-		handler:  connectrpc.NewHandler(r, log, connectrpc.NewMetrics(d.reg)),
+		handler:  connectrpc.NewHandler(r, log, connectrpc.NewMetrics(d.reg)).WithIntermediates(ints),
 		clusters: connectrpc.NewClusterHandler(r, helm, log),
 		tokens:   static,
 		revoked:  revoked,
@@ -322,7 +359,10 @@ func (s *Service) Mount(srv *platform.Server) {
 		registrationv1connect.RegistrationServiceRegisterProcedure:       platform.AllowPublic,
 		registrationv1connect.RegistrationServiceGetTrustBundleProcedure: platform.AllowPublic,
 		registrationv1connect.RegistrationServiceRenewProcedure:          platform.AllowCluster,
-		"/" + registrationv1connect.ClusterServiceName + "/":             platform.AllowService,
+		// The caller's cluster, from its certificate, is the only cluster
+		// it may ask for; services never hold Istio CAs.
+		registrationv1connect.RegistrationServiceSignIntermediateProcedure: platform.AllowCluster,
+		"/" + registrationv1connect.ClusterServiceName + "/":               platform.AllowService,
 	})
 }
 

@@ -195,12 +195,24 @@ func FuzzValidateCSR(f *testing.F) {
 	f.Add(csrDER(f, k["p256"], func(r *x509.CertificateRequest) {
 		r.ExtraExtensions = []pkix.Extension{basicConstraints(f, true)}
 	}))
+	// Intermediate requests: any names, a CA request, an RSA key.
+	f.Add(csrDER(f, k["rsa2048"], func(r *x509.CertificateRequest) {
+		r.URIs = []*url.URL{mustURL(f, "spiffe://cluster.local")}
+		r.DNSNames = []string{"istiod.istio-system.svc"}
+		r.ExtraExtensions = []pkix.Extension{basicConstraints(f, true)}
+	}))
+	f.Add(csrDER(f, k["rsa1024"], nil))
 	f.Add([]byte{})
 	f.Add([]byte{0x30, 0x03, 0x02, 0x01, 0x00})
 	f.Fuzz(func(t *testing.T, der []byte) {
 		csr, err := x509.ParseCertificateRequest(der)
 		if err != nil {
 			return
+		}
+		if err := domain.ValidateIntermediateCSR(csr); err != nil {
+			if !errors.Is(err, domain.ErrInvalidCSR) {
+				t.Fatalf("ValidateIntermediateCSR error %v does not wrap ErrInvalidCSR", err)
+			}
 		}
 		if err := domain.ValidateCSR(csr, east); err != nil {
 			if !errors.Is(err, domain.ErrInvalidCSR) {

@@ -19,9 +19,9 @@ func toConnect(err error) error {
 		code = connect.CodeUnauthenticated
 	case errors.Is(err, domain.ErrInvalidCSR), errors.Is(err, app.ErrInvalidArgument):
 		code = connect.CodeInvalidArgument
-	case errors.Is(err, domain.ErrPendingApproval):
+	case errors.Is(err, domain.ErrPendingApproval), errors.Is(err, domain.ErrIntermediatePrecondition):
 		code = connect.CodeFailedPrecondition
-	case errors.Is(err, domain.ErrDeregistered):
+	case errors.Is(err, domain.ErrDeregistered), errors.Is(err, domain.ErrIntermediateDenied):
 		code = connect.CodePermissionDenied
 	case errors.Is(err, domain.ErrClusterNotFound):
 		code = connect.CodeNotFound

@@ -4,6 +4,7 @@ package connectrpc
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"connectrpc.com/connect"
@@ -11,6 +12,7 @@ import (
 	"github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1/registrationv1connect"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/services/registration/internal/app"
+	"github.com/meshplane/meshplane/services/registration/internal/domain"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -18,6 +20,7 @@ import (
 type Handler struct {
 	registrationv1connect.UnimplementedRegistrationServiceHandler
 	r       *app.Registrar
+	ints    *app.Intermediates
 	log     *slog.Logger
 	metrics *Metrics
 }
@@ -56,6 +59,40 @@ func (h *Handler) Renew(ctx context.Context, req *connect.Request[registrationv1
 	h.metrics.ok("renew")
 	return connect.NewResponse(&registrationv1.RenewResponse{
 		CertificateChainPem: issued.ChainPEM, TrustBundlePem: issued.BundlePEM, ExpiresAt: timestamppb.New(issued.ExpiresAt),
+	}), nil
+}
+
+// WithIntermediates serves SignIntermediate with ints; without it the call
+// is Unimplemented.
+func (h *Handler) WithIntermediates(ints *app.Intermediates) *Handler {
+	h.ints = ints
+	return h
+}
+
+// SignIntermediate signs an Istio intermediate CA for a mesh of the cluster
+// named by the caller's certificate; the request never names the cluster.
+func (h *Handler) SignIntermediate(ctx context.Context, req *connect.Request[registrationv1.SignIntermediateRequest]) (*connect.Response[registrationv1.SignIntermediateResponse], error) {
+	if h.ints == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("SignIntermediate is not configured on this server"))
+	}
+	cluster, err := platform.ClusterFromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	issued, err := h.ints.Sign(ctx, cluster, app.IntermediateRequest{
+		VirtualMesh: domain.ObjectRef{Name: m.GetVirtualMesh().GetName(), Namespace: m.GetVirtualMesh().GetNamespace()},
+		Mesh:        domain.ObjectRef{Name: m.GetMesh().GetName(), Namespace: m.GetMesh().GetNamespace()},
+		CSRPEM:      m.GetCsrPem(),
+		TTL:         m.GetTtl().AsDuration(),
+	})
+	if err != nil {
+		h.metrics.fail("sign_intermediate", err)
+		return nil, h.fail(ctx, "SignIntermediate", err)
+	}
+	h.metrics.ok("sign_intermediate")
+	return connect.NewResponse(&registrationv1.SignIntermediateResponse{
+		CertificatePem: issued.CertPEM, CertificateChainPem: issued.ChainPEM, RootCertificatePem: issued.RootPEM, ExpiresAt: timestamppb.New(issued.ExpiresAt),
 	}), nil
 }
 

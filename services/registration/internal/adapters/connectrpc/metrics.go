@@ -20,11 +20,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		issued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "meshplane", Subsystem: "registration", Name: "certificates_issued_total",
-			Help: "Cluster certificates issued, by call (register or renew).",
+			Help: "Certificates issued, by call: register and renew (cluster certificates), sign_intermediate (VirtualMesh intermediate CAs).",
 		}, []string{"call"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "meshplane", Subsystem: "registration", Name: "refused_total",
-			Help: "Register and Renew calls refused, by call and reason.",
+			Help: "Register, Renew and SignIntermediate calls refused, by call and reason.",
 		}, []string{"call", "reason"}),
 	}
 	m.issued, m.refused = register(reg, m.issued), register(reg, m.refused)
@@ -76,6 +76,10 @@ func reason(err error) string {
 		return "pending_approval"
 	case errors.Is(err, domain.ErrDeregistered):
 		return "deregistered"
+	case errors.Is(err, domain.ErrIntermediateDenied):
+		return "denied"
+	case errors.Is(err, domain.ErrIntermediatePrecondition):
+		return "precondition"
 	default:
 		return "internal"
 	}
