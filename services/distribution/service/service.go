@@ -93,6 +93,7 @@ type deps struct {
 	reg     prometheus.Registerer
 	outputs snapshots.Store[*snapshotv1.OutputSnapshot]
 	redis   redis.UniversalClient
+	acks    snapshots.AckStore
 }
 
 // WithLogger sets the logger.
@@ -111,6 +112,12 @@ func WithOutputs(s snapshots.Store[*snapshotv1.OutputSnapshot]) Option {
 // unless WithOutputs sets them), instead of one built from the
 // configuration. The caller closes it.
 func WithRedis(c redis.UniversalClient) Option { return func(d *deps) { d.redis = c } }
+
+// WithAcks sets where acknowledgements are kept when the service runs
+// without Redis: the all-in-one process shares one memory store with
+// translation, which reports failed applies in policy statuses. With Redis
+// the acks are always in Redis.
+func WithAcks(a snapshots.AckStore) Option { return func(d *deps) { d.acks = a } }
 
 // Service is a built distribution service.
 type Service struct {
@@ -151,7 +158,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	// With Redis every replica records acks in it, so any replica answers
 	// ListAcks and reports the same metrics. Without it (one all-in-one
 	// process) they live in memory.
-	var acks app.AckStore = memory.NewAcks()
+	var acks app.AckStore = memory.NewAcks(d.acks)
 	if client != nil {
 		acks = redisadapter.NewAcks(client, cfg.Install)
 		s.revoked = revocation.NewCache(revredis.NewSource(client, cfg.Install), 0, s.log)

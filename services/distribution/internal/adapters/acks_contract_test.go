@@ -25,7 +25,7 @@ type ackStoreFactory struct {
 func factories() []ackStoreFactory {
 	return []ackStoreFactory{
 		{"memory", func(t *testing.T) (app.AckStore, app.AckStore) {
-			s := memory.NewAcks()
+			s := memory.NewAcks(nil)
 			return s, s
 		}},
 		{"redis", func(t *testing.T) (app.AckStore, app.AckStore) {

@@ -105,7 +105,7 @@ func (s *source) put(t *testing.T, o *snapshotv1.OutputSnapshot) {
 // returns once it follows the store.
 func newDistributor(t *testing.T, src *source) *app.Distributor {
 	t.Helper()
-	d := app.NewDistributor(src, memory.NewAcks(), nil, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	d := app.NewDistributor(src, memory.NewAcks(nil), nil, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
@@ -374,7 +374,7 @@ func TestWatchRefusesSnapshotOverTheLimit(t *testing.T) {
 	}
 	src.put(t, small)
 	m := refusals{got: make(chan int, 10)}
-	d := app.NewDistributor(src, memory.NewAcks(), m, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	d := app.NewDistributor(src, memory.NewAcks(nil), m, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	d.SetMaxSendBytes(limit)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -17,14 +17,10 @@ type OutputSource interface {
 	Subscribe(ctx context.Context) (<-chan snapshots.Change, error)
 }
 
-// AckRecord is what a cluster last acknowledged.
-type AckRecord struct {
-	Cluster     string
-	Version     string
-	Results     []*snapshotv1.ApplyResult
-	ApplyErrors int
-	AckedAt     time.Time
-}
+// AckRecord is what a cluster last acknowledged. It is the shared store's
+// record: translation reads the same records to report what could not be
+// applied.
+type AckRecord = snapshots.Ack
 
 // AckStore keeps the latest acknowledgement of each cluster, and which
 // replicas serve a watch of it.

@@ -3,26 +3,30 @@ package memory
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/distribution/internal/app"
 )
 
-// Acks is an app.AckStore in memory.
+// Acks is an app.AckStore in memory: the acks in a snapshots.AckStore that
+// translation in the same process may read too, and the watch marks.
 type Acks struct {
+	acks     snapshots.AckStore
 	mu       sync.RWMutex
-	acks     map[string]app.AckRecord
 	watching map[[2]string]time.Time // cluster, replica
 }
 
 var _ app.AckStore = (*Acks)(nil)
 
-// NewAcks returns an empty store.
-func NewAcks() *Acks {
-	return &Acks{acks: map[string]app.AckRecord{}, watching: map[[2]string]time.Time{}}
+// NewAcks returns a store keeping acks in acks, or in a new memory store
+// when acks is nil.
+func NewAcks(acks snapshots.AckStore) *Acks {
+	if acks == nil {
+		acks = snapshots.NewMemoryAcks()
+	}
+	return &Acks{acks: acks, watching: map[[2]string]time.Time{}}
 }
 
 func (a *Acks) MarkWatching(_ context.Context, cluster, replica string, until time.Time) error {
@@ -48,20 +52,6 @@ func (a *Acks) Watched(_ context.Context, now time.Time) (map[string]bool, error
 	return out, nil
 }
 
-func (a *Acks) PutAck(_ context.Context, rec app.AckRecord) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.acks[rec.Cluster] = rec
-	return nil
-}
+func (a *Acks) PutAck(ctx context.Context, rec app.AckRecord) error { return a.acks.PutAck(ctx, rec) }
 
-func (a *Acks) ListAcks(context.Context) ([]app.AckRecord, error) {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	out := make([]app.AckRecord, 0, len(a.acks))
-	for _, r := range a.acks {
-		out = append(out, r)
-	}
-	slices.SortFunc(out, func(x, y app.AckRecord) int { return strings.Compare(x.Cluster, y.Cluster) })
-	return out, nil
-}
+func (a *Acks) ListAcks(ctx context.Context) ([]app.AckRecord, error) { return a.acks.ListAcks(ctx) }
