@@ -22,6 +22,7 @@ type Syncer struct {
 	relay    Relay
 	applier  Applier
 	statuses StatusWriter
+	cacerts  *CACerts
 	metrics  Metrics
 	log      *slog.Logger
 
@@ -48,6 +49,11 @@ func NewSyncer(relay Relay, applier Applier, metrics Metrics, log *slog.Logger) 
 // SetStatusWriter makes the syncer write the snapshots' statuses with w.
 // Without one, statuses are not written. Call it before Run.
 func (s *Syncer) SetStatusWriter(w StatusWriter) { s.statuses = w }
+
+// SetCACerts hands each applied snapshot's IssuedCertificates to m, and
+// adds m's conflicts and failures to the acknowledgements. Call it before
+// Run.
+func (s *Syncer) SetCACerts(m *CACerts) { s.cacerts = m }
 
 type statusKey struct{ apiVersion, kind, namespace, name string }
 
@@ -197,6 +203,14 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 	written, statusFailed, statusResults := s.writeStatuses(ctx, snap.GetStatuses())
 	failed += statusFailed
 	results = append(results, statusResults...)
+
+	if s.cacerts != nil {
+		// Issuing happens in the background; what the acknowledgement
+		// carries is what the manager found so far. It does not count as
+		// failed: the Istio objects did apply.
+		s.cacerts.SetDesired(snap.GetIssuedCertificates())
+		results = append(results, s.cacerts.Results()...)
+	}
 
 	s.mu.Lock()
 	if failed == 0 && err == nil {
