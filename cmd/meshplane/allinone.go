@@ -170,7 +170,8 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 	if rcfg.CADir == "" {
 		rcfg.CADir = registration.DefaultConfig().CADir
 	}
-	reg, err := registration.New(rcfg, regOpts...)
+	// SignIntermediate reads VirtualMeshes and meshes from the inputs.
+	reg, err := registration.New(rcfg, append(regOpts, registration.WithInputs(inputs))...)
 	if err != nil {
 		return nil, err
 	}
