@@ -185,7 +185,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	id := domain.Identity{
 		Cluster: a.cfg.Cluster, AgentVersion: platform.Version, Replica: a.cfg.Replica,
-		Namespace: a.cfg.Namespace, ClusterDomain: a.cfg.ClusterDomain,
+		Namespace: a.cfg.Namespace, ClusterDomain: a.cfg.ClusterDomain, Install: a.cfg.Install,
 	}
 	pusher := app.NewPusher(id, reader, relay, a.metrics, a.log, a.cfg.Debounce)
 	syncer := app.NewSyncer(relay, kubeadapter.NewApplier(dyn, mapper, a.cfg.Install, a.cfg.Cluster), a.metrics, a.log)

@@ -216,6 +216,9 @@ type Discovered struct {
 	Nodes          []Node
 	EndpointSlices []EndpointSlice
 	Resources      UserResources
+	// IstioObjects are the cluster's VirtualServices and DestinationRules,
+	// Meshplane's own included; only the users' go into the snapshot.
+	IstioObjects []IstioObject
 }
 
 // Identity says who produced a snapshot.
@@ -225,6 +228,10 @@ type Identity struct {
 	Replica       string
 	Namespace     string
 	ClusterDomain string
+	// Install is the install name: Istio objects labelled
+	// meshplane.dev/managed-by with it are Meshplane's, not the users'.
+	// The default install when empty.
+	Install string
 }
 
 // BuildInputSnapshot turns what was discovered into a sealed input snapshot.
@@ -245,6 +252,7 @@ func BuildInputSnapshot(id Identity, d Discovered) *snapshotv1.InputSnapshot {
 	s.AccessPolicies = inScope(ix, r.AccessPolicies)
 	s.VirtualDestinations = inScope(ix, r.VirtualDestinations)
 	s.Settings = inScope(ix, r.Settings)
+	s.UserIstioObjects = userIstioObjects(id.Install, d.IstioObjects)
 	snapshots.SealInput(s)
 	return s
 }

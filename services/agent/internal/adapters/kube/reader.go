@@ -120,6 +120,8 @@ type Reader struct {
 	mu        sync.Mutex
 	resources []resourceInformer
 	warned    map[string]string // resource key -> resourceVersion already warned about
+
+	istio []istioInformer
 }
 
 type resourceInformer struct {
@@ -201,6 +203,10 @@ func NewReader(ctx context.Context, c Clients, opts Options) (*Reader, error) {
 		}
 		r.synced = append(r.synced, inf.Informer().HasSynced)
 		r.resources = append(r.resources, resourceInformer{userResource: ur, lister: inf.Lister()})
+	}
+
+	if err := r.watchIstio(c.Kube); err != nil {
+		return nil, err
 	}
 
 	typed.Start(ctx.Done())
@@ -403,6 +409,10 @@ func (r *Reader) Discover() (domain.Discovered, error) {
 					"resource", ri.gvr.GroupResource().String(), "namespace", u.GetNamespace(), "name", u.GetName(), "error", err)
 			}
 		}
+	}
+	d.IstioObjects, err = r.discoverIstio()
+	if err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return domain.Discovered{}, errors.Join(errs...)

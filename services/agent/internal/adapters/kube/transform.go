@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/agent/internal/domain"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -213,4 +214,31 @@ func slimEndpointSlice(es *discov1.EndpointSlice) *discov1.EndpointSlice {
 		out.Endpoints = append(out.Endpoints, se)
 	}
 	return out
+}
+
+// transformIstio keeps of an Istio VirtualService or DestinationRule what
+// conflict detection reads: its name, the managed-by label, and the hosts
+// and exportTo of its spec. Routes and traffic policies can be large.
+func transformIstio(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	return slimIstioObject(u), nil
+}
+
+func slimIstioObject(u *unstructured.Unstructured) *unstructured.Unstructured {
+	md := map[string]any{"name": u.GetName(), "namespace": u.GetNamespace(), "resourceVersion": u.GetResourceVersion()}
+	if v, ok := u.GetLabels()[snapshots.LabelManagedBy]; ok {
+		md["labels"] = map[string]any{snapshots.LabelManagedBy: v}
+	}
+	spec := map[string]any{}
+	for _, f := range []string{"hosts", "host", "exportTo"} {
+		if v, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", f); ok {
+			spec[f] = v
+		}
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(), "metadata": md, "spec": spec,
+	}}
 }
