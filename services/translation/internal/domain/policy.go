@@ -21,6 +21,9 @@ type trafficPolicy struct {
 	// lastGood is set when the current version failed validation and the
 	// last valid version, now in Spec, is translated instead.
 	lastGood *LastGoodTraffic
+	// conflicts are errors about outputs for destinations the policy does
+	// not select (subsets it names) that users' Istio objects blocked.
+	conflicts []string
 
 	src *networkingv1.TrafficPolicy
 }

@@ -26,7 +26,11 @@ type trafficTranslation struct {
 	// lastGood holds the last valid version of each policy, used when the
 	// current one fails validation.
 	lastGood map[ObjectKey]LastGoodTraffic
+	byKey    map[ObjectKey]*trafficPolicy
 }
+
+// policy returns the policy with key k, or nil.
+func (t *trafficTranslation) policy(k ObjectKey) *trafficPolicy { return t.byKey[k] }
 
 // destState is what the policies applied to one destination make of its
 // VirtualService and DestinationRule.
@@ -62,7 +66,9 @@ func newTrafficTranslation(ix *Index) *trafficTranslation {
 // apply validates every policy, then translates the valid ones destination
 // by destination. policies must be in acceptance order.
 func (t *trafficTranslation) apply(policies []*trafficPolicy) {
+	t.byKey = make(map[ObjectKey]*trafficPolicy, len(policies))
 	for _, p := range policies {
+		t.byKey[p.Key] = p
 		p.Status = &commonv1.ResourceStatus{ObservedGeneration: p.Meta.GetGeneration()}
 		if p.Errors = ValidateTrafficPolicy(p.Spec); len(p.Errors) > 0 {
 			good, ok := t.lastGood[p.Key]
@@ -112,7 +118,9 @@ func (p *trafficPolicy) goodVersion() (LastGoodTraffic, bool) {
 	if p.lastGood != nil {
 		return *p.lastGood, true
 	}
-	if p.Status.GetState() != commonv1.ApprovalState_ACCEPTED {
+	// FAILED means valid, but some output was blocked (by a user's own
+	// Istio object): the spec is still a good one.
+	if st := p.Status.GetState(); st != commonv1.ApprovalState_ACCEPTED && st != commonv1.ApprovalState_FAILED {
 		return LastGoodTraffic{}, false
 	}
 	return LastGoodTraffic{Generation: p.Meta.GetGeneration(), Spec: p.Spec}, true
@@ -436,14 +444,25 @@ func trafficPolicyStatus(p *trafficPolicy) (*snapshotv1.ResourceStatus, error) {
 	if len(p.Errors) > 0 {
 		s.State = commonv1.ApprovalState_INVALID
 	}
+	failed := len(p.conflicts) > 0
 	for _, key := range slices.Sorted(maps.Keys(s.Destinations)) {
 		as := s.Destinations[key]
-		if as.State == commonv1.ApprovalState_INVALID {
+		switch as.State {
+		case commonv1.ApprovalState_INVALID:
 			s.State = commonv1.ApprovalState_INVALID
-			for _, e := range as.Errors {
-				s.Errors = append(s.Errors, "destination "+key+": "+e)
-			}
+		case commonv1.ApprovalState_FAILED:
+			failed = true
+		default:
+			continue
 		}
+		for _, e := range as.Errors {
+			s.Errors = append(s.Errors, "destination "+key+": "+e)
+		}
+	}
+	s.Errors = append(s.Errors, p.conflicts...)
+	if failed && s.State == commonv1.ApprovalState_ACCEPTED {
+		// Valid, but some of its outputs could not be written.
+		s.State = commonv1.ApprovalState_FAILED
 	}
 	if p.lastGood != nil {
 		s.LastKnownGood = true

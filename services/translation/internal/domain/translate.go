@@ -109,15 +109,21 @@ func TranslateWithLastGood(inputs map[string]*snapshotv1.InputSnapshot, opts Opt
 	warnPlaintextInStrictMesh(ix, tr, vms)
 	access, accessPolicies := applyAccessPolicies(ix, vms, collectResources(inputs, (*snapshotv1.InputSnapshot).GetAccessPolicies), last.Access)
 
+	users := indexUserObjects(inputs, opts.ClusterDomain)
 	for _, d := range ix.destinations {
 		out := outputs[d.Key.Cluster]
 		st := tr.states[d.Key]
 		if vs := st.virtualService(); vs != nil {
-			obj, err := newObject(KindVirtualService, d, st.vsParents, vs, opts)
-			if err != nil {
-				return nil, LastGood{}, err
+			if u := users.conflicts(d.Key.Cluster, KindVirtualService, d.Host); len(u) == 0 || reportConflict(set.conflicts, d, st.vsParents, tr.policy, KindVirtualService, u) {
+				obj, err := newObject(KindVirtualService, d, st.vsParents, vs, opts)
+				if err != nil {
+					return nil, LastGood{}, err
+				}
+				out.Objects = append(out.Objects, obj)
 			}
-			out.Objects = append(out.Objects, obj)
+		}
+		if u := users.conflicts(d.Key.Cluster, KindDestinationRule, d.Host); len(u) > 0 && !reportConflict(set.conflicts, d, st.drParents, tr.policy, KindDestinationRule, u) {
+			continue
 		}
 		obj, err := newObject(KindDestinationRule, d, st.drParents, st.destinationRule(d, set.defaultTLS), opts)
 		if err != nil {
