@@ -90,6 +90,8 @@ type deps struct {
 	inputs  snapshots.Store[*snapshotv1.InputSnapshot]
 	outputs snapshots.Store[*snapshotv1.OutputSnapshot]
 	redis   redis.UniversalClient
+	acks    snapshots.AckStore
+	hook    func(cluster string, out *snapshotv1.OutputSnapshot)
 }
 
 // WithLogger sets the logger.
@@ -102,6 +104,19 @@ func WithRegisterer(r prometheus.Registerer) Option { return func(d *deps) { d.r
 // configuration names.
 func WithStores(in snapshots.Store[*snapshotv1.InputSnapshot], out snapshots.Store[*snapshotv1.OutputSnapshot]) Option {
 	return func(d *deps) { d.inputs, d.outputs = in, out }
+}
+
+// WithAcks sets where the agents' acknowledgements are read, for the
+// all-in-one process; with Redis, translation reads distribution's acks
+// from it. Objects that an agent could not apply make the policies behind
+// them FAILED.
+func WithAcks(a snapshots.AckStore) Option { return func(d *deps) { d.acks = a } }
+
+// WithTestOutputHook is for tests only: fn may change each output after
+// translation, before it is sealed and published, for example to inject an
+// object that the API server rejects. No flag or configuration sets it.
+func WithTestOutputHook(fn func(cluster string, out *snapshotv1.OutputSnapshot)) Option {
+	return func(d *deps) { d.hook = fn }
 }
 
 // Service is a built translation service.
@@ -133,6 +148,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 			d.redis = client
 			d.inputs = snapshots.NewRedis(client, cfg.Install, snapshots.Inputs, newInput)
 			d.outputs = snapshots.NewRedis(client, cfg.Install, snapshots.Outputs, newOutput)
+			if d.acks == nil {
+				d.acks = snapshots.NewRedisAcks(client, cfg.Install)
+			}
 		} else {
 			d.inputs = snapshots.NewMemory(newInput)
 			d.outputs = snapshots.NewMemory(newOutput)
@@ -146,7 +164,11 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		Domain:          domain.Options{Install: cfg.Install, ClusterDomain: cfg.ClusterDomain},
 		Debounce:        cfg.Debounce,
 		SafeStartWindow: cfg.SafeStartWindow,
+		TestOutputHook:  d.hook,
 	}, d.inputs, d.outputs, metrics, log)
+	if d.acks != nil {
+		t.SetApplyReports(d.acks)
+	}
 	svc := &Service{log: log, translator: t, handler: connectrpc.NewHandler(t), redis: d.redis}
 	if d.redis != nil {
 		svc.revoked = revocation.NewCache(revredis.NewSource(d.redis, cfg.Install), 0, log)

@@ -35,6 +35,10 @@ type Config struct {
 	SafeStartWindow time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// TestOutputHook, when set, may change each output after translation,
+	// before it is sealed and published. Tests use it to inject objects the
+	// API server rejects; no flag sets it.
+	TestOutputHook func(cluster string, out *snapshotv1.OutputSnapshot)
 }
 
 // Translator keeps the latest input of every cluster in memory, so that it
@@ -55,6 +59,10 @@ type Translator struct {
 	outputs   map[string]*snapshotv1.OutputSnapshot
 	published map[string]string // cluster -> version in the publisher
 	safe      safeMode
+	// failures are the objects each cluster's agent last reported it could
+	// not apply, from reports (applied.go).
+	failures map[string][]domain.ApplyFailure
+	reports  ApplyReports
 
 	// lastGood is the last valid version of every policy, kept in force
 	// when an edit makes a policy invalid. Only Run's goroutine uses it.
@@ -105,6 +113,7 @@ func NewTranslator(cfg Config, source InputSource, publish OutputPublisher, metr
 		inputs:    map[string]*snapshotv1.InputSnapshot{},
 		outputs:   map[string]*snapshotv1.OutputSnapshot{},
 		published: map[string]string{},
+		failures:  map[string][]domain.ApplyFailure{},
 	}
 	if cfg.SafeStartWindow > 0 {
 		_, lister := publish.(OutputLister)
@@ -295,6 +304,14 @@ func (t *Translator) Run(ctx context.Context) error {
 	t.loadKnown(ctx)
 	t.loadAll(ctx)
 	t.holdPublishing() // leaves safe mode at once when nobody is waited for
+	if t.reports != nil {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			t.followAcks(ctx)
+		}()
+		defer func() { <-done }()
+	}
 
 	retry := time.NewTicker(t.cfg.RetryInterval)
 	defer retry.Stop()
@@ -425,6 +442,7 @@ func (t *Translator) translate(ctx context.Context) {
 		return
 	}
 	t.lastGood = lastGood
+	t.finishOutputs(outputs)
 	t.mu.Lock()
 	for c, o := range outputs {
 		t.outputs[c] = o
