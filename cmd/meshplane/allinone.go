@@ -145,8 +145,11 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		inputs       snapshots.Store[*snapshotv1.InputSnapshot]
 		ingestInputs snapshots.Store[*snapshotv1.InputSnapshot]
 		outputs      snapshots.Store[*snapshotv1.OutputSnapshot]
-		regOpts      = []registration.Option{registration.WithLogger(log), registration.WithRegisterer(promReg), registration.WithRevocationChecker(revocation)}
-		distOpts     = []distribution.Option{distribution.WithLogger(log), distribution.WithRegisterer(promReg)}
+		// acks are written by distribution and read by translation, which
+		// reports what agents could not apply in policy statuses.
+		acks     snapshots.AckStore
+		regOpts  = []registration.Option{registration.WithLogger(log), registration.WithRegisterer(promReg), registration.WithRevocationChecker(revocation)}
+		distOpts = []distribution.Option{distribution.WithLogger(log), distribution.WithRegisterer(promReg)}
 	)
 	if s.redis.Enabled() {
 		client, err := s.redis.NewClient()
@@ -159,10 +162,13 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		inputs = snapshots.NewRedis(client, s.install, snapshots.Inputs, newInput)
 		ingestInputs = snapshots.NewWriteThrough(inputs, snapshots.NewMemory(newInput), log)
 		outputs = snapshots.NewRedis(client, s.install, snapshots.Outputs, newOutput)
+		acks = snapshots.NewRedisAcks(client, s.install)
 	} else {
 		mem := snapshots.NewMemory(newInput)
 		inputs, ingestInputs = mem, mem
 		outputs = snapshots.NewMemory(newOutput)
+		acks = snapshots.NewMemoryAcks()
+		distOpts = append(distOpts, distribution.WithAcks(acks))
 	}
 
 	rcfg := s.reg
@@ -178,7 +184,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 
 	tcfg := translation.DefaultConfig()
 	tcfg.Install, tcfg.ClusterDomain, tcfg.Debounce = s.install, s.clusterDomain, s.debounce
-	tr, err := translation.New(tcfg, translation.WithLogger(log), translation.WithRegisterer(promReg), translation.WithStores(inputs, outputs))
+	tr, err := translation.New(tcfg, translation.WithLogger(log), translation.WithRegisterer(promReg), translation.WithStores(inputs, outputs), translation.WithAcks(acks))
 	if err != nil {
 		return nil, err
 	}
