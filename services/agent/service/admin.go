@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/meshplane/meshplane/services/agent/internal/app"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -17,6 +19,9 @@ type adminServer struct {
 	ln    net.Listener
 	srv   *http.Server
 	ready atomic.Bool
+	// cacerts reports the state of the Istio intermediate CAs, once the
+	// manager exists.
+	cacerts atomic.Pointer[func() []app.CACertsStatus]
 }
 
 func (a *Agent) adminServer() (*adminServer, error) {
@@ -38,11 +43,24 @@ func (a *Agent) adminServer() (*adminServer, error) {
 		w.Write([]byte("ok\n"))
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
+	// The state of each wanted cacerts Secret: current (with expiry and
+	// renewal time), conflict (the user's own Secret, left alone), failing
+	// (with the last error) or pending. No key material.
+	mux.HandleFunc("/debug/cacerts", func(w http.ResponseWriter, _ *http.Request) {
+		states := []app.CACertsStatus{}
+		if f := s.cacerts.Load(); f != nil {
+			states = (*f)()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(states)
+	})
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
 
 func (s *adminServer) setReady(v bool) { s.ready.Store(v) }
+
+func (s *adminServer) setCACerts(f func() []app.CACertsStatus) { s.cacerts.Store(&f) }
 
 func (s *adminServer) serve(ctx context.Context) error {
 	go func() {

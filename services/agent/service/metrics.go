@@ -11,9 +11,17 @@ type metrics struct {
 	applied     *prometheus.CounterVec
 	applyErrors prometheus.Gauge
 	connected   *prometheus.GaugeVec
+
+	caIssued    *prometheus.CounterVec
+	caFailures  *prometheus.CounterVec
+	caConflicts prometheus.Gauge
+	caExpiry    *prometheus.GaugeVec
 }
 
-var _ app.Metrics = (*metrics)(nil)
+var (
+	_ app.Metrics        = (*metrics)(nil)
+	_ app.CACertsMetrics = (*metrics)(nil)
+)
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
@@ -33,8 +41,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meshplane_agent_connected", Help: "1 while the push or watch stream is open.",
 		}, []string{"stream"}),
+		caIssued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshplane_agent_cacerts_issued_total", Help: "Istio intermediate CAs (cacerts Secrets) written, by reason.",
+		}, []string{"reason"}),
+		caFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshplane_agent_cacerts_failures_total", Help: "Failed attempts to issue an Istio intermediate CA, by stage.",
+		}, []string{"stage"}),
+		caConflicts: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshplane_agent_cacerts_conflicts", Help: "cacerts Secrets left alone because the user owns them.",
+		}),
+		caExpiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshplane_agent_cacerts_expiry_timestamp_seconds", Help: "When each held Istio intermediate CA expires (Unix time).",
+		}, []string{"namespace", "name"}),
 	}
-	for _, c := range []prometheus.Collector{m.pushes, m.pushBytes, m.applied, m.applyErrors, m.connected} {
+	for _, c := range []prometheus.Collector{m.pushes, m.pushBytes, m.applied, m.applyErrors, m.connected, m.caIssued, m.caFailures, m.caConflicts, m.caExpiry} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -64,4 +84,22 @@ func (m *metrics) Connected(stream string, up bool) {
 		v = 1
 	}
 	m.connected.WithLabelValues(stream).Set(v)
+}
+
+func (m *metrics) CACertsIssued(reason string) { m.caIssued.WithLabelValues(reason).Inc() }
+
+func (m *metrics) CACertsFailed(stage string) { m.caFailures.WithLabelValues(stage).Inc() }
+
+func (m *metrics) CACertsObserved(states []app.CACertsStatus) {
+	conflicts := 0
+	m.caExpiry.Reset()
+	for _, s := range states {
+		if s.State == app.CAStateConflict {
+			conflicts++
+		}
+		if !s.ExpiresAt.IsZero() {
+			m.caExpiry.WithLabelValues(s.Namespace, s.Name).Set(float64(s.ExpiresAt.Unix()))
+		}
+	}
+	m.caConflicts.Set(float64(conflicts))
 }

@@ -48,6 +48,10 @@ func WithRegistry(r *prometheus.Registry) Option { return func(a *Agent) { a.reg
 // cfg.AdminAddr.
 func WithAdminListener(ln net.Listener) Option { return func(a *Agent) { a.adminLn = ln } }
 
+// WithLeader gates the duties that must run once per cluster (for now the
+// Istio CA manager) on leader(). The default is always true: one replica.
+func WithLeader(leader func() bool) Option { return func(a *Agent) { a.leader = leader } }
+
 // Agent is a built agent.
 type Agent struct {
 	cfg     Config
@@ -55,6 +59,7 @@ type Agent struct {
 	reg     *prometheus.Registry
 	adminLn net.Listener
 	metrics *metrics
+	leader  func() bool
 }
 
 // New builds the agent. Nothing connects until Run.
@@ -201,7 +206,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	renewer := connectrpc.NewRenewer(registrationv1connect.NewRegistrationServiceClient(renewClient.c, renewClient.url, renewClient.options()...), platform.Version)
 	renew := func(ctx context.Context) error { return identity.RunRenewal(ctx, renewer) }
 
-	err = platform.RunAll(ctx, pusher.Run, syncer.Run, renew)
+	// The istiod intermediate CAs that the output snapshots ask for; the
+	// key is made here and never leaves the cluster.
+	caCerts := app.NewCACerts(
+		connectrpc.NewIntermediateSigner(registrationv1connect.NewRegistrationServiceClient(renewClient.c, renewClient.url, renewClient.options()...)),
+		kubeadapter.NewCASecrets(clients.Kube, a.cfg.Install, a.cfg.Cluster),
+		app.CACertsOptions{Leader: a.leader, Metrics: a.metrics, Log: a.log.With("duty", "cacerts")},
+	)
+	syncer.SetCACerts(caCerts)
+	admin.setCACerts(caCerts.Status)
+
+	err = platform.RunAll(ctx, pusher.Run, syncer.Run, renew, caCerts.Run)
 	stopAdmin()
 	<-adminDone
 	return err

@@ -153,6 +153,10 @@ type CACertsStatus struct {
 // a look.
 const conflictRecheck = 5 * time.Minute
 
+// signTimeout bounds one SignIntermediate call, so that a hung server
+// delays the other meshes' CAs by no more than this.
+const signTimeout = 30 * time.Second
+
 // leaderRecheck is how often a non-leader asks whether it leads now.
 const leaderRecheck = 5 * time.Second
 
@@ -534,6 +538,8 @@ func (c *CACerts) issue(ctx context.Context, ic *snapshotv1.IssuedCertificate) (
 	if err != nil {
 		return s, notBefore, notAfter, nil, "key", fmt.Errorf("create CSR: %w", err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, signTimeout)
+	defer cancel()
 	signed, err := c.signer.SignIntermediate(ctx, IntermediateRequest{
 		VirtualMeshNamespace: ic.GetVirtualMesh().GetNamespace(), VirtualMeshName: ic.GetVirtualMesh().GetName(),
 		MeshNamespace: ic.GetMesh().GetNamespace(), MeshName: ic.GetMesh().GetName(),
