@@ -2,11 +2,13 @@ package domain_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
@@ -242,10 +244,102 @@ func fuzzEstate(data []byte) map[string]*snapshotv1.InputSnapshot {
 			Spec: s.trafficPolicySpec(),
 		})
 	}
+	// VirtualDestinations, a traffic shift to one, Settings and users' own
+	// Istio objects are drawn from the input read backwards: the policies
+	// above use up most inputs, and older seeds keep their meaning.
+	back := slices.Clone(data)
+	slices.Reverse(back)
+	s = &bytesSource{b: back}
+	for i := range s.n(3) {
+		inputs["east"].VirtualDestinations = append(inputs["east"].VirtualDestinations, s.virtualDestination(fmt.Sprintf("vd%d", i)))
+	}
+	if s.bool() {
+		inputs["east"].TrafficPolicies = append(inputs["east"].TrafficPolicies, &networkingv1.TrafficPolicy{
+			Metadata: &commonv1.ObjectMeta{Name: "pvd", Namespace: "default", Generation: 1, CreationTimestamp: &timestamppb.Timestamp{Seconds: int64(s.n(3))}},
+			Spec: &networkingv1.TrafficPolicySpec{Policy: &networkingv1.TrafficPolicySpec_Policy{TrafficShift: &networkingv1.TrafficPolicySpec_Policy_MultiDestination{
+				Destinations: []*networkingv1.TrafficPolicySpec_Policy_MultiDestination_WeightedDestination{{
+					Weight: uint32(s.n(3)),
+					DestinationType: &networkingv1.TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_VirtualDestination{
+						VirtualDestination: &networkingv1.TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_VirtualDestinationRef{Name: s.pick("vd0", "vd1", "nosuch"), Namespace: "meshplane"},
+					},
+				}},
+			}}},
+		})
+	}
+	if s.bool() {
+		inputs[s.pick("east", "west")].Settings = append(inputs["east"].Settings, &settingsv1.Settings{
+			Metadata: &commonv1.ObjectMeta{Name: s.pick("settings", "other"), Namespace: "meshplane", Generation: 2},
+			Spec: &settingsv1.SettingsSpec{
+				Mtls:                   &networkingv1.TrafficPolicySpec_Policy_MTLS{Istio: &networkingv1.TrafficPolicySpec_Policy_MTLS_Istio{TlsMode: networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_TLSmode(s.n(5))}},
+				UserConfigConflictMode: settingsv1.SettingsSpec_UserConfigConflictMode(s.n(3)),
+			},
+		})
+	}
+	for i := range s.n(4) {
+		in := inputs[s.pick("east", "west")]
+		o := &snapshotv1.UserIstioObject{Kind: s.pick("VirtualService", "DestinationRule", "Gateway"), Namespace: s.pick("default", "other"), Name: fmt.Sprintf("user%d", i)}
+		o.Hosts = []string{s.pick("reviews", "ratings.default.svc.cluster.local", "*", "*.default.svc.cluster.local", "")}
+		switch s.n(3) {
+		case 1:
+			o.ExportTo = []string{"~"}
+		case 2:
+			o.ExportTo = []string{"."}
+		}
+		in.UserIstioObjects = append(in.UserIstioObjects, o)
+	}
 	for _, in := range inputs {
 		snapshots.SealInput(in)
 	}
 	return inputs
+}
+
+func (s *bytesSource) virtualDestination(name string) *networkingv1.VirtualDestination {
+	spec := &networkingv1.VirtualDestinationSpec{
+		Hostname: s.pick("reviews.global", "ratings.global", "Bad_Host", ""),
+		Port:     &networkingv1.VirtualDestinationSpec_Port{Number: uint32(s.n(3)) * 9080, Protocol: s.pick("http", "tcp", "")},
+	}
+	if s.bool() {
+		spec.Port.TargetPort = &networkingv1.VirtualDestinationSpec_Port_TargetNumber{TargetNumber: 9080}
+	}
+	switch s.n(3) {
+	case 0:
+		spec.ExportTo = &networkingv1.VirtualDestinationSpec_VirtualMesh{VirtualMesh: &commonv1.ObjectRef{Name: s.pick("vm-a", "vm-b"), Namespace: "meshplane"}}
+	case 1:
+		list := &networkingv1.VirtualDestinationSpec_MeshList{}
+		for range 1 + s.n(2) {
+			list.Meshes = append(list.Meshes, &commonv1.ObjectRef{Name: "istiod-istio-system-" + s.pick("east", "west", "nosuch"), Namespace: "istio-system"})
+		}
+		spec.ExportTo = &networkingv1.VirtualDestinationSpec_MeshList_{MeshList: list}
+	}
+	if s.bool() {
+		static := &networkingv1.VirtualDestinationSpec_BackingDestinationList{}
+		for range s.n(4) {
+			static.Destinations = append(static.Destinations, &networkingv1.VirtualDestinationSpec_BackingDestination{Type: &networkingv1.VirtualDestinationSpec_BackingDestination_KubeService{
+				KubeService: &commonv1.ClusterObjectRef{Name: s.pick("reviews", "ratings", "nosuch"), Namespace: "default", Cluster: s.pick("east", "west")},
+			}})
+		}
+		spec.FailoverConfig = &networkingv1.VirtualDestinationSpec_Static{Static: static}
+	} else {
+		loc := &networkingv1.VirtualDestinationSpec_LocalityConfig{
+			DestinationSelectors: []*networkingv1.DestinationSelector{{Type: &networkingv1.DestinationSelector_KubeServiceMatcher_{
+				KubeServiceMatcher: &networkingv1.DestinationSelector_KubeServiceMatcher{Labels: s.labels()},
+			}}},
+		}
+		for range s.n(3) {
+			loc.FailoverDirectives = append(loc.FailoverDirectives, &networkingv1.VirtualDestinationSpec_LocalityConfig_LocalityFailoverDirective{
+				From: &networkingv1.VirtualDestinationSpec_LocalityConfig_Locality{Region: s.pick("us-east", "us-west", "")},
+				To:   []*networkingv1.VirtualDestinationSpec_LocalityConfig_Locality{{Region: s.pick("us-east", "us-west"), Zone: s.pick("", "", "a")}},
+			})
+		}
+		if s.bool() {
+			loc.OutlierDetection = &networkingv1.OutlierDetection{ConsecutiveErrors: uint32(s.n(4)), Interval: s.duration(), MaxEjectionPercent: uint32(s.byte())}
+		}
+		spec.FailoverConfig = &networkingv1.VirtualDestinationSpec_Localized{Localized: loc}
+	}
+	return &networkingv1.VirtualDestination{
+		Metadata: &commonv1.ObjectMeta{Name: name, Namespace: "meshplane", Generation: 1, CreationTimestamp: &timestamppb.Timestamp{Seconds: int64(s.n(3))}},
+		Spec:     spec,
+	}
 }
 
 func fuzzMesh(cluster, trustDomain string) *discoveryv1.Mesh {
@@ -364,6 +458,10 @@ func fuzzSeeds() [][]byte {
 		{255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255},
 		{2, 0, 1, 1, 1, 3, 0, 0, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
 		[]byte("\x01\x07\x13\x21\x02\x05\xf0\x33\x44\x01\x09\x88\x77\x66\x55\x44\x33\x22\x11\x00\x01\x02\x03\x05\x08\x0d"),
+		// Long enough to reach VirtualDestinations, Settings and user
+		// objects.
+		[]byte("a VirtualMesh with federation, two VirtualDestinations with static and locality failover, a shift to one, Settings and the users' own VirtualServices"),
+		{1, 1, 1, 0, 1, 2, 1, 3, 0, 1, 1, 0, 0, 0, 0, 1, 0, 1, 1, 0, 2, 0, 0, 1, 1, 0, 1, 2, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 2, 1, 1, 0, 1, 0, 2, 1, 0, 0, 1, 1, 2, 0, 1, 1, 2, 2, 1, 1, 0, 1, 0, 3, 1, 0, 2, 1},
 	}
 }
 
@@ -423,8 +521,13 @@ func checkTranslation(t *testing.T, data []byte) {
 				proto.Message
 				GetState() commonv1.ApprovalState
 			} = &commonv1.ResourceStatus{}
-			if st.GetKind() == "VirtualMesh" {
+			switch st.GetKind() {
+			case "VirtualMesh":
 				rs = &networkingv1.VirtualMeshStatus{}
+			case "VirtualDestination":
+				rs = &networkingv1.VirtualDestinationStatus{}
+			case "Settings":
+				rs = &settingsv1.SettingsStatus{}
 			}
 			if err := protojson.Unmarshal(st.GetStatus(), rs); err != nil {
 				t.Fatalf("status of %s %s: %v", st.GetKind(), st.GetName(), err)

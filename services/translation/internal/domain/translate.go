@@ -87,6 +87,16 @@ func Translate(inputs map[string]*snapshotv1.InputSnapshot, opts Options) (map[s
 // version in last, when there is one. It returns the outputs and the last
 // valid versions to pass to the next translation. last is not modified.
 func TranslateWithLastGood(inputs map[string]*snapshotv1.InputSnapshot, opts Options, last LastGood) (map[string]*snapshotv1.OutputSnapshot, LastGood, error) {
+	r, err := TranslateResult(inputs, opts, last)
+	if err != nil {
+		return nil, LastGood{}, err
+	}
+	return r.Outputs, r.LastGood, nil
+}
+
+// TranslateResult is TranslateWithLastGood that also returns what was
+// applied to each discovered entity, for Describe.
+func TranslateResult(inputs map[string]*snapshotv1.InputSnapshot, opts Options, last LastGood) (*Result, error) {
 	opts = opts.withDefaults()
 	next := LastGood{Traffic: map[ObjectKey]LastGoodTraffic{}, Access: map[ObjectKey]LastGoodAccess{}}
 	outputs := make(map[string]*snapshotv1.OutputSnapshot, len(inputs))
@@ -117,7 +127,7 @@ func TranslateWithLastGood(inputs map[string]*snapshotv1.InputSnapshot, opts Opt
 			if u := users.conflicts(d.Key.Cluster, KindVirtualService, d.Host); len(u) == 0 || reportConflict(set.conflicts, d, st.vsParents, tr.policy, KindVirtualService, u) {
 				obj, err := newObject(KindVirtualService, d, st.vsParents, vs, opts)
 				if err != nil {
-					return nil, LastGood{}, err
+					return nil, err
 				}
 				out.Objects = append(out.Objects, obj)
 			}
@@ -127,7 +137,7 @@ func TranslateWithLastGood(inputs map[string]*snapshotv1.InputSnapshot, opts Opt
 		}
 		obj, err := newObject(KindDestinationRule, d, st.drParents, st.destinationRule(d, set.defaultTLS), opts)
 		if err != nil {
-			return nil, LastGood{}, err
+			return nil, err
 		}
 		out.Objects = append(out.Objects, obj)
 	}
@@ -136,18 +146,18 @@ func TranslateWithLastGood(inputs map[string]*snapshotv1.InputSnapshot, opts Opt
 	access.emit(e)
 	addrs := map[string]map[netip.Addr]string{}
 	if err := emitFederation(e, ix, vms, addrs); err != nil {
-		return nil, LastGood{}, err
+		return nil, err
 	}
 	emitVirtualDestinations(e, ix, vds, addrs)
 	if err := e.flush(outputs, opts); err != nil {
-		return nil, LastGood{}, err
+		return nil, err
 	}
 	emitIssuedCertificates(outputs, vms)
 
 	for _, p := range policies {
 		st, err := trafficPolicyStatus(p)
 		if err != nil {
-			return nil, LastGood{}, err
+			return nil, err
 		}
 		outputs[p.Key.Cluster].Statuses = append(outputs[p.Key.Cluster].Statuses, st)
 		if g, ok := p.goodVersion(); ok {
@@ -157,7 +167,7 @@ func TranslateWithLastGood(inputs map[string]*snapshotv1.InputSnapshot, opts Opt
 	for _, p := range accessPolicies {
 		st, err := accessPolicyStatus(p)
 		if err != nil {
-			return nil, LastGood{}, err
+			return nil, err
 		}
 		outputs[p.Key.Cluster].Statuses = append(outputs[p.Key.Cluster].Statuses, st)
 		if g, ok := p.goodVersion(); ok {
@@ -167,28 +177,29 @@ func TranslateWithLastGood(inputs map[string]*snapshotv1.InputSnapshot, opts Opt
 	for _, vm := range vms.all {
 		st, err := virtualMeshStatus(vm)
 		if err != nil {
-			return nil, LastGood{}, err
+			return nil, err
 		}
 		outputs[vm.Key.Cluster].Statuses = append(outputs[vm.Key.Cluster].Statuses, st)
 	}
 	for _, so := range settingsObjects {
 		st, err := settingsStatus(so)
 		if err != nil {
-			return nil, LastGood{}, err
+			return nil, err
 		}
 		outputs[so.Key.Cluster].Statuses = append(outputs[so.Key.Cluster].Statuses, st)
 	}
 	for _, vd := range vds.all {
 		st, err := virtualDestinationStatus(vd)
 		if err != nil {
-			return nil, LastGood{}, err
+			return nil, err
 		}
 		outputs[vd.Key.Cluster].Statuses = append(outputs[vd.Key.Cluster].Statuses, st)
 	}
 	for _, out := range outputs {
 		snapshots.SealOutput(out)
 	}
-	return outputs, next, nil
+	applied := &Applied{inputs: inputs, ix: ix, traffic: tr, policies: policies, access: access, accessPs: accessPolicies, vms: vms, vds: vds}
+	return &Result{Outputs: outputs, LastGood: next, Applied: applied}, nil
 }
 
 // newObject wraps an Istio spec for destination d with the labels and
