@@ -64,6 +64,10 @@ type Translator struct {
 	failures map[string][]domain.ApplyFailure
 	reports  ApplyReports
 
+	// applied is what the last translation applied to each discovered
+	// entity, for Describe. Guarded by mu.
+	applied *domain.Applied
+
 	// lastGood is the last valid version of every policy, kept in force
 	// when an edit makes a policy invalid. Only Run's goroutine uses it.
 	lastGood domain.LastGood
@@ -434,19 +438,21 @@ func (t *Translator) translate(ctx context.Context) {
 	t.mu.RUnlock()
 
 	start := time.Now()
-	outputs, lastGood, err := domain.TranslateWithLastGood(inputs, t.cfg.Domain, t.lastGood)
+	res, err := domain.TranslateResult(inputs, t.cfg.Domain, t.lastGood)
 	t.metrics.ObserveTranslation(time.Since(start), err)
 	if err != nil {
 		// The last outputs stay in force.
 		t.log.Error("translation failed; keeping the last outputs", "error", err)
 		return
 	}
-	t.lastGood = lastGood
+	outputs := res.Outputs
+	t.lastGood = res.LastGood
 	t.finishOutputs(outputs)
 	t.mu.Lock()
 	for c, o := range outputs {
 		t.outputs[c] = o
 	}
+	t.applied = res.Applied
 	t.mu.Unlock()
 	t.log.Debug("translated", "clusters", len(outputs), "duration", time.Since(start))
 	t.publishPending(ctx)

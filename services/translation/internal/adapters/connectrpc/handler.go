@@ -9,6 +9,7 @@ import (
 	translationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1/translationv1connect"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
+	"github.com/meshplane/meshplane/services/translation/internal/domain"
 )
 
 // Handler implements TranslationService.
@@ -50,4 +51,9 @@ func (h *Handler) GetStatus(context.Context, *connect.Request[translationv1.GetS
 		ClustersWaiting: waiting,
 		OutputVersions:  h.t.OutputVersions(),
 	}), nil
+}
+
+func (h *Handler) Describe(_ context.Context, req *connect.Request[translationv1.DescribeRequest]) (*connect.Response[translationv1.DescribeResponse], error) {
+	d := h.t.Describe(domain.Filter{Cluster: req.Msg.GetCluster(), Namespace: req.Msg.GetNamespace(), Name: req.Msg.GetName()})
+	return connect.NewResponse(&translationv1.DescribeResponse{Meshes: d.Meshes, Workloads: d.Workloads, Destinations: d.Destinations}), nil
 }
