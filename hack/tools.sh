@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and caches the binaries the tests and the demo need that do not come
 # from apt: kube-apiserver and kubectl (from tools/kube, outside go.work),
-# helm (go install, for the chart tests), and checks that the Debian packages
+# helm (go install, for the chart tests), the npm packages of clients/ts
+# (npm ci: protoc-gen-es and Connect-ES), and checks that the Debian packages
 # are present. Idempotent: a warm cache makes
 # this a few stat calls.
 #
@@ -23,6 +24,10 @@ fi
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v etcd >/dev/null 2>&1 || [[ -x /usr/bin/etcd ]] || need_apt+=(etcd-server)
+# Node runs buf's TypeScript plugin (protoc-gen-es) and the TypeScript
+# client test; Debian's nodejs (18 or later) is enough.
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 if ((${#need_apt[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     echo "missing: ${need_apt[*]}; install them with: sudo apt-get install -y ${need_apt[*]}" >&2
@@ -55,4 +60,14 @@ if [[ ! -x "$bindir/helm" || "$(cat "$bindir/helm.version" 2>/dev/null)" != "$he
   (cd "$tmpbin" && GOWORK=off GOBIN="$tmpbin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$helm_version")
   mv "$tmpbin/helm" "$bindir/helm"
   echo "$helm_version" > "$bindir/helm.version"
+fi
+
+# clients/ts: buf's TypeScript plugin and the Connect-ES runtime, pinned by
+# package-lock.json. A stamp of the lock file's hash skips a current install.
+ts="$root/clients/ts"
+lock_sum=$(sha256sum "$ts/package-lock.json" | cut -d' ' -f1)
+if [[ "$(cat "$ts/node_modules/.meshplane-lock.sha256" 2>/dev/null)" != "$lock_sum" ]]; then
+  echo "installing the npm packages of clients/ts (npm ci)" >&2
+  (cd "$ts" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  echo "$lock_sum" > "$ts/node_modules/.meshplane-lock.sha256"
 fi

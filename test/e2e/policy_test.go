@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,5 +118,39 @@ spec:
 				t.Errorf("%s: subset %q is routed to but missing from the DestinationRule %s", c.Name, r.Destination.Subset, drSpec)
 			}
 		}
+	}
+	// The Go integration example (examples/integration) sees the policy's
+	// status through the generated clients.
+	exampleSeesStatus(t, e.plane, "east TrafficPolicy bookinfo/reviews-retries ACCEPTED")
+}
+
+// exampleSeesStatus builds and runs examples/integration --once against the
+// plane until its output holds want.
+func exampleSeesStatus(t *testing.T, plane *harness.Plane, want string) {
+	t.Helper()
+	dir := t.TempDir()
+	const pkg = "github.com/meshplane/meshplane/examples/integration"
+	if err := harness.Build(t.Context(), dir, pkg); err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := plane.PKI.ServiceCert("integration")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	err = harness.Wait(t.Context(), 60*time.Second, "the integration example to print "+want, func(ctx context.Context) (bool, error) {
+		cmd := exec.CommandContext(ctx, harness.Binary(dir, pkg), "--once", "--addr", plane.Registration,
+			"--translation-addr", plane.Translation, "--ca-file", plane.PKI.RootFile(), "--cert-file", cert, "--key-file", key)
+		out, err = cmd.CombinedOutput()
+		if err != nil {
+			return false, fmt.Errorf("integration example: %v: %s", err, out)
+		}
+		return strings.Contains(string(out), want), nil
+	}, plane.Procs...)
+	if err != nil {
+		t.Fatalf("%v; last output:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "CLUSTER") {
+		t.Errorf("integration example printed no cluster table:\n%s", out)
 	}
 }
