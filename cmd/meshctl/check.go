@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -16,47 +13,90 @@ import (
 	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
 	ingestv1 "github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
-	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/spf13/cobra"
 )
 
-func versionCmd(w io.Writer) int {
-	fmt.Fprintf(w, "meshctl %s\n", platform.Version)
-	return 0
+// checkReport is what `meshctl check -o json|yaml` prints.
+type checkReport struct {
+	OK       bool           `json:"ok"`
+	Services []serviceCheck `json:"services"`
+	Clusters []clusterCheck `json:"clusters"`
+	Error    string         `json:"error,omitempty"`
 }
 
-// checkCmd asks the management plane whether it serves, and which clusters
-// have pushed and acknowledged.
-func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("meshctl check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	opts := platform.NewClientOptions()
-	opts.Addr = "localhost:9900"
-	opts.AddFlags(fs, "")
-	pkiDir := fs.String("pki-dir", "", "directory written by 'meshplane all-in-one --dev-pki-dir': use its CA and meshctl certificate")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if *pkiDir != "" {
-		opts.CAFile = filepath.Join(*pkiDir, "ca", "root.crt")
-		opts.CertFile = filepath.Join(*pkiDir, "meshctl.crt")
-		opts.KeyFile = filepath.Join(*pkiDir, "meshctl.key")
-	}
-	if err := opts.Validate(); err != nil {
-		fmt.Fprintf(stderr, "meshctl check: %v\nhint: pass --ca-file, --cert-file and --key-file, or --pki-dir\n", err)
-		return 2
-	}
-	httpClient, err := platform.NewHTTPClient(opts, nil)
-	if err != nil {
-		fmt.Fprintf(stderr, "meshctl check: %v\n", err)
-		return 1
-	}
-	base := platform.BaseURL(opts)
-	copts := platform.DefaultClientOptions(opts)
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
+type serviceCheck struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
 
-	ok := true
-	health := grpchealth.NewClient(httpClient, base, copts...)
+type clusterCheck struct {
+	Cluster      string     `json:"cluster"`
+	Push         string     `json:"push"`
+	InputVersion string     `json:"inputVersion,omitempty"`
+	LastPush     *time.Time `json:"lastPush,omitempty"`
+	Pull         string     `json:"pull"`
+	Applied      string     `json:"applied"`
+	ApplyErrors  uint32     `json:"applyErrors"`
+}
+
+func newCheckCmd() *cobra.Command {
+	var pre preInstallFlags
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Show whether the management plane is serving and which clusters are connected",
+		Long: `Show whether the management plane is serving and which clusters are
+connected: for every cluster, whether its agent pushes (ingest) and pulls
+(distribution), and whether it applied the current version without errors.
+Exits 1 when anything is not healthy.
+
+With --pre-install, check a Kubernetes cluster before installing instead:
+that it is reachable (--kubeconfig, --context), its version is supported,
+and Meshplane's CRDs and Istio are present.`,
+		Example: `  meshctl check --pki-dir .dev-pki
+  meshctl check --addr meshplane.example.com:9900 --ca-file ca.crt --cert-file meshctl.crt --key-file meshctl.key -o json
+  meshctl check --pre-install --context kind-mgmt`,
+		Args: noArgs,
+	}
+	cf := addClientFlags(cmd)
+	pre.add(cmd)
+	out := addOutputFlag(cmd, "table", "table", "yaml", "json")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := out.validate(); err != nil {
+			return err
+		}
+		if pre.enabled {
+			return runPreInstallCheck(cmd.Context(), cmd.OutOrStdout(), out.format, &pre)
+		}
+		c, err := cf.connect()
+		if err != nil {
+			return err
+		}
+		defer c.close()
+		ctx, cancel := context.WithTimeout(cmd.Context(), 15*time.Second)
+		defer cancel()
+		rep := checkManagementPlane(ctx, c)
+		w := cmd.OutOrStdout()
+		if out.format != "table" {
+			if err := printStructured(w, out.format, rep); err != nil {
+				return err
+			}
+		} else {
+			printCheckTable(w, rep)
+		}
+		if !rep.OK {
+			return silentError{exitFailure}
+		}
+		return nil
+	}
+	return cmd
+}
+
+// checkManagementPlane asks the management plane whether it serves, and
+// which clusters have pushed and acknowledged.
+func checkManagementPlane(ctx context.Context, c *conn) checkReport {
+	rep := checkReport{OK: true, Services: []serviceCheck{}, Clusters: []clusterCheck{}}
+	health := grpchealth.NewClient(c.hc, c.base, c.opts...)
 	for _, svc := range []string{"", ingestv1connect.IngestServiceName, distributionv1connect.DistributionServiceName} {
 		name := svc
 		if name == "" {
@@ -65,85 +105,82 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		res, err := health.Check(ctx, &grpchealth.CheckRequest{Service: svc})
 		switch {
 		case err != nil:
-			ok = false
-			fmt.Fprintf(stdout, "%-45s ERROR %v\n", name, hint(err))
+			rep.OK = false
+			rep.Services = append(rep.Services, serviceCheck{Name: name, Status: "ERROR", Error: hintFor("", c.addr, err)})
 		case res.Status != grpchealth.StatusServing:
-			ok = false
-			fmt.Fprintf(stdout, "%-45s %s\n", name, res.Status)
+			rep.OK = false
+			rep.Services = append(rep.Services, serviceCheck{Name: name, Status: res.Status.String()})
 		default:
-			fmt.Fprintf(stdout, "%-45s SERVING\n", name)
+			rep.Services = append(rep.Services, serviceCheck{Name: name, Status: "SERVING"})
 		}
 	}
 
-	ingest := ingestv1connect.NewIngestServiceClient(httpClient, base, copts...)
-	dist := distributionv1connect.NewDistributionServiceClient(httpClient, base, copts...)
+	ingest := ingestv1connect.NewIngestServiceClient(c.hc, c.base, c.opts...)
+	dist := distributionv1connect.NewDistributionServiceClient(c.hc, c.base, c.opts...)
 	clusters, err := ingest.ListClusters(ctx, connect.NewRequest(&ingestv1.ListClustersRequest{}))
 	if err != nil {
-		fmt.Fprintf(stdout, "\nclusters: ERROR %v\n", hint(err))
-		return 1
+		rep.OK = false
+		rep.Error = "clusters: " + hintFor("ingest", c.addr, err)
+		return rep
 	}
 	acks, err := dist.ListAcks(ctx, connect.NewRequest(&distributionv1.ListAcksRequest{}))
 	if err != nil {
-		fmt.Fprintf(stdout, "\nacks: ERROR %v\n", hint(err))
-		return 1
+		rep.OK = false
+		rep.Error = "acks: " + hintFor("distribution", c.addr, err)
+		return rep
 	}
 	byCluster := map[string]*distributionv1.ClusterAck{}
 	for _, a := range acks.Msg.GetClusters() {
 		byCluster[a.GetCluster()] = a
 	}
-	fmt.Fprintln(stdout)
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tPUSH\tINPUT VERSION\tLAST PUSH\tPULL\tAPPLIED\tAPPLY ERRORS")
-	for _, c := range clusters.Msg.GetClusters() {
-		a := byCluster[c.GetCluster()]
-		push := "disconnected"
-		if c.GetConnected() {
-			push = "connected"
+	for _, cl := range clusters.Msg.GetClusters() {
+		a := byCluster[cl.GetCluster()]
+		cc := clusterCheck{Cluster: cl.GetCluster(), Push: "disconnected", Pull: "disconnected", Applied: "-", InputVersion: cl.GetVersion(), ApplyErrors: a.GetApplyErrors()}
+		if cl.GetConnected() {
+			cc.Push = "connected"
 		}
-		pull := "disconnected"
 		if a.GetConnected() {
-			pull = "connected"
+			cc.Pull = "connected"
 		}
-		applied := "-"
 		if a.GetAckedVersion() != "" {
-			applied = "behind"
+			cc.Applied = "behind"
 			if a.GetAckedVersion() == a.GetLatestVersion() {
-				applied = "current"
+				cc.Applied = "current"
 			}
 		}
+		if cl.GetLastPush() != nil {
+			t := cl.GetLastPush().AsTime().UTC()
+			cc.LastPush = &t
+		}
+		if !cl.GetConnected() || !a.GetConnected() || cc.Applied != "current" || a.GetApplyErrors() > 0 {
+			rep.OK = false
+		}
+		rep.Clusters = append(rep.Clusters, cc)
+	}
+	return rep
+}
+
+func printCheckTable(w io.Writer, rep checkReport) {
+	for _, s := range rep.Services {
+		if s.Error != "" {
+			fmt.Fprintf(w, "%-45s %s %s\n", s.Name, s.Status, s.Error)
+			continue
+		}
+		fmt.Fprintf(w, "%-45s %s\n", s.Name, s.Status)
+	}
+	if rep.Error != "" {
+		fmt.Fprintf(w, "\n%s\n", rep.Error)
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tPUSH\tINPUT VERSION\tLAST PUSH\tPULL\tAPPLIED\tAPPLY ERRORS")
+	for _, c := range rep.Clusters {
 		last := "-"
-		if c.GetLastPush() != nil {
-			last = time.Since(c.GetLastPush().AsTime()).Round(time.Second).String() + " ago"
+		if c.LastPush != nil {
+			last = time.Since(*c.LastPush).Round(time.Second).String() + " ago"
 		}
-		if !c.GetConnected() || !a.GetConnected() || applied != "current" || a.GetApplyErrors() > 0 {
-			ok = false
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", c.GetCluster(), push, short(c.GetVersion()), last, pull, applied, a.GetApplyErrors())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", c.Cluster, c.Push, dash(short(c.InputVersion)), last, c.Pull, c.Applied, c.ApplyErrors)
 	}
 	tw.Flush()
-	if !ok {
-		return 1
-	}
-	return 0
-}
-
-func short(v string) string {
-	if len(v) > 19 {
-		return v[:19]
-	}
-	return v
-}
-
-// hint adds what to do about the errors an operator meets first.
-func hint(err error) string {
-	switch connect.CodeOf(err) {
-	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
-		return err.Error() + " (hint: use a management-plane service certificate: --cert-file/--key-file or --pki-dir)"
-	case connect.CodeUnavailable:
-		var ce *connect.Error
-		if errors.As(err, &ce) {
-			return err.Error() + " (hint: is the management plane running at --addr, and is --ca-file its CA?)"
-		}
-	}
-	return err.Error()
 }

@@ -194,7 +194,7 @@ func TestClusterCommands(t *testing.T) {
 		{[]string{"cluster", "deregister", "nowhere"}, 1, "not found"},
 		{[]string{"cluster", "register"}, 2, "--cluster"},
 		{[]string{"cluster", "register", "--cluster", "Not_A_Label"}, 1, "invalid"},
-		{[]string{"cluster", "list", "-o", "yaml"}, 2, "table or json"},
+		{[]string{"cluster", "list", "-o", "xml"}, 2, "table, yaml or json"},
 		{[]string{"cluster", "frobnicate"}, 2, "unknown command"},
 	} {
 		_, errOut, code := s.meshctl(t, tc.args...)

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/spf13/cobra"
+)
+
+// clientFlags are the flags every management-plane command shares: the
+// platform client options (each also read from $MESHPLANE_<FLAG>) and
+// --pki-dir.
+type clientFlags struct {
+	opts   platform.ClientOptions
+	pkiDir string
+	extra  *platform.Flags
+}
+
+func addClientFlags(cmd *cobra.Command) *clientFlags {
+	c := &clientFlags{opts: platform.NewClientOptions()}
+	c.opts.Addr = "localhost:9900"
+	gfs := flag.NewFlagSet(cmd.Name(), flag.ContinueOnError)
+	c.opts.AddFlags(gfs, "")
+	c.extra = platform.NewFlags(gfs, "")
+	c.extra.String(&c.pkiDir, "pki-dir", "directory written by 'meshplane all-in-one --dev-pki-dir': use its CA and meshctl certificate")
+	cmd.Flags().AddGoFlagSet(gfs)
+	return c
+}
+
+// conn is a ready client connection to the management plane.
+type conn struct {
+	hc   *http.Client
+	base string
+	opts []connect.ClientOption
+	addr string
+}
+
+// connect builds the mTLS client after the flags are parsed. Bad flags are
+// usage errors with a hint.
+func (c *clientFlags) connect() (*conn, error) {
+	if c.pkiDir != "" {
+		c.opts.CAFile = filepath.Join(c.pkiDir, "ca", "root.crt")
+		c.opts.CertFile = filepath.Join(c.pkiDir, "meshctl.crt")
+		c.opts.KeyFile = filepath.Join(c.pkiDir, "meshctl.key")
+	}
+	if err := errors.Join(c.opts.Validate(), c.extra.Err()); err != nil {
+		return nil, usagef("%v\nhint: pass --addr, and --ca-file, --cert-file and --key-file, or --pki-dir", err)
+	}
+	hc, err := platform.NewHTTPClient(c.opts, nil)
+	if err != nil {
+		return nil, usagef("%v\nhint: --ca-file, --cert-file and --key-file must be readable PEM files", err)
+	}
+	return &conn{hc: hc, base: platform.BaseURL(c.opts), opts: platform.DefaultClientOptions(c.opts), addr: c.opts.Addr}, nil
+}
+
+func (c *conn) close() { c.hc.CloseIdleConnections() }
+
+// callError turns a failed call to service into an error that says what to
+// do about it.
+func (c *conn) callError(service string, err error) error {
+	return callErr{errors.New(hintFor(service, c.addr, err))}
+}
+
+// callErr is a failed call to the management plane (exit 1), whatever its
+// message says.
+type callErr struct{ error }
+
+func (e callErr) Unwrap() error { return e.error }
+
+// hint adds what to do about the errors an operator meets first.
+func hint(err error) string { return hintFor("", "", err) }
+
+func hintFor(service, addr string, err error) string {
+	what := "the management plane"
+	if service != "" {
+		what = service
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
+		return err.Error() + "\nhint: use a management-plane service certificate (--cert-file/--key-file or --pki-dir); an agent's certificate is refused"
+	case connect.CodeUnavailable:
+		where := ""
+		if addr != "" {
+			where = " at " + addr
+		}
+		msg := fmt.Sprintf("cannot reach %s%s: %v\nhint: is the management plane running, and is --addr right? try `meshctl check`", what, where, err)
+		if strings.Contains(err.Error(), "certificate") {
+			msg += "; is --ca-file the CA of its certificate?"
+		}
+		return msg
+	case connect.CodeUnimplemented:
+		return fmt.Sprintf("%s%s does not serve this call: %v\nhint: is --addr a management service that serves it, and is it as new as meshctl? try `meshctl version`", what, map[bool]string{true: " at " + addr, false: ""}[addr != ""], err)
+	}
+	return err.Error()
+}

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/translation/render"
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+)
+
+// renderedCluster is one cluster of `meshctl render -o json|yaml`.
+type renderedCluster struct {
+	Cluster  string            `json:"cluster"`
+	Version  string            `json:"version"`
+	Objects  []render.Manifest `json:"objects"`
+	Statuses []render.Status   `json:"statuses"`
+}
+
+func newRenderCmd() *cobra.Command {
+	var (
+		files      []string
+		clusters   []string
+		showStatus bool
+		strict     bool
+		opts       render.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "render -f DIR|FILE [-o yaml|json] [--cluster NAME]",
+		Short: "Translate Meshplane resources and discovered objects into Istio YAML per cluster, offline",
+		Long: `Translate a directory of Meshplane resources and discovered objects into
+the Istio objects each cluster would get, offline: no management plane is
+called. This is for GitOps and CI review of policy changes.
+
+-f takes a directory (read recursively: every .yaml, .yml and .json file,
+skipping names that start with a dot) or a file, and may be repeated. A file
+holds either
+
+  - Kubernetes manifests of Meshplane resources (VirtualMesh, TrafficPolicy,
+    AccessPolicy, VirtualDestination, Settings) and discovered objects
+    (Mesh, Workload, Destination), separated by "---" or in a kind: List, or
+  - a list of input snapshots, as 'meshctl snapshot dump --input' prints
+    them and the translation golden tests hold them.
+
+A manifest's cluster is its meshplane.dev/cluster annotation, else the
+first directory under DIR that holds the file: DIR/east/mesh.yaml is in
+cluster east. Resources applied in the management cluster go in
+DIR/<install>/ (DIR/meshplane/ by default). Manifests of other kinds
+(Deployments, Services, ...) are skipped and counted on stderr.
+
+The output is one YAML stream per cluster, each headed by a comment naming
+the cluster, with the objects as an agent would apply them. Statuses of
+resources that are not ACCEPTED (INVALID policies with their errors) are
+printed on stderr; --show-status adds every status to the output as a
+commented section, and --strict exits 1 when any resource is INVALID or
+FAILED.`,
+		Example: `  # Review what a policy change does, as CI would.
+  meshctl render -f policies/ --show-status
+  # One cluster, as JSON.
+  meshctl render -f policies/ --cluster east -o json | jq '.[0].objects[].kind'
+  # An input snapshot dumped from a running management plane.
+  meshctl snapshot dump --cluster east --input > east.yaml && meshctl render -f east.yaml`,
+		Args: noArgs,
+	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "directory or file of resources to render (repeatable)")
+	cmd.Flags().StringSliceVar(&clusters, "cluster", nil, "print only these clusters (repeatable); all are translated together")
+	cmd.Flags().BoolVar(&showStatus, "show-status", false, "add every resource's status to the output, as comments (yaml) or a statuses list (json)")
+	cmd.Flags().BoolVar(&strict, "strict", false, "exit 1 when any resource is INVALID or FAILED")
+	cmd.Flags().StringVar(&opts.Install, "install", snapshots.DefaultInstall, "install name: the managed-by label, and the name of the management cluster")
+	cmd.Flags().StringVar(&opts.ClusterDomain, "cluster-domain", "cluster.local", "DNS suffix of Services in workload clusters")
+	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
+	out := addOutputFlag(cmd, "yaml", "yaml", "json")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if len(files) == 0 {
+			return usagef("name the resources: -f DIR or -f FILE")
+		}
+		if err := out.validate(); err != nil {
+			return err
+		}
+		in := &render.Inputs{}
+		for _, f := range files {
+			if err := loadPath(f, in); err != nil {
+				return err
+			}
+		}
+		outputs, err := render.Translate(in.Snapshots, opts)
+		if err != nil {
+			return err
+		}
+		names := make([]string, 0, len(outputs))
+		for c := range outputs {
+			names = append(names, c)
+		}
+		slices.Sort(names)
+		for _, c := range clusters {
+			if outputs[c] == nil {
+				return usagef("--cluster %s: no input names that cluster; the inputs name %s", c, strings.Join(names, ", "))
+			}
+		}
+		if len(clusters) > 0 {
+			names = slices.DeleteFunc(names, func(c string) bool { return !slices.Contains(clusters, c) })
+		}
+		stderr := cmd.ErrOrStderr()
+		if len(in.Skipped) > 0 {
+			fmt.Fprintf(stderr, "render: skipped %d object(s) that are not Meshplane resources, e.g. %s\n", len(in.Skipped), in.Skipped[0])
+		}
+		bad := reportStatuses(stderr, outputs)
+		if err := writeRendered(cmd.OutOrStdout(), out.format, outputs, names, showStatus); err != nil {
+			return err
+		}
+		if strict && bad > 0 {
+			return silentError{exitFailure}
+		}
+		return nil
+	}
+	return cmd
+}
+
+// loadPath reads a directory or one file into in.
+func loadPath(path string, in *render.Inputs) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return usagef("-f %s: %v", path, err)
+	}
+	if st.IsDir() {
+		got, err := render.LoadDir(path)
+		if err != nil {
+			return err
+		}
+		if in.Snapshots == nil {
+			in.Snapshots = map[string]*snapshotv1.InputSnapshot{}
+		}
+		for c, s := range got.Snapshots {
+			if old := in.Snapshots[c]; old != nil {
+				mergeInput(old, s)
+				continue
+			}
+			in.Snapshots[c] = s
+		}
+		in.Skipped = append(in.Skipped, got.Skipped...)
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return render.Load(path, "", data, in)
+}
+
+func mergeInput(dst, src *snapshotv1.InputSnapshot) {
+	dst.Meshes = append(dst.Meshes, src.Meshes...)
+	dst.Workloads = append(dst.Workloads, src.Workloads...)
+	dst.Destinations = append(dst.Destinations, src.Destinations...)
+	dst.VirtualMeshes = append(dst.VirtualMeshes, src.VirtualMeshes...)
+	dst.TrafficPolicies = append(dst.TrafficPolicies, src.TrafficPolicies...)
+	dst.AccessPolicies = append(dst.AccessPolicies, src.AccessPolicies...)
+	dst.VirtualDestinations = append(dst.VirtualDestinations, src.VirtualDestinations...)
+	dst.Settings = append(dst.Settings, src.Settings...)
+	dst.UserIstioObjects = append(dst.UserIstioObjects, src.UserIstioObjects...)
+}
+
+// reportStatuses prints every status that is not ACCEPTED, and the
+// warnings of those that are, in every cluster (a policy's status is in the
+// cluster it was applied in, which --cluster may leave out), and returns
+// how many are INVALID or FAILED.
+func reportStatuses(w io.Writer, outputs map[string]*snapshotv1.OutputSnapshot) int {
+	bad := 0
+	for _, c := range sortedClusters(outputs) {
+		for _, s := range render.Statuses(outputs[c]) {
+			if s.State == "INVALID" || s.State == "FAILED" {
+				bad++
+			}
+			if s.State == "ACCEPTED" && len(s.Warnings) == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "%s %s in cluster %s: %s\n", s.Kind, nsName(s.Namespace, s.Name), s.Cluster, s.State)
+			for _, e := range s.Errors {
+				fmt.Fprintf(w, "  error: %s\n", e)
+			}
+			for _, e := range s.Warnings {
+				fmt.Fprintf(w, "  warning: %s\n", e)
+			}
+		}
+	}
+	return bad
+}
+
+func sortedClusters(outputs map[string]*snapshotv1.OutputSnapshot) []string {
+	names := make([]string, 0, len(outputs))
+	for c := range outputs {
+		names = append(names, c)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func nsName(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+func writeRendered(w io.Writer, format string, outputs map[string]*snapshotv1.OutputSnapshot, clusters []string, showStatus bool) error {
+	if format == "json" {
+		list := make([]renderedCluster, 0, len(clusters))
+		for _, c := range clusters {
+			rc := renderedCluster{Cluster: c, Version: outputs[c].GetVersion(), Objects: render.Manifests(outputs[c])}
+			if showStatus {
+				rc.Statuses = render.Statuses(outputs[c])
+			}
+			list = append(list, rc)
+		}
+		return printStructured(w, "json", list)
+	}
+	for i, c := range clusters {
+		o := outputs[c]
+		objs := render.Manifests(o)
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "# cluster: %s\n# %d object(s), output version %s\n", c, len(objs), o.GetVersion())
+		for _, m := range objs {
+			b, err := json.Marshal(m)
+			if err == nil {
+				b, err = yaml.JSONToYAML(b)
+			}
+			if err != nil {
+				return fmt.Errorf("encode %s %s: %w", m.Kind, m.Metadata.Name, err)
+			}
+			fmt.Fprintf(w, "---\n%s", b)
+		}
+		if showStatus {
+			sts := render.Statuses(o)
+			fmt.Fprintf(w, "# statuses in cluster %s: %d\n", c, len(sts))
+			for _, s := range sts {
+				b, err := yaml.Marshal(struct {
+					APIVersion string          `json:"apiVersion"`
+					Kind       string          `json:"kind"`
+					Namespace  string          `json:"namespace,omitempty"`
+					Name       string          `json:"name"`
+					Status     json.RawMessage `json:"status"`
+				}{s.APIVersion, s.Kind, s.Namespace, s.Name, s.Status})
+				if err != nil {
+					return err
+				}
+				for j, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+					prefix := "#   "
+					if j == 0 {
+						prefix = "# - "
+					}
+					fmt.Fprintf(w, "%s%s\n", prefix, line)
+				}
+			}
+		}
+	}
+	return nil
+}

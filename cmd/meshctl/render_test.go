@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata from the current output")
+
+// golden compares got with testdata/<name>, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(want) != got {
+		t.Errorf("output differs from %s (run with -update to accept it, then review the diff):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// TestRenderGolden renders directories and files of resources offline and
+// compares stdout and stderr with the committed outputs.
+func TestRenderGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		// Manifests in cluster subdirectories and by annotation, with an
+		// invalid policy and a skipped ConfigMap.
+		{"bookinfo", []string{"-f", "testdata/render/bookinfo", "--show-status"}, 0},
+		{"bookinfo-east", []string{"-f", "testdata/render/bookinfo", "--cluster", "east"}, 0},
+		{"bookinfo-strict", []string{"-f", "testdata/render/bookinfo", "--cluster", "west", "--strict"}, 1},
+		// A translation golden input, as it is.
+		{"golden-invalid-policy", []string{"-f", "../../services/translation/testdata/golden/invalid-policy/input.yaml"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := meshctlOffline(t, append([]string{"render"}, tc.args...)...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tc.code, errOut)
+			}
+			golden(t, "render/"+tc.name+".yaml", out)
+			golden(t, "render/"+tc.name+".stderr", errOut)
+		})
+	}
+}
+
+func TestRenderJSON(t *testing.T) {
+	out, errOut, code := meshctlOffline(t, "render", "-f", "testdata/render/bookinfo", "-o", "json", "--show-status")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got []struct {
+		Cluster string `json:"cluster"`
+		Objects []struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		} `json:"objects"`
+		Statuses []struct {
+			Name   string   `json:"name"`
+			State  string   `json:"state"`
+			Errors []string `json:"errors"`
+		} `json:"statuses"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if len(got) != 3 || got[0].Cluster != "east" || len(got[0].Objects) != 3 || got[1].Cluster != "meshplane" {
+		t.Fatalf("-o json = %+v", got)
+	}
+	invalid := 0
+	for _, s := range got[1].Statuses {
+		if s.State == "INVALID" && len(s.Errors) > 0 {
+			invalid++
+		}
+	}
+	if invalid != 1 {
+		t.Errorf("management cluster statuses = %+v, want one INVALID with errors", got[1].Statuses)
+	}
+}
+
+func TestRenderErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "east", "bad.yaml")
+	if err := os.MkdirAll(filepath.Dir(bad), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("apiVersion: networking.meshplane.dev/v1\nkind: TrafficPolicy\nmetadata: {name: p}\nspec: {policy: {retries: {attempts: many}}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want []string
+	}{
+		{[]string{"render"}, 2, []string{"-f DIR"}},
+		{[]string{"render", "-f", filepath.Join(dir, "nope")}, 2, []string{"no such file"}},
+		{[]string{"render", "-f", dir}, 1, []string{bad, "TrafficPolicy p", "field spec.policy.retries.attempts"}},
+		{[]string{"render", "-f", "testdata/render/bookinfo", "--cluster", "north"}, 2, []string{"--cluster north", "east, meshplane, west"}},
+		{[]string{"render", "-f", "testdata/render/bookinfo", "-o", "table"}, 2, []string{"-o must be yaml or json"}},
+	} {
+		_, errOut, code := meshctlOffline(t, tc.args...)
+		if code != tc.code {
+			t.Errorf("meshctl %q: exit %d, want %d: %s", tc.args, code, tc.code, errOut)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("meshctl %q: stderr lacks %q:\n%s", tc.args, w, errOut)
+			}
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func meshctlOffline(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(t.Context(), args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// TestExitCodesAndHints: usage errors exit 2 with a pointer to --help,
+// unreachable servers exit 1 with a hint.
+func TestExitCodesAndHints(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		code       int
+		wantStdout string
+		wantStderr []string
+	}{
+		{nil, 2, "", []string{"Usage:", "cluster"}},
+		{[]string{"--help"}, 0, "Available Commands:", nil},
+		{[]string{"frobnicate"}, 2, "", []string{`unknown command "frobnicate"`, "meshctl --help"}},
+		{[]string{"cluster"}, 2, "", []string{"register"}},
+		{[]string{"cluster", "list", "--frob"}, 2, "", []string{"unknown flag: --frob"}},
+		{[]string{"cluster", "list", "-o", "wide"}, 2, "", []string{"-o must be table, yaml or json"}},
+		{[]string{"cluster", "list", "--addr", "nope"}, 2, "", []string{"--addr", "hint:"}},
+		{[]string{"cluster", "list", "extra"}, 2, "", []string{"unexpected argument"}},
+		{[]string{"snapshot", "dump"}, 2, "", []string{"--cluster NAME"}},
+		{[]string{"version"}, 0, "meshctl ", nil},
+		// Nothing listens on port 1: the call fails with what to do.
+		{[]string{"cluster", "list", "--addr", "127.0.0.1:1", "--plaintext"}, 1, "", []string{"cannot reach registration at 127.0.0.1:1", "hint: is the management plane running", "meshctl check"}},
+	} {
+		out, errOut, code := meshctlOffline(t, tc.args...)
+		if code != tc.code {
+			t.Errorf("meshctl %q: exit %d, want %d\nstdout: %s\nstderr: %s", tc.args, code, tc.code, out, errOut)
+			continue
+		}
+		if !strings.Contains(out, tc.wantStdout) {
+			t.Errorf("meshctl %q: stdout lacks %q:\n%s", tc.args, tc.wantStdout, out)
+		}
+		for _, w := range tc.wantStderr {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("meshctl %q: stderr lacks %q:\n%s", tc.args, w, errOut)
+			}
+		}
+	}
+}
+
+// TestCompletion: every shell gets a script, and the completion of
+// commands, describe kinds and -o values comes from the command tree.
+func TestCompletion(t *testing.T) {
+	for shell, want := range map[string]string{
+		"bash":       "__start_meshctl",
+		"zsh":        "#compdef meshctl",
+		"fish":       "complete -c meshctl",
+		"powershell": "Register-ArgumentCompleter",
+	} {
+		out, errOut, code := meshctlOffline(t, "completion", shell)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("completion %s: exit %d, stderr %s; script lacks %q", shell, code, errOut, want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"__complete", ""}, []string{"check", "cluster", "render", "snapshot", "version"}},
+		{[]string{"__complete", "cluster", ""}, []string{"approve", "deregister", "list", "register"}},
+		{[]string{"__complete", "cluster", "list", "-o", ""}, []string{"table", "yaml", "json"}},
+	} {
+		out, _, code := meshctlOffline(t, tc.args...)
+		if code != 0 {
+			t.Errorf("meshctl %q: exit %d", tc.args, code)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w+"\t") && !strings.Contains(out, w+"\n") {
+				t.Errorf("meshctl %q lacks %q:\n%s", tc.args, w, out)
+			}
+		}
+	}
+}
