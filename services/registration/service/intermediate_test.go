@@ -118,7 +118,7 @@ type intermediateEnv struct {
 	redis redis.UniversalClient
 }
 
-func newIntermediateEnv(t *testing.T) *intermediateEnv {
+func newIntermediateEnv(t *testing.T, edits ...func(*service.Config)) *intermediateEnv {
 	t.Helper()
 	srv := redistest.Start(t)
 	client := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr()}})
@@ -128,7 +128,11 @@ func newIntermediateEnv(t *testing.T) *intermediateEnv {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	e := newEnvWithCA(t, ca, func(*service.Config) {}, service.WithRedis(client), service.WithRegisterer(reg))
+	e := newEnvWithCA(t, ca, func(c *service.Config) {
+		for _, edit := range edits {
+			edit(c)
+		}
+	}, service.WithRedis(client), service.WithRegisterer(reg))
 	putInputs(t, client,
 		&snapshotv1.InputSnapshot{Cluster: "east", Meshes: []*discoveryv1.Mesh{
 			istioMesh("east", "istiod-east", "east.td"), istioMesh("east", "istiod-canary", "east.td"), istioMesh("east", "istiod-orphan", ""),
@@ -215,6 +219,25 @@ func checkIntermediate(t *testing.T, res *registrationv1.SignIntermediateRespons
 		t.Fatal("a CA below the intermediate verified: path length 0 is not enforced")
 	}
 	return inter, root
+}
+
+// selfSigned is a user's own root for key.
+func selfSigned(t *testing.T, key crypto.Signer) *x509.Certificate {
+	t.Helper()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "corp root", Organization: []string{"Corp"}},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		BasicConstraintsValid: true, IsCA: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // signWith signs a certificate for a new key with parent and its key.

@@ -17,12 +17,14 @@ import (
 	"connectrpc.com/connect"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1/registrationv1connect"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	kubelib "github.com/meshplane/meshplane/libs/kube"
 	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/connectrpc"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/files"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/inputs"
+	"github.com/meshplane/meshplane/services/registration/internal/adapters/kube"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/memory"
 	redisstore "github.com/meshplane/meshplane/services/registration/internal/adapters/redis"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/smallstep"
@@ -30,6 +32,8 @@ import (
 	"github.com/meshplane/meshplane/services/registration/internal/domain"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Name is the service's name in its SPIFFE ID and metrics.
@@ -74,7 +78,23 @@ type Config struct {
 	// Kubernetes Secret store is configured; empty means
 	// <CADir>/virtualmesh-roots.
 	VirtualMeshRootsDir string
-	Redis               snapshots.RedisOptions
+	// Kubeconfig reaches the management cluster; empty means the in-cluster
+	// configuration (or $KUBECONFIG) when a Kubernetes feature below is on.
+	Kubeconfig string
+	// CASecret ("<namespace>/<name>") keeps the CA in a Secret instead of
+	// CADir: a development CA is made there on first start, or the Secret
+	// holds your own intermediate or root.
+	CASecret string
+	// VirtualMeshRootsNamespace keeps the generated VirtualMesh roots as
+	// Secrets in this namespace instead of VirtualMeshRootsDir.
+	VirtualMeshRootsNamespace string
+	// MirrorNamespace, when set, mirrors every cluster record as a
+	// KubernetesCluster in this namespace.
+	MirrorNamespace string
+	// MirrorResync is how often every mirror is rewritten and stale ones
+	// removed.
+	MirrorResync time.Duration
+	Redis        snapshots.RedisOptions
 
 	flags *platform.Flags
 }
@@ -84,7 +104,7 @@ func DefaultConfig() Config {
 	return Config{
 		TrustDomain: pki.DefaultTrustDomain, Install: snapshots.DefaultInstall, CADir: "/var/run/meshplane/ca",
 		CertTTL: 24 * time.Hour, TokenTTL: 24 * time.Hour, RevocationRefresh: app.DefaultRevocationRefresh,
-		IntermediateTTL: domain.DefaultIntermediateTTL, Redis: snapshots.NewRedisOptions(),
+		IntermediateTTL: domain.DefaultIntermediateTTL, MirrorResync: app.DefaultMirrorResync, Redis: snapshots.NewRedisOptions(),
 	}
 }
 
@@ -113,6 +133,11 @@ func (c *Config) AddOwnFlags(f *platform.Flags) {
 	f.Duration(&c.RevocationRefresh, "revocation-refresh", "how often the shared revocation set is reloaded from the store")
 	f.Duration(&c.IntermediateTTL, "virtual-mesh-intermediate-ttl", "default lifetime of the Istio intermediate CAs signed for VirtualMeshes with shared trust (capped by the root)")
 	f.String(&c.VirtualMeshRootsDir, "virtual-mesh-roots-dir", "directory of the generated VirtualMesh roots when they are not kept in Secrets; empty means <ca-dir>/virtualmesh-roots")
+	f.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of the management cluster; empty means in-cluster (needed by --ca-secret, --virtual-mesh-roots-namespace, --mirror-namespace and VirtualMesh roots from Secrets)")
+	f.String(&c.CASecret, "ca-secret", "<namespace>/<name> of a Secret that keeps the CA instead of --ca-dir: a development CA is made there on first start, or it holds your own root.crt with intermediate.crt and intermediate.key, or root.crt with root.key")
+	f.String(&c.VirtualMeshRootsNamespace, "virtual-mesh-roots-namespace", "namespace whose Secrets keep the generated VirtualMesh roots (shared by replicas) instead of --virtual-mesh-roots-dir")
+	f.String(&c.MirrorNamespace, "mirror-namespace", "namespace of the management cluster where every cluster record is mirrored as a KubernetesCluster; empty means no mirror")
+	f.Duration(&c.MirrorResync, "mirror-resync", "how often every KubernetesCluster mirror is rewritten and mirrors of clusters without a record are removed")
 }
 
 // Validate checks the configuration.
@@ -128,7 +153,26 @@ func (c *Config) Validate() error {
 	if c.Install == "" {
 		errs = append(errs, errors.New("--install must not be empty"))
 	}
+	if c.CASecret != "" {
+		if _, _, err := splitRef(c.CASecret); err != nil {
+			errs = append(errs, fmt.Errorf("--ca-secret: %w", err))
+		}
+		if c.CARootCertFile != "" || c.CARootKeyFile != "" || c.CAIntermediateCertFile != "" || c.CAIntermediateKeyFile != "" {
+			errs = append(errs, errors.New("--ca-secret cannot be combined with --ca-*-file: put your own root or intermediate in the Secret"))
+		}
+	}
+	for flag, ns := range map[string]string{"--virtual-mesh-roots-namespace": c.VirtualMeshRootsNamespace, "--mirror-namespace": c.MirrorNamespace} {
+		if ns != "" {
+			if err := pki.ValidateName(ns); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", flag, err))
+			}
+		}
+	}
+	if c.MirrorResync <= 0 {
+		errs = append(errs, errors.New("--mirror-resync must be positive"))
+	}
 	switch {
+	case c.CASecret != "":
 	case c.CAIntermediateCertFile != "" || c.CAIntermediateKeyFile != "":
 		if c.CAIntermediateCertFile == "" || c.CAIntermediateKeyFile == "" || c.CARootCertFile == "" {
 			errs = append(errs, errors.New("--ca-intermediate-cert-file, --ca-intermediate-key-file and --ca-root-cert-file go together"))
@@ -156,6 +200,26 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("--virtual-mesh-intermediate-ttl must be at least 1h"))
 	}
 	return errors.Join(errs...)
+}
+
+// splitRef parses "<namespace>/<name>".
+func splitRef(s string) (namespace, name string, err error) {
+	ns, n, ok := strings.Cut(s, "/")
+	if !ok {
+		return "", "", fmt.Errorf("%q is not <namespace>/<name>", s)
+	}
+	if err := pki.ValidateName(ns); err != nil {
+		return "", "", fmt.Errorf("namespace: %w", err)
+	}
+	if err := pki.ValidateName(n); err != nil {
+		return "", "", fmt.Errorf("name: %w", err)
+	}
+	return ns, n, nil
+}
+
+// wantsKube says whether a Kubernetes feature is on.
+func (c *Config) wantsKube() bool {
+	return c.Kubeconfig != "" || c.CASecret != "" || c.VirtualMeshRootsNamespace != "" || c.MirrorNamespace != ""
 }
 
 // Option overrides a dependency, for the all-in-one process and tests.
@@ -202,12 +266,13 @@ func WithClock(now func() time.Time) Option { return func(d *deps) { d.now = now
 
 // Service is a built registration service.
 type Service struct {
-	handler  *connectrpc.Handler
-	clusters *connectrpc.ClusterHandler
-	tokens   *memory.Tokens
-	revoked  *app.Revocations
-	ca       *pki.CA
-	log      *slog.Logger
+	handler   *connectrpc.Handler
+	clusters  *connectrpc.ClusterHandler
+	tokens    *memory.Tokens
+	revoked   *app.Revocations
+	mirroring *app.Mirroring
+	ca        *pki.CA
+	log       *slog.Logger
 }
 
 // New builds the service.
@@ -220,8 +285,21 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		o(&d)
 	}
 	log := d.log.With("service", Name)
+	var kc *kubeClients
+	if cfg.wantsKube() {
+		var err error
+		if kc, err = newKubeClients(cfg.Kubeconfig); err != nil {
+			return nil, fmt.Errorf("registration: %w", err)
+		}
+	}
 	if d.ca == nil {
-		ca, err := loadCA(cfg, log)
+		var ca *pki.CA
+		var err error
+		if cfg.CASecret != "" {
+			ca, err = loadCASecret(cfg, kc, log)
+		} else {
+			ca, err = loadCA(cfg, log)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("registration: %w", err)
 		}
@@ -270,9 +348,18 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if d.checker != nil {
 		d.checker.set(revoked)
 	}
-	r := app.NewRegistrar(stores, signer, revoked, app.Options{
+	var mirroring *app.Mirroring
+	if cfg.MirrorNamespace != "" {
+		mirroring = app.NewMirroring(stores.Clusters, kube.NewMirror(kc.dynamic, cfg.MirrorNamespace, cfg.Install, d.reg), cfg.MirrorResync, log)
+		log.Info("cluster records are mirrored as KubernetesClusters", "namespace", cfg.MirrorNamespace)
+	}
+	ropts := app.Options{
 		TrustDomain: cfg.TrustDomain, CertTTL: cfg.CertTTL, TokenTTL: cfg.TokenTTL, RelayToken: relay, Log: log, Now: d.now,
-	})
+	}
+	if mirroring != nil {
+		ropts.Changes = mirroring
+	}
+	r := app.NewRegistrar(stores, signer, revoked, ropts)
 	if d.inputs == nil && d.redis != nil {
 		d.inputs = snapshots.NewRedis(d.redis, cfg.Install, snapshots.Inputs, func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
 	}
@@ -280,11 +367,18 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if d.inputs != nil {
 		ideps.VirtualMeshes = inputs.New(d.inputs)
 	}
-	rootsDir := cfg.VirtualMeshRootsDir
-	if rootsDir == "" {
-		rootsDir = filepath.Join(cfg.CADir, "virtualmesh-roots")
+	if kc != nil {
+		ideps.UserRoots = kube.NewUserRoots(kc.clientset)
 	}
-	ideps.Roots = files.NewRoots(rootsDir)
+	if cfg.VirtualMeshRootsNamespace != "" {
+		ideps.Roots = kube.NewRoots(kc.clientset, cfg.VirtualMeshRootsNamespace, cfg.Install)
+	} else {
+		rootsDir := cfg.VirtualMeshRootsDir
+		if rootsDir == "" {
+			rootsDir = filepath.Join(cfg.CADir, "virtualmesh-roots")
+		}
+		ideps.Roots = files.NewRoots(rootsDir)
+	}
 	ints := app.NewIntermediates(ideps, app.IntermediateOptions{DefaultTTL: cfg.IntermediateTTL, Log: log, Now: d.now})
 	helm := map[string]string{
 		"relayAddr":   cfg.AdvertiseAddr,
@@ -292,12 +386,13 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		"caBundle":    string(d.ca.TrustBundlePEM()),
 	}
 	return &Service{
-		handler:  connectrpc.NewHandler(r, log, connectrpc.NewMetrics(d.reg)).WithIntermediates(ints),
-		clusters: connectrpc.NewClusterHandler(r, helm, log),
-		tokens:   static,
-		revoked:  revoked,
-		ca:       d.ca,
-		log:      log,
+		handler:   connectrpc.NewHandler(r, log, connectrpc.NewMetrics(d.reg)).WithIntermediates(ints),
+		clusters:  connectrpc.NewClusterHandler(r, helm, log),
+		tokens:    static,
+		revoked:   revoked,
+		mirroring: mirroring,
+		ca:        d.ca,
+		log:       log,
 	}, nil
 }
 
@@ -343,6 +438,10 @@ func loadCA(cfg Config, log *slog.Logger) (*pki.CA, error) {
 // is kept. Like the tokens file, it may be used many times.
 func (s *Service) AddBootstrapToken(cluster, token string) { s.tokens.Set(cluster, token) }
 
+// TrustBundlePEM returns the root of the CA that signs cluster
+// certificates.
+func (s *Service) TrustBundlePEM() []byte { return s.ca.TrustBundlePEM() }
+
 // Revocations returns the service's revocation set as the platform asks for
 // it.
 func (s *Service) Revocations() platform.RevocationChecker { return s.revoked }
@@ -366,9 +465,55 @@ func (s *Service) Mount(srv *platform.Server) {
 	})
 }
 
-// Run reloads the shared revocation set until ctx ends.
+// Run reloads the shared revocation set, and keeps the KubernetesCluster
+// mirror when one is configured, until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	return s.revoked.Run(ctx)
+	if s.mirroring == nil {
+		return s.revoked.Run(ctx)
+	}
+	return platform.RunAll(ctx, s.revoked.Run, s.mirroring.Run)
+}
+
+// kubeClients reach the management cluster.
+type kubeClients struct {
+	clientset kubernetes.Interface
+	dynamic   dynamic.Interface
+}
+
+func newKubeClients(kubeconfig string) (*kubeClients, error) {
+	rc, err := kubelib.RESTConfigFromKubeconfig(kubeconfig, "")
+	if err != nil {
+		return nil, err
+	}
+	rc.UserAgent = "meshplane-registration"
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return &kubeClients{clientset: cs, dynamic: dyn}, nil
+}
+
+// loadCASecret loads the CA from --ca-secret, making a development CA
+// there when the Secret does not exist.
+func loadCASecret(cfg Config, kc *kubeClients, log *slog.Logger) (*pki.CA, error) {
+	ns, name, err := splitRef(cfg.CASecret)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ca, created, err := kube.NewCASecret(kc.clientset, ns, name, cfg.Install).LoadOrCreate(ctx, func() (*pki.CA, error) { return pki.NewCA("Meshplane") })
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		log.Warn("created a development CA in a Secret; supply your own for production", "secret", cfg.CASecret)
+	}
+	return ca, nil
 }
 
 // RevocationChecker is a platform.RevocationChecker that exists before the

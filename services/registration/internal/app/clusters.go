@@ -53,6 +53,7 @@ func (r *Registrar) CreateCluster(ctx context.Context, name string, requireAppro
 	if err != nil {
 		return Created{}, fmt.Errorf("record cluster: %w", err)
 	}
+	r.changed(name)
 	if err := r.stores.Tokens.PutToken(ctx, rec); err != nil {
 		return Created{}, fmt.Errorf("store bootstrap token: %w", err)
 	}
@@ -74,6 +75,7 @@ func (r *Registrar) ApproveCluster(ctx context.Context, name string) (domain.Clu
 	if err != nil {
 		return domain.Cluster{}, r.clusterErr(err)
 	}
+	r.changed(name)
 	r.log.InfoContext(ctx, "cluster approved", "cluster", name)
 	return c, nil
 }
@@ -97,6 +99,7 @@ func (r *Registrar) DeregisterCluster(ctx context.Context, name string) (domain.
 	if err != nil {
 		return domain.Cluster{}, 0, r.clusterErr(err)
 	}
+	r.changed(name)
 	if err := r.stores.Tokens.DeleteToken(ctx, name); err != nil {
 		return c, 0, fmt.Errorf("delete bootstrap token: %w", err)
 	}

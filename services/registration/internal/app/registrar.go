@@ -32,7 +32,10 @@ type Options struct {
 	// (compatibility mode): any cluster may present it, and stays pending
 	// until an operator approves it.
 	RelayToken *domain.TokenHash
-	Log        *slog.Logger
+	// Changes, when set, learns of every change to a cluster record (the
+	// KubernetesCluster mirror).
+	Changes ClusterChanges
+	Log     *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -180,6 +183,7 @@ func (r *Registrar) admit(ctx context.Context, cluster string, cred credential, 
 		if err != nil {
 			return fmt.Errorf("record cluster: %w", err)
 		}
+		r.changed(cluster)
 		return c.MayRegister()
 	case credStatic:
 		c, err := r.stores.Clusters.Cluster(ctx, cluster)
@@ -276,12 +280,20 @@ func (r *Registrar) issue(ctx context.Context, csr *x509.CertificateRequest, id 
 		}
 		return Issued{}, fmt.Errorf("record cluster: %w", err)
 	}
+	r.changed(id.Name)
 	return Issued{
 		ChainPEM:  pki.EncodeCertificates(chain...),
 		BundlePEM: r.ca.TrustBundlePEM(),
 		ExpiresAt: leaf.NotAfter,
 		Serial:    cert.Serial,
 	}, nil
+}
+
+// changed tells the mirror, if any, that a record changed.
+func (r *Registrar) changed(cluster string) {
+	if r.opts.Changes != nil {
+		r.opts.Changes.ClusterChanged(cluster)
+	}
 }
 
 // revoke adds certs to the shared set, and to this replica's cache at once

@@ -1,0 +1,167 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	multiclusterv1 "github.com/meshplane/meshplane/libs/gen/meshplane/multicluster/v1"
+	"github.com/meshplane/meshplane/services/registration/internal/app"
+	"github.com/meshplane/meshplane/services/registration/internal/domain"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+// KubernetesClusters is the mirror's resource.
+var KubernetesClusters = schema.GroupVersionResource{Group: "multicluster.meshplane.dev", Version: "v1", Resource: "kubernetesclusters"}
+
+// Mirror writes one KubernetesCluster per cluster record, named after the
+// cluster, in one namespace, by server-side apply: spec.clusterName on the
+// object, the record on the status subresource.
+type Mirror struct {
+	client    dynamic.Interface
+	namespace string
+	install   string
+	applied   prometheus.Counter
+	errors    *prometheus.CounterVec
+}
+
+var _ app.ClusterMirror = (*Mirror)(nil)
+
+// NewMirror mirrors into namespace; its counters are registered on reg
+// (nil: not registered).
+func NewMirror(client dynamic.Interface, namespace, install string, reg prometheus.Registerer) *Mirror {
+	m := &Mirror{
+		client: client, namespace: namespace, install: install,
+		applied: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "meshplane", Subsystem: "registration", Name: "mirror_applies_total",
+			Help: "KubernetesCluster mirrors written (server-side apply of object and status).",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "meshplane", Subsystem: "registration", Name: "mirror_errors_total",
+			Help: "KubernetesCluster mirror failures, by operation (apply, list, delete). They never fail a registration call.",
+		}, []string{"operation"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.applied, m.errors} {
+			if err := reg.Register(c); err != nil {
+				var are prometheus.AlreadyRegisteredError
+				if !errors.As(err, &are) {
+					continue
+				}
+				switch existing := are.ExistingCollector.(type) {
+				case prometheus.Counter:
+					m.applied = existing
+				case *prometheus.CounterVec:
+					m.errors = existing
+				}
+			}
+		}
+	}
+	return m
+}
+
+var stateToProto = map[domain.Status]multiclusterv1.KubernetesClusterStatus_State{
+	domain.StatusPendingApproval: multiclusterv1.KubernetesClusterStatus_STATE_PENDING_APPROVAL,
+	domain.StatusApproved:        multiclusterv1.KubernetesClusterStatus_STATE_APPROVED,
+	domain.StatusRegistered:      multiclusterv1.KubernetesClusterStatus_STATE_REGISTERED,
+	domain.StatusDeregistered:    multiclusterv1.KubernetesClusterStatus_STATE_DEREGISTERED,
+}
+
+func ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+// statusOf renders the record as the CRD's status, through the proto so
+// that field names and formats are the CRD's.
+func statusOf(c domain.Cluster) (map[string]any, error) {
+	st := &multiclusterv1.KubernetesClusterStatus{
+		State: stateToProto[c.Status], AgentVersion: c.AgentVersion,
+		FirstSeen: ts(c.FirstSeen), LastSeen: ts(c.LastSeen),
+	}
+	if latest, ok := c.Latest(); ok {
+		st.CertificateSerial, st.CertificateExpiresAt = latest.Serial, ts(latest.NotAfter)
+	}
+	b, err := protojson.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	return out, json.Unmarshal(b, &out)
+}
+
+func (m *Mirror) object(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(KubernetesClusters.GroupVersion().String())
+	u.SetKind("KubernetesCluster")
+	u.SetName(name)
+	u.SetNamespace(m.namespace)
+	u.SetLabels(map[string]string{LabelManagedBy: FieldManager, LabelInstall: m.install})
+	return u
+}
+
+// MirrorCluster applies the object, then its status.
+func (m *Mirror) MirrorCluster(ctx context.Context, c domain.Cluster) error {
+	if err := m.apply(ctx, c); err != nil {
+		m.errors.WithLabelValues("apply").Inc()
+		return fmt.Errorf("mirror cluster %s into %s: %w", c.Name, m.namespace, err)
+	}
+	m.applied.Inc()
+	return nil
+}
+
+func (m *Mirror) apply(ctx context.Context, c domain.Cluster) error {
+	res := m.client.Resource(KubernetesClusters).Namespace(m.namespace)
+	obj := m.object(c.Name)
+	obj.Object["spec"] = map[string]any{"clusterName": c.Name}
+	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+	if _, err := res.Apply(ctx, c.Name, obj, opts); err != nil {
+		return err
+	}
+	status, err := statusOf(c)
+	if err != nil {
+		return err
+	}
+	st := m.object(c.Name)
+	st.Object["status"] = status
+	_, err = res.ApplyStatus(ctx, c.Name, st, opts)
+	return err
+}
+
+// MirroredClusters lists the install's mirrors: only objects carrying
+// registration's labels count.
+func (m *Mirror) MirroredClusters(ctx context.Context) ([]string, error) {
+	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: FieldManager, LabelInstall: m.install}).String()
+	list, err := m.client.Resource(KubernetesClusters).Namespace(m.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		m.errors.WithLabelValues("list").Inc()
+		return nil, fmt.Errorf("list KubernetesClusters in %s: %w", m.namespace, err)
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, it := range list.Items {
+		names = append(names, it.GetName())
+	}
+	return names, nil
+}
+
+// RemoveMirror deletes the mirror of cluster.
+func (m *Mirror) RemoveMirror(ctx context.Context, cluster string) error {
+	err := m.client.Resource(KubernetesClusters).Namespace(m.namespace).Delete(ctx, cluster, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		m.errors.WithLabelValues("delete").Inc()
+		return fmt.Errorf("delete KubernetesCluster %s/%s: %w", m.namespace, cluster, err)
+	}
+	return nil
+}
