@@ -30,14 +30,14 @@ tools: ## Install redis-server and etcd (apt) if missing; build and cache kube-a
 .PHONY: generate
 generate: ## Regenerate Go and TypeScript code from proto/ (buf; Go plugins from tools/go.mod, protoc-gen-es from clients/ts).
 	@test -x clients/ts/node_modules/.bin/protoc-gen-es || { echo "clients/ts/node_modules is missing: run 'make tools'"; exit 1; }
-	rm -rf libs/gen/meshplane clients/ts/gen
+	rm -rf libs/gen/meshplane clients/ts/gen docs/api
 	$(BUF) generate
 	$(GO) run ./tools/crdgen -out deploy/crds -embed libs/gen/crds
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail if the committed generated code differs from a fresh generation.
-	@git diff --exit-code -- libs/gen deploy/crds clients/ts/gen || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- libs/gen deploy/crds clients/ts/gen)" || { git status --porcelain -- libs/gen deploy/crds clients/ts/gen; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- libs/gen deploy/crds clients/ts/gen docs/api || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- libs/gen deploy/crds clients/ts/gen docs/api)" || { git status --porcelain -- libs/gen deploy/crds clients/ts/gen docs/api; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
 
 .PHONY: lint
 lint: ## buf lint and breaking check, gofmt, go vet (the layering check is a test: tools/archtest).
