@@ -5,8 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"github.com/meshplane/meshplane/libs/revocation"
-	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -16,12 +15,17 @@ import (
 	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1/translationv1connect"
+	"github.com/meshplane/meshplane/libs/kube"
 	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/meshplane/meshplane/libs/revocation"
+	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/ingest/internal/adapters/connectrpc"
+	ingestkube "github.com/meshplane/meshplane/services/ingest/internal/adapters/kube"
 	"github.com/meshplane/meshplane/services/ingest/internal/app"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"k8s.io/client-go/rest"
 )
 
 // Name is the service's name in its SPIFFE ID and metrics.
@@ -44,6 +48,20 @@ type Config struct {
 	// not connected is reported stale. Its snapshot stays in use. Zero
 	// turns stale reporting off.
 	StaleAfter time.Duration
+	// WatchManagement says whether the management cluster's own Meshplane
+	// resources are read: "auto" (when Kubeconfig is set or the process
+	// runs in a pod), "true" or "false".
+	WatchManagement string
+	// ManagementCluster names the management cluster's input; the install
+	// name when empty, as translation expects.
+	ManagementCluster string
+	// Kubeconfig and KubeContext reach the management cluster; empty means
+	// the in-cluster configuration.
+	Kubeconfig  string
+	KubeContext string
+	// ManagementDebounce is how long the management cluster's resources
+	// must be quiet before a change is pushed.
+	ManagementDebounce time.Duration
 
 	flags *platform.Flags
 }
@@ -53,7 +71,8 @@ func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	tr := platform.NewClientOptions()
 	tr.Addr = "translation:9903"
-	return Config{Install: snapshots.DefaultInstall, Replica: host, Redis: snapshots.NewRedisOptions(), Translation: tr, FlushInterval: time.Second, StaleAfter: 5 * time.Minute}
+	return Config{Install: snapshots.DefaultInstall, Replica: host, Redis: snapshots.NewRedisOptions(), Translation: tr, FlushInterval: time.Second, StaleAfter: 5 * time.Minute,
+		WatchManagement: "auto", ManagementDebounce: 100 * time.Millisecond}
 }
 
 // AddFlags registers the configuration's flags.
@@ -63,6 +82,11 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags.String(&c.Replica, "replica", "name of this replica in connectivity reports")
 	c.flags.Duration(&c.FlushInterval, "flush-interval", "how often snapshots kept in memory during a Redis outage are retried")
 	c.flags.Duration(&c.StaleAfter, "stale-after", "how long after its last push a disconnected cluster is reported stale (0: never)")
+	c.flags.String(&c.WatchManagement, "watch-management-cluster", "read the Meshplane resources applied in the management cluster: auto (when --kubeconfig is set or running in a pod), true or false")
+	c.flags.String(&c.ManagementCluster, "management-cluster-name", "cluster name of the management cluster's input (default: the install name)")
+	c.flags.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of the management cluster (default: in-cluster)")
+	c.flags.String(&c.KubeContext, "kube-context", "kubeconfig context of the management cluster (default: the current one)")
+	c.flags.Duration(&c.ManagementDebounce, "management-debounce", "how long the management cluster's resources must be quiet before a change is pushed")
 	c.Redis.AddFlags(fs)
 	c.Translation.AddFlags(fs, "translation")
 }
@@ -83,8 +107,43 @@ func (c *Config) Validate() error {
 	if c.StaleAfter < 0 {
 		errs = append(errs, errors.New("--stale-after must not be negative"))
 	}
+	switch c.WatchManagement {
+	case "auto", "true", "false":
+	default:
+		errs = append(errs, fmt.Errorf("--watch-management-cluster must be auto, true or false, not %q", c.WatchManagement))
+	}
+	if c.ManagementDebounce <= 0 {
+		errs = append(errs, errors.New("--management-debounce must be positive"))
+	}
 	errs = append(errs, c.Redis.Validate())
 	return errors.Join(errs...)
+}
+
+// managementCluster is the name of the management cluster's input.
+func (c *Config) managementCluster() string {
+	if c.ManagementCluster != "" {
+		return c.ManagementCluster
+	}
+	return c.Install
+}
+
+// managementREST returns how to reach the management cluster, or nil when
+// its resources are not to be read.
+func (c *Config) managementREST() (*rest.Config, error) {
+	switch c.WatchManagement {
+	case "false":
+		return nil, nil
+	case "auto":
+		if c.Kubeconfig == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+			return nil, nil // neither configured nor in a pod
+		}
+	}
+	if c.Kubeconfig == "" && c.KubeContext == "" {
+		if cfg, err := rest.InClusterConfig(); err == nil {
+			return cfg, nil
+		}
+	}
+	return kube.RESTConfigFromKubeconfig(c.Kubeconfig, c.KubeContext)
 }
 
 // TranslationNotifier tells translation about a changed input. The
@@ -99,6 +158,7 @@ type deps struct {
 	log      *slog.Logger
 	reg      prometheus.Registerer
 	inputs   snapshots.Store[*snapshotv1.InputSnapshot]
+	outputs  app.OutputSource
 	notifier TranslationNotifier
 	now      func() time.Time
 }
@@ -113,6 +173,13 @@ func WithRegisterer(r prometheus.Registerer) Option { return func(d *deps) { d.r
 // names.
 func WithInputs(s snapshots.Store[*snapshotv1.InputSnapshot]) Option {
 	return func(d *deps) { d.inputs = s }
+}
+
+// WithOutputs sets where translation's outputs are read, for writing the
+// statuses of the management cluster's resources, instead of the Redis
+// store the configuration names.
+func WithOutputs(s snapshots.Store[*snapshotv1.OutputSnapshot]) Option {
+	return func(d *deps) { d.outputs = s }
 }
 
 // WithNotifier sets how translation is told about changes, instead of a
@@ -137,7 +204,12 @@ type Service struct {
 	shared *snapshots.Redis[*snapshotv1.InputSnapshot]
 	// revoked follows registration's revocation set; nil without Redis.
 	revoked *revocation.Cache
-	log     *slog.Logger
+	// mgmt reads the management cluster's resources; nil when off. Its
+	// statuses are written by statuses through outputs, when both are set.
+	mgmt     *app.Management
+	outputs  app.OutputSource
+	statuses app.StatusWriter
+	log      *slog.Logger
 }
 
 // New builds the service.
@@ -198,8 +270,47 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		return nil, err
 	}
 	s.handler = connectrpc.NewHandler(s.ingestor, log)
+	if err := s.buildManagement(cfg, d); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
+
+// buildManagement sets up the reading of the management cluster's own
+// resources, when configured, and the write-back of their statuses.
+func (s *Service) buildManagement(cfg Config, d deps) error {
+	restCfg, err := cfg.managementREST()
+	if err != nil {
+		return fmt.Errorf("management cluster: %w", err)
+	}
+	if restCfg == nil {
+		s.log.Info("not reading the management cluster's resources (--watch-management-cluster)", "mode", cfg.WatchManagement)
+		return nil
+	}
+	res, err := ingestkube.NewResources(restCfg, s.log)
+	if err != nil {
+		return err
+	}
+	name := cfg.managementCluster()
+	s.mgmt = app.NewManagement(s.ingestor, res, name, cfg.ManagementDebounce, time.Second, s.log)
+	s.outputs = d.outputs
+	if s.outputs == nil && s.redis != nil {
+		s.outputs = snapshots.NewRedis(s.redis, cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	}
+	if s.outputs == nil {
+		s.log.Warn("statuses of the management cluster's resources are not written: no output store (Redis) to read them from")
+	} else {
+		s.statuses = ingestkube.NewStatusWriter(res.Dynamic())
+	}
+	s.log.Info("reading the management cluster's resources", "cluster", name, "host", restCfg.Host)
+	return nil
+}
+
+// ClusterState is what a replica knows of one cluster's pushes.
+type ClusterState = app.ClusterState
+
+// Clusters returns the state of every cluster seen by this replica.
+func (s *Service) Clusters() []ClusterState { return s.ingestor.Clusters() }
 
 // Mount registers the service's handlers on srv. Agents push for their own
 // cluster; the queries are for management services and tools.
@@ -240,6 +351,16 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	if s.revoked != nil {
 		wg.Go(func() { _ = s.revoked.Run(ctx) })
+	}
+	if s.mgmt != nil {
+		wg.Go(func() {
+			if err := s.mgmt.Run(ctx); err != nil {
+				s.log.Error("reading the management cluster's resources stopped", "error", err)
+			}
+		})
+		if s.statuses != nil {
+			wg.Go(func() { _ = s.mgmt.RunStatuses(ctx, s.outputs, s.statuses) })
+		}
 	}
 	if s.flusher != nil {
 		s.flusher.Run(ctx, s.flush)
