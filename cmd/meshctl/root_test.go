@@ -69,9 +69,11 @@ func TestCompletion(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"__complete", ""}, []string{"check", "cluster", "render", "snapshot", "version"}},
+		{[]string{"__complete", ""}, []string{"check", "cluster", "describe", "render", "snapshot", "version"}},
 		{[]string{"__complete", "cluster", ""}, []string{"approve", "deregister", "list", "register"}},
 		{[]string{"__complete", "cluster", "list", "-o", ""}, []string{"table", "yaml", "json"}},
+		{[]string{"__complete", "describe", ""}, []string{"destination", "policy", "mesh", "workload"}},
+		{[]string{"__complete", "describe", "policy", "x", "--kind", ""}, []string{"TrafficPolicy", "AccessPolicy", "VirtualMesh"}},
 	} {
 		out, _, code := meshctlOffline(t, tc.args...)
 		if code != 0 {
