@@ -4,8 +4,27 @@
 {{- toYaml .Values.networkPolicy.rpcFrom }}
 {{- end }}
 
+{{- define "registration.caSecretName" -}}
+{{- .Values.kubernetes.caSecret.name | default (printf "%s-ca" (include "registration.fullname" .)) }}
+{{- end }}
+
 {{- define "registration.specificArgs" -}}
 - --ca-dir=/var/run/meshplane/ca
+{{- if and .Values.kubernetes.caSecret.enabled (not .Values.ca.secretName) }}
+- --ca-secret={{ .Release.Namespace }}/{{ include "registration.caSecretName" . }}
+{{- end }}
+{{- if .Values.kubernetes.virtualMeshRoots }}
+- --virtual-mesh-roots-namespace={{ .Release.Namespace }}
+{{- end }}
+{{- if .Values.kubernetes.mirror.enabled }}
+- --mirror-namespace={{ .Release.Namespace }}
+{{- with .Values.kubernetes.mirror.resync }}
+- --mirror-resync={{ . }}
+{{- end }}
+{{- end }}
+{{- with .Values.virtualMeshIntermediateTTL }}
+- --virtual-mesh-intermediate-ttl={{ . }}
+{{- end }}
 {{- with .Values.certTTL }}
 - --cert-ttl={{ . }}
 {{- end }}
@@ -84,6 +103,15 @@
 
 {{- define "registration.extraNotes" -}}
 {{- if not .Values.ca.secretName }}
+{{- if .Values.kubernetes.caSecret.enabled }}
+
+WARNING: no ca.secretName is set, so registration keeps a DEVELOPMENT CA in the
+Secret {{ .Release.Namespace }}/{{ include "registration.caSecretName" . }}, made on first start and shared by the
+replicas. The other services do not trust it unless their client CA holds its
+root (root.crt in that Secret). For production, create that Secret yourself
+with your own root.crt, intermediate.crt and intermediate.key (or root.crt and
+root.key), or set ca.secretName.
+{{- else }}
 
 WARNING: no ca.secretName is set, so registration creates a DEVELOPMENT CA in
 an emptyDir at start. Every pod has its own CA, and it is lost when the pod
@@ -91,5 +119,6 @@ goes away: cluster certificates stop verifying, and the other services do not
 trust it unless their client CA holds its root. For anything but a trial,
 create a Secret with root.crt, intermediate.crt and intermediate.key and set
 ca.secretName.
+{{- end }}
 {{- end }}
 {{- end }}
