@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/x509"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/meshplane/meshplane/libs/kube/kubetest"
+	"github.com/meshplane/meshplane/libs/pki"
+	"github.com/meshplane/meshplane/libs/redistest"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/test/e2e/harness"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// A VirtualMesh with shared trust over the meshes of two clusters: each
+// cluster's agent makes a key, has registration sign an intermediate with
+// the VirtualMesh's root, and writes istio-system/cacerts. Both
+// intermediates chain to the same root, and they are different
+// intermediates.
+func TestVirtualMeshSharedTrustWritesCACerts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode (make test runs it)")
+	}
+	ctx := t.Context()
+	dir := t.TempDir()
+	clusters := kubetest.StartMany(t, kubetest.Options{Name: "east"}, kubetest.Options{Name: "west"})
+	redis := redistest.Start(t)
+	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{
+		BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east", "west"}, AllInOne: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plane.Stop)
+	procs := append([]*harness.Process{}, plane.Procs...)
+
+	for _, c := range clusters {
+		if err := c.ApplyYAML(ctx, harness.IstioControlPlane("", "1.24.0", "cluster.local")); err != nil {
+			t.Fatalf("apply istiod to %s: %v", c.Name, err)
+		}
+		agent, err := plane.StartAgent(harness.AgentOptions{
+			BinDir: binDir, Cluster: c.Name, Token: tokens[c.Name], Kubeconfig: c.Kubeconfig(),
+			LogDir: filepath.Join(dir, "logs"), StateDir: filepath.Join(dir, "agent-"+c.Name),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(agent.Stop)
+		procs = append(procs, agent)
+	}
+
+	east := clusters[0]
+	vm := `apiVersion: v1
+kind: Namespace
+metadata: {name: meshplane-config}
+---
+apiVersion: networking.meshplane.dev/v1
+kind: VirtualMesh
+metadata: {name: shared, namespace: meshplane-config}
+spec:
+  meshes:
+  - {name: istiod-istio-system-east, namespace: istio-system}
+  - {name: istiod-istio-system-west, namespace: istio-system}
+  mtlsConfig:
+    shared:
+      intermediateTtl: 2592000s
+      rootCertificateAuthority:
+        generated: {}
+`
+	if err := east.ApplyYAML(ctx, []byte(vm)); err != nil {
+		t.Fatal(err)
+	}
+
+	secrets := map[string]*corev1.Secret{}
+	for _, c := range clusters {
+		err := harness.Wait(ctx, 120*time.Second, fmt.Sprintf("istio-system/cacerts in %s", c.Name), func(ctx context.Context) (bool, error) {
+			s, err := c.Clientset().CoreV1().Secrets(harness.IstioNamespace).Get(ctx, "cacerts", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			secrets[c.Name] = s
+			return true, nil
+		}, procs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	intermediates := map[string]*x509.Certificate{}
+	for name, s := range secrets {
+		if l := s.GetLabels(); l[snapshots.LabelManagedBy] != snapshots.DefaultInstall || l[snapshots.LabelCluster] != name {
+			t.Errorf("%s: cacerts labels %v, want the ownership labels", name, l)
+		}
+		if s.Type != corev1.SecretTypeOpaque {
+			t.Errorf("%s: cacerts type %q, want Opaque", name, s.Type)
+		}
+		for _, k := range []string{"ca-cert.pem", "ca-key.pem", "root-cert.pem", "cert-chain.pem"} {
+			if len(s.Data[k]) == 0 {
+				t.Fatalf("%s: cacerts lacks %s", name, k)
+			}
+		}
+		inter := parseOne(t, name+" ca-cert.pem", s.Data["ca-cert.pem"])
+		root := parseOne(t, name+" root-cert.pem", s.Data["root-cert.pem"])
+		pool := x509.NewCertPool()
+		pool.AddCert(root)
+		if _, err := inter.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+			t.Errorf("%s: ca-cert.pem does not verify against root-cert.pem: %v", name, err)
+		}
+		if !inter.IsCA || inter.MaxPathLen != 0 || !inter.MaxPathLenZero {
+			t.Errorf("%s: intermediate IsCA=%v MaxPathLen=%d, want a CA with path length 0", name, inter.IsCA, inter.MaxPathLen)
+		}
+		key, err := pki.ParseKey(s.Data["ca-key.pem"])
+		if err != nil {
+			t.Fatalf("%s: ca-key.pem: %v", name, err)
+		}
+		if !key.Public().(interface{ Equal(crypto.PublicKey) bool }).Equal(inter.PublicKey) {
+			t.Errorf("%s: ca-key.pem is not the key of ca-cert.pem", name)
+		}
+		chain, err := pki.ParseCertificates(s.Data["cert-chain.pem"])
+		if err != nil || len(chain) < 2 || !chain[0].Equal(inter) || !chain[len(chain)-1].Equal(root) {
+			t.Errorf("%s: cert-chain.pem is not the intermediate then the root (%d certificates, %v)", name, len(chain), err)
+		}
+		intermediates[name] = inter
+	}
+	if !bytes.Equal(secrets["east"].Data["root-cert.pem"], secrets["west"].Data["root-cert.pem"]) {
+		t.Error("east and west hold different roots; a VirtualMesh with shared trust must give them one")
+	}
+	if intermediates["east"].Equal(intermediates["west"]) || intermediates["east"].SerialNumber.Cmp(intermediates["west"].SerialNumber) == 0 {
+		t.Error("east and west hold the same intermediate; each mesh must get its own")
+	}
+	if bytes.Equal(secrets["east"].Data["ca-key.pem"], secrets["west"].Data["ca-key.pem"]) {
+		t.Error("east and west hold the same key")
+	}
+}
+
+func parseOne(t *testing.T, what string, pemData []byte) *x509.Certificate {
+	t.Helper()
+	certs, err := pki.ParseCertificates(pemData)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return certs[0]
+}
