@@ -90,7 +90,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	f.String(&c.TrustDomain, "trust-domain", "SPIFFE trust domain of Meshplane identities")
 	f.String(&c.RelayAddr, "relay-addr", "management plane address (host:port) for every service without its own")
 	f.String(&c.RegistrationAddr, "registration-addr", "registration service address; default --relay-addr")
-	f.String(&c.IngestAddr, "ingest-addr", "ingest service address; default --relay-addr")
+	f.String(&c.IngestAddr, "ingest-addr", "ingest service address, or a comma-separated list of replicas to fail over between; default --relay-addr")
 	f.String(&c.DistributionAddr, "distribution-addr", "distribution service address, or a comma-separated list of replicas to fail over between; default --relay-addr")
 	f.String(&c.RelayCAFile, "relay-ca-file", "roots that sign the management plane's certificates (required)")
 	f.String(&c.ServerName, "server-name", "name to verify in the management plane's certificates; default the address host")

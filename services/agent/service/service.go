@@ -148,9 +148,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("obtain identity: %w", err)
 	}
 
-	ingestClient, err := a.httpClient(a.clientOptions(a.cfg.addr(a.cfg.IngestAddr), identity.Certificate))
-	if err != nil {
-		return fmt.Errorf("ingest client: %w", err)
+	// --ingest-addr may list several addresses, comma-separated: the
+	// pusher uses one and moves to the next when its stream fails.
+	var ingests []ingestv1connect.IngestServiceClient
+	for _, addr := range splitList(a.cfg.addr(a.cfg.IngestAddr)) {
+		ingestClient, err := a.httpClient(a.clientOptions(addr, identity.Certificate))
+		if err != nil {
+			return fmt.Errorf("ingest client for %s: %w", addr, err)
+		}
+		ingests = append(ingests, ingestv1connect.NewIngestServiceClient(ingestClient.c, ingestClient.url, ingestClient.options()...))
+	}
+	if len(ingests) == 0 {
+		return fmt.Errorf("no ingest address in %q", a.cfg.addr(a.cfg.IngestAddr))
 	}
 	// --distribution-addr may list several addresses, comma-separated:
 	// the relay watches through one and fails over to the next.
@@ -168,9 +177,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if len(dists) == 0 {
 		return fmt.Errorf("no distribution address in %q", a.cfg.addr(a.cfg.DistributionAddr))
 	}
-	relay := connectrpc.NewRelay(
-		ingestv1connect.NewIngestServiceClient(ingestClient.c, ingestClient.url, ingestClient.options()...),
-		dists, platform.Version)
+	relay := connectrpc.NewRelay(ingests[0], dists, platform.Version)
 
 	clients, err := kubeadapter.NewClients(restCfg)
 	if err != nil {
@@ -193,6 +200,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		Namespace: a.cfg.Namespace, ClusterDomain: a.cfg.ClusterDomain, Install: a.cfg.Install,
 	}
 	pusher := app.NewPusher(id, reader, relay, a.metrics, a.log, a.cfg.Debounce)
+	for _, ic := range ingests[1:] {
+		// Only its push stream is used: watches and acks go through relay.
+		pusher.FailOverTo(connectrpc.NewRelay(ic, dists, platform.Version))
+	}
 	syncer := app.NewSyncer(relay, kubeadapter.NewApplier(dyn, mapper, a.cfg.Install, a.cfg.Cluster), a.metrics, a.log)
 	syncer.SetStatusWriter(kubeadapter.NewStatusWriter(dyn, mapper))
 	admin.setReady(true)

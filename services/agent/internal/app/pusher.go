@@ -11,12 +11,22 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// PushTarget opens push streams to one ingest address. A Relay is one.
+type PushTarget interface {
+	OpenPush(ctx context.Context) (PushStream, error)
+}
+
 // Pusher sends the cluster's input snapshot to ingest: once after every
 // (re)connect, and again whenever discovery's content hash changes.
 type Pusher struct {
-	id       domain.Identity
-	reader   ClusterReader
-	relay    Relay
+	id     domain.Identity
+	reader ClusterReader
+	// targets are the ingest replicas to push to, one at a time: a stream
+	// that fails or breaks makes the next session use the next one. Any
+	// replica serves any cluster (they share the store), and every session
+	// resends the whole snapshot, so a move loses nothing.
+	targets  []PushTarget
+	cur      int
 	metrics  Metrics
 	log      *slog.Logger
 	debounce time.Duration
@@ -27,11 +37,17 @@ type Pusher struct {
 
 // NewPusher returns a pusher. debounce is how long a burst of changes may
 // settle before a snapshot is built.
-func NewPusher(id domain.Identity, reader ClusterReader, relay Relay, metrics Metrics, log *slog.Logger, debounce time.Duration) *Pusher {
+func NewPusher(id domain.Identity, reader ClusterReader, relay PushTarget, metrics Metrics, log *slog.Logger, debounce time.Duration) *Pusher {
 	if metrics == nil {
 		metrics = NopMetrics{}
 	}
-	return &Pusher{id: id, reader: reader, relay: relay, metrics: metrics, log: log, debounce: debounce}
+	return &Pusher{id: id, reader: reader, targets: []PushTarget{relay}, metrics: metrics, log: log, debounce: debounce}
+}
+
+// FailOverTo adds ingest replicas to move to, in turn, when the stream to
+// the current one fails. Call it before Run.
+func (p *Pusher) FailOverTo(more ...PushTarget) {
+	p.targets = append(p.targets, more...)
 }
 
 // AckedVersion returns the version ingest last acknowledged.
@@ -53,7 +69,12 @@ func (p *Pusher) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		p.log.Warn("push stream ended; reconnecting", "error", err)
+		if len(p.targets) > 1 {
+			p.cur = (p.cur + 1) % len(p.targets)
+			p.log.Warn("push stream ended; moving to the next ingest address", "error", err, "address", p.cur)
+		} else {
+			p.log.Warn("push stream ended; reconnecting", "error", err)
+		}
 		if !b.Wait(ctx) {
 			return nil
 		}
@@ -66,7 +87,7 @@ func (p *Pusher) Run(ctx context.Context) error {
 func (p *Pusher) session(ctx context.Context, b *Backoff) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := p.relay.OpenPush(ctx)
+	stream, err := p.targets[p.cur].OpenPush(ctx)
 	if err != nil {
 		return err
 	}
