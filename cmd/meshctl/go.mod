@@ -31,6 +31,7 @@ replace github.com/meshplane/meshplane/test/e2e => ../../test/e2e
 require (
 	connectrpc.com/connect v1.21.1
 	connectrpc.com/grpchealth v1.5.0
+	connectrpc.com/grpcreflect v1.3.1
 	github.com/meshplane/meshplane/libs/gen v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/libs/kube v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/libs/pki v0.0.0-00010101000000-000000000000
@@ -49,7 +50,6 @@ require (
 	cloud.google.com/go/auth v0.24.1-0.20261001053825-dbc26066f70a // indirect
 	cloud.google.com/go/auth/oauth2adapt v0.3.0 // indirect
 	cloud.google.com/go/compute/metadata v0.10.0 // indirect
-	connectrpc.com/grpcreflect v1.3.1 // indirect
 	dario.cat/mergo v1.0.2 // indirect
 	filippo.io/bigmod v0.1.0 // indirect
 	filippo.io/edwards25519 v1.2.0 // indirect
