@@ -16,6 +16,7 @@ import (
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	multiclusterv1 "github.com/meshplane/meshplane/libs/gen/meshplane/multicluster/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	observabilityv1 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
 	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -47,6 +48,8 @@ var Resources = []resource{
 	{"networking.meshplane.dev", "AccessPolicy", "accesspolicies", []string{"ap"}, &networkingv1.AccessPolicy{}, stateColumns},
 	{"networking.meshplane.dev", "VirtualDestination", "virtualdestinations", []string{"vd"}, &networkingv1.VirtualDestination{}, stateColumns},
 	{"settings.meshplane.dev", "Settings", "settings", nil, &settingsv1.Settings{}, stateColumns},
+	{"networking.meshplane.dev", "WasmDeploymentPolicy", "wasmdeploymentpolicies", []string{"wdp"}, &networkingv1.WasmDeploymentPolicy{}, stateColumns},
+	{"observability.meshplane.dev", "AccessLogPolicy", "accesslogpolicies", []string{"alp"}, &observabilityv1.AccessLogPolicy{}, stateColumns},
 	{"multicluster.meshplane.dev", "KubernetesCluster", "kubernetesclusters", []string{"kc"}, &multiclusterv1.KubernetesCluster{}, clusterColumns},
 }
 

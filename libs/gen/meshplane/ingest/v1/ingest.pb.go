@@ -8,6 +8,7 @@ package ingestv1
 
 import (
 	v11 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
+	v12 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
 	v1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -706,11 +707,252 @@ func (x *ListDestinationsResponse) GetDestinations() []*v11.Destination {
 	return nil
 }
 
+type PushAccessLogsRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*v12.AccessLogEntry  `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Entries the agent replica dropped since its previous batch because its
+	// queue was full.
+	Dropped       uint64 `protobuf:"varint,2,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushAccessLogsRequest) Reset() {
+	*x = PushAccessLogsRequest{}
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushAccessLogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushAccessLogsRequest) ProtoMessage() {}
+
+func (x *PushAccessLogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushAccessLogsRequest.ProtoReflect.Descriptor instead.
+func (*PushAccessLogsRequest) Descriptor() ([]byte, []int) {
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PushAccessLogsRequest) GetEntries() []*v12.AccessLogEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *PushAccessLogsRequest) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+type PushAccessLogsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entries accepted over the whole stream.
+	Accepted      uint64 `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushAccessLogsResponse) Reset() {
+	*x = PushAccessLogsResponse{}
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushAccessLogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushAccessLogsResponse) ProtoMessage() {}
+
+func (x *PushAccessLogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushAccessLogsResponse.ProtoReflect.Descriptor instead.
+func (*PushAccessLogsResponse) Descriptor() ([]byte, []int) {
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PushAccessLogsResponse) GetAccepted() uint64 {
+	if x != nil {
+		return x.Accepted
+	}
+	return 0
+}
+
+// WatchAccessLogsRequest filters the entries; empty fields match anything.
+type WatchAccessLogsRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Cluster   string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Namespace string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// A pod name prefix.
+	Workload string `protobuf:"bytes,3,opt,name=workload,proto3" json:"workload,omitempty"`
+	// An AccessLogPolicy as "<namespace>/<name>".
+	Policy string `protobuf:"bytes,4,opt,name=policy,proto3" json:"policy,omitempty"`
+	// Only entries with a response code at least this.
+	MinResponseCode uint32 `protobuf:"varint,5,opt,name=min_response_code,json=minResponseCode,proto3" json:"min_response_code,omitempty"`
+	// How many buffered entries to send first; zero sends none.
+	Tail uint32 `protobuf:"varint,6,opt,name=tail,proto3" json:"tail,omitempty"`
+	// Keep the stream open and send new entries as they arrive.
+	Follow        bool `protobuf:"varint,7,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchAccessLogsRequest) Reset() {
+	*x = WatchAccessLogsRequest{}
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchAccessLogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchAccessLogsRequest) ProtoMessage() {}
+
+func (x *WatchAccessLogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchAccessLogsRequest.ProtoReflect.Descriptor instead.
+func (*WatchAccessLogsRequest) Descriptor() ([]byte, []int) {
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *WatchAccessLogsRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *WatchAccessLogsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchAccessLogsRequest) GetWorkload() string {
+	if x != nil {
+		return x.Workload
+	}
+	return ""
+}
+
+func (x *WatchAccessLogsRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *WatchAccessLogsRequest) GetMinResponseCode() uint32 {
+	if x != nil {
+		return x.MinResponseCode
+	}
+	return 0
+}
+
+func (x *WatchAccessLogsRequest) GetTail() uint32 {
+	if x != nil {
+		return x.Tail
+	}
+	return 0
+}
+
+func (x *WatchAccessLogsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+type WatchAccessLogsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*v12.AccessLogEntry  `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchAccessLogsResponse) Reset() {
+	*x = WatchAccessLogsResponse{}
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchAccessLogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchAccessLogsResponse) ProtoMessage() {}
+
+func (x *WatchAccessLogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchAccessLogsResponse.ProtoReflect.Descriptor instead.
+func (*WatchAccessLogsResponse) Descriptor() ([]byte, []int) {
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *WatchAccessLogsResponse) GetEntries() []*v12.AccessLogEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
 var File_meshplane_ingest_v1_ingest_proto protoreflect.FileDescriptor
 
 const file_meshplane_ingest_v1_ingest_proto_rawDesc = "" +
 	"\n" +
-	" meshplane/ingest/v1/ingest.proto\x12\x13meshplane.ingest.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a&meshplane/discovery/v1/discovery.proto\x1a$meshplane/snapshot/v1/snapshot.proto\"O\n" +
+	" meshplane/ingest/v1/ingest.proto\x12\x13meshplane.ingest.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a&meshplane/discovery/v1/discovery.proto\x1a2meshplane/observability/v1/access_log_policy.proto\x1a$meshplane/snapshot/v1/snapshot.proto\"O\n" +
 	"\vPushRequest\x12@\n" +
 	"\bsnapshot\x18\x01 \x01(\v2$.meshplane.snapshot.v1.InputSnapshotR\bsnapshot\"5\n" +
 	"\fPushResponse\x12%\n" +
@@ -745,7 +987,22 @@ const file_meshplane_ingest_v1_ingest_proto_rawDesc = "" +
 	"\x17ListDestinationsRequest\x12<\n" +
 	"\x06filter\x18\x01 \x01(\v2$.meshplane.ingest.v1.DiscoveryFilterR\x06filter\"c\n" +
 	"\x18ListDestinationsResponse\x12G\n" +
-	"\fdestinations\x18\x01 \x03(\v2#.meshplane.discovery.v1.DestinationR\fdestinations2\xee\x04\n" +
+	"\fdestinations\x18\x01 \x03(\v2#.meshplane.discovery.v1.DestinationR\fdestinations\"w\n" +
+	"\x15PushAccessLogsRequest\x12D\n" +
+	"\aentries\x18\x01 \x03(\v2*.meshplane.observability.v1.AccessLogEntryR\aentries\x12\x18\n" +
+	"\adropped\x18\x02 \x01(\x04R\adropped\"4\n" +
+	"\x16PushAccessLogsResponse\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\x04R\baccepted\"\xdc\x01\n" +
+	"\x16WatchAccessLogsRequest\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x1a\n" +
+	"\bworkload\x18\x03 \x01(\tR\bworkload\x12\x16\n" +
+	"\x06policy\x18\x04 \x01(\tR\x06policy\x12*\n" +
+	"\x11min_response_code\x18\x05 \x01(\rR\x0fminResponseCode\x12\x12\n" +
+	"\x04tail\x18\x06 \x01(\rR\x04tail\x12\x16\n" +
+	"\x06follow\x18\a \x01(\bR\x06follow\"_\n" +
+	"\x17WatchAccessLogsResponse\x12D\n" +
+	"\aentries\x18\x01 \x03(\v2*.meshplane.observability.v1.AccessLogEntryR\aentries2\xcb\x06\n" +
 	"\rIngestService\x12O\n" +
 	"\x04Push\x12 .meshplane.ingest.v1.PushRequest\x1a!.meshplane.ingest.v1.PushResponse(\x010\x01\x12c\n" +
 	"\fListClusters\x12(.meshplane.ingest.v1.ListClustersRequest\x1a).meshplane.ingest.v1.ListClustersResponse\x12o\n" +
@@ -753,7 +1010,9 @@ const file_meshplane_ingest_v1_ingest_proto_rawDesc = "" +
 	"\n" +
 	"ListMeshes\x12&.meshplane.ingest.v1.ListMeshesRequest\x1a'.meshplane.ingest.v1.ListMeshesResponse\x12f\n" +
 	"\rListWorkloads\x12).meshplane.ingest.v1.ListWorkloadsRequest\x1a*.meshplane.ingest.v1.ListWorkloadsResponse\x12o\n" +
-	"\x10ListDestinations\x12,.meshplane.ingest.v1.ListDestinationsRequest\x1a-.meshplane.ingest.v1.ListDestinationsResponseB\xda\x01\n" +
+	"\x10ListDestinations\x12,.meshplane.ingest.v1.ListDestinationsRequest\x1a-.meshplane.ingest.v1.ListDestinationsResponse\x12k\n" +
+	"\x0ePushAccessLogs\x12*.meshplane.ingest.v1.PushAccessLogsRequest\x1a+.meshplane.ingest.v1.PushAccessLogsResponse(\x01\x12n\n" +
+	"\x0fWatchAccessLogs\x12+.meshplane.ingest.v1.WatchAccessLogsRequest\x1a,.meshplane.ingest.v1.WatchAccessLogsResponse0\x01B\xda\x01\n" +
 	"\x17com.meshplane.ingest.v1B\vIngestProtoP\x01ZDgithub.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1;ingestv1\xa2\x02\x03MIX\xaa\x02\x13Meshplane.Ingest.V1\xca\x02\x13Meshplane\\Ingest\\V1\xe2\x02\x1fMeshplane\\Ingest\\V1\\GPBMetadata\xea\x02\x15Meshplane::Ingest::V1b\x06proto3"
 
 var (
@@ -768,7 +1027,7 @@ func file_meshplane_ingest_v1_ingest_proto_rawDescGZIP() []byte {
 	return file_meshplane_ingest_v1_ingest_proto_rawDescData
 }
 
-var file_meshplane_ingest_v1_ingest_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_meshplane_ingest_v1_ingest_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_meshplane_ingest_v1_ingest_proto_goTypes = []any{
 	(*PushRequest)(nil),              // 0: meshplane.ingest.v1.PushRequest
 	(*PushResponse)(nil),             // 1: meshplane.ingest.v1.PushResponse
@@ -784,40 +1043,51 @@ var file_meshplane_ingest_v1_ingest_proto_goTypes = []any{
 	(*ListWorkloadsResponse)(nil),    // 11: meshplane.ingest.v1.ListWorkloadsResponse
 	(*ListDestinationsRequest)(nil),  // 12: meshplane.ingest.v1.ListDestinationsRequest
 	(*ListDestinationsResponse)(nil), // 13: meshplane.ingest.v1.ListDestinationsResponse
-	(*v1.InputSnapshot)(nil),         // 14: meshplane.snapshot.v1.InputSnapshot
-	(*timestamppb.Timestamp)(nil),    // 15: google.protobuf.Timestamp
-	(*v11.Mesh)(nil),                 // 16: meshplane.discovery.v1.Mesh
-	(*v11.Workload)(nil),             // 17: meshplane.discovery.v1.Workload
-	(*v11.Destination)(nil),          // 18: meshplane.discovery.v1.Destination
+	(*PushAccessLogsRequest)(nil),    // 14: meshplane.ingest.v1.PushAccessLogsRequest
+	(*PushAccessLogsResponse)(nil),   // 15: meshplane.ingest.v1.PushAccessLogsResponse
+	(*WatchAccessLogsRequest)(nil),   // 16: meshplane.ingest.v1.WatchAccessLogsRequest
+	(*WatchAccessLogsResponse)(nil),  // 17: meshplane.ingest.v1.WatchAccessLogsResponse
+	(*v1.InputSnapshot)(nil),         // 18: meshplane.snapshot.v1.InputSnapshot
+	(*timestamppb.Timestamp)(nil),    // 19: google.protobuf.Timestamp
+	(*v11.Mesh)(nil),                 // 20: meshplane.discovery.v1.Mesh
+	(*v11.Workload)(nil),             // 21: meshplane.discovery.v1.Workload
+	(*v11.Destination)(nil),          // 22: meshplane.discovery.v1.Destination
+	(*v12.AccessLogEntry)(nil),       // 23: meshplane.observability.v1.AccessLogEntry
 }
 var file_meshplane_ingest_v1_ingest_proto_depIdxs = []int32{
-	14, // 0: meshplane.ingest.v1.PushRequest.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
+	18, // 0: meshplane.ingest.v1.PushRequest.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
 	4,  // 1: meshplane.ingest.v1.ListClustersResponse.clusters:type_name -> meshplane.ingest.v1.ClusterConnectivity
-	15, // 2: meshplane.ingest.v1.ClusterConnectivity.last_push:type_name -> google.protobuf.Timestamp
-	14, // 3: meshplane.ingest.v1.GetInputSnapshotResponse.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
+	19, // 2: meshplane.ingest.v1.ClusterConnectivity.last_push:type_name -> google.protobuf.Timestamp
+	18, // 3: meshplane.ingest.v1.GetInputSnapshotResponse.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
 	7,  // 4: meshplane.ingest.v1.ListMeshesRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
-	16, // 5: meshplane.ingest.v1.ListMeshesResponse.meshes:type_name -> meshplane.discovery.v1.Mesh
+	20, // 5: meshplane.ingest.v1.ListMeshesResponse.meshes:type_name -> meshplane.discovery.v1.Mesh
 	7,  // 6: meshplane.ingest.v1.ListWorkloadsRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
-	17, // 7: meshplane.ingest.v1.ListWorkloadsResponse.workloads:type_name -> meshplane.discovery.v1.Workload
+	21, // 7: meshplane.ingest.v1.ListWorkloadsResponse.workloads:type_name -> meshplane.discovery.v1.Workload
 	7,  // 8: meshplane.ingest.v1.ListDestinationsRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
-	18, // 9: meshplane.ingest.v1.ListDestinationsResponse.destinations:type_name -> meshplane.discovery.v1.Destination
-	0,  // 10: meshplane.ingest.v1.IngestService.Push:input_type -> meshplane.ingest.v1.PushRequest
-	2,  // 11: meshplane.ingest.v1.IngestService.ListClusters:input_type -> meshplane.ingest.v1.ListClustersRequest
-	5,  // 12: meshplane.ingest.v1.IngestService.GetInputSnapshot:input_type -> meshplane.ingest.v1.GetInputSnapshotRequest
-	8,  // 13: meshplane.ingest.v1.IngestService.ListMeshes:input_type -> meshplane.ingest.v1.ListMeshesRequest
-	10, // 14: meshplane.ingest.v1.IngestService.ListWorkloads:input_type -> meshplane.ingest.v1.ListWorkloadsRequest
-	12, // 15: meshplane.ingest.v1.IngestService.ListDestinations:input_type -> meshplane.ingest.v1.ListDestinationsRequest
-	1,  // 16: meshplane.ingest.v1.IngestService.Push:output_type -> meshplane.ingest.v1.PushResponse
-	3,  // 17: meshplane.ingest.v1.IngestService.ListClusters:output_type -> meshplane.ingest.v1.ListClustersResponse
-	6,  // 18: meshplane.ingest.v1.IngestService.GetInputSnapshot:output_type -> meshplane.ingest.v1.GetInputSnapshotResponse
-	9,  // 19: meshplane.ingest.v1.IngestService.ListMeshes:output_type -> meshplane.ingest.v1.ListMeshesResponse
-	11, // 20: meshplane.ingest.v1.IngestService.ListWorkloads:output_type -> meshplane.ingest.v1.ListWorkloadsResponse
-	13, // 21: meshplane.ingest.v1.IngestService.ListDestinations:output_type -> meshplane.ingest.v1.ListDestinationsResponse
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	22, // 9: meshplane.ingest.v1.ListDestinationsResponse.destinations:type_name -> meshplane.discovery.v1.Destination
+	23, // 10: meshplane.ingest.v1.PushAccessLogsRequest.entries:type_name -> meshplane.observability.v1.AccessLogEntry
+	23, // 11: meshplane.ingest.v1.WatchAccessLogsResponse.entries:type_name -> meshplane.observability.v1.AccessLogEntry
+	0,  // 12: meshplane.ingest.v1.IngestService.Push:input_type -> meshplane.ingest.v1.PushRequest
+	2,  // 13: meshplane.ingest.v1.IngestService.ListClusters:input_type -> meshplane.ingest.v1.ListClustersRequest
+	5,  // 14: meshplane.ingest.v1.IngestService.GetInputSnapshot:input_type -> meshplane.ingest.v1.GetInputSnapshotRequest
+	8,  // 15: meshplane.ingest.v1.IngestService.ListMeshes:input_type -> meshplane.ingest.v1.ListMeshesRequest
+	10, // 16: meshplane.ingest.v1.IngestService.ListWorkloads:input_type -> meshplane.ingest.v1.ListWorkloadsRequest
+	12, // 17: meshplane.ingest.v1.IngestService.ListDestinations:input_type -> meshplane.ingest.v1.ListDestinationsRequest
+	14, // 18: meshplane.ingest.v1.IngestService.PushAccessLogs:input_type -> meshplane.ingest.v1.PushAccessLogsRequest
+	16, // 19: meshplane.ingest.v1.IngestService.WatchAccessLogs:input_type -> meshplane.ingest.v1.WatchAccessLogsRequest
+	1,  // 20: meshplane.ingest.v1.IngestService.Push:output_type -> meshplane.ingest.v1.PushResponse
+	3,  // 21: meshplane.ingest.v1.IngestService.ListClusters:output_type -> meshplane.ingest.v1.ListClustersResponse
+	6,  // 22: meshplane.ingest.v1.IngestService.GetInputSnapshot:output_type -> meshplane.ingest.v1.GetInputSnapshotResponse
+	9,  // 23: meshplane.ingest.v1.IngestService.ListMeshes:output_type -> meshplane.ingest.v1.ListMeshesResponse
+	11, // 24: meshplane.ingest.v1.IngestService.ListWorkloads:output_type -> meshplane.ingest.v1.ListWorkloadsResponse
+	13, // 25: meshplane.ingest.v1.IngestService.ListDestinations:output_type -> meshplane.ingest.v1.ListDestinationsResponse
+	15, // 26: meshplane.ingest.v1.IngestService.PushAccessLogs:output_type -> meshplane.ingest.v1.PushAccessLogsResponse
+	17, // 27: meshplane.ingest.v1.IngestService.WatchAccessLogs:output_type -> meshplane.ingest.v1.WatchAccessLogsResponse
+	20, // [20:28] is the sub-list for method output_type
+	12, // [12:20] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_ingest_v1_ingest_proto_init() }
@@ -831,7 +1101,7 @@ func file_meshplane_ingest_v1_ingest_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshplane_ingest_v1_ingest_proto_rawDesc), len(file_meshplane_ingest_v1_ingest_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

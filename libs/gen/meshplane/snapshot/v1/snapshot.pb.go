@@ -7,9 +7,10 @@
 package snapshotv1
 
 import (
-	v13 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
+	v14 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	v1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	v11 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	v13 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
 	v12 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -94,17 +95,19 @@ type InputSnapshot struct {
 	Cluster string `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	// The content hash of every field below except generated_at, as computed
 	// by the snapshots library ("sha256:<hex>").
-	Version             string                    `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
-	Agent               *AgentInfo                `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
-	GeneratedAt         *timestamppb.Timestamp    `protobuf:"bytes,4,opt,name=generated_at,json=generatedAt,proto3" json:"generated_at,omitempty"`
-	Meshes              []*v1.Mesh                `protobuf:"bytes,10,rep,name=meshes,proto3" json:"meshes,omitempty"`
-	Workloads           []*v1.Workload            `protobuf:"bytes,11,rep,name=workloads,proto3" json:"workloads,omitempty"`
-	Destinations        []*v1.Destination         `protobuf:"bytes,12,rep,name=destinations,proto3" json:"destinations,omitempty"`
-	VirtualMeshes       []*v11.VirtualMesh        `protobuf:"bytes,20,rep,name=virtual_meshes,json=virtualMeshes,proto3" json:"virtual_meshes,omitempty"`
-	TrafficPolicies     []*v11.TrafficPolicy      `protobuf:"bytes,21,rep,name=traffic_policies,json=trafficPolicies,proto3" json:"traffic_policies,omitempty"`
-	AccessPolicies      []*v11.AccessPolicy       `protobuf:"bytes,22,rep,name=access_policies,json=accessPolicies,proto3" json:"access_policies,omitempty"`
-	VirtualDestinations []*v11.VirtualDestination `protobuf:"bytes,23,rep,name=virtual_destinations,json=virtualDestinations,proto3" json:"virtual_destinations,omitempty"`
-	Settings            []*v12.Settings           `protobuf:"bytes,24,rep,name=settings,proto3" json:"settings,omitempty"`
+	Version                string                      `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Agent                  *AgentInfo                  `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
+	GeneratedAt            *timestamppb.Timestamp      `protobuf:"bytes,4,opt,name=generated_at,json=generatedAt,proto3" json:"generated_at,omitempty"`
+	Meshes                 []*v1.Mesh                  `protobuf:"bytes,10,rep,name=meshes,proto3" json:"meshes,omitempty"`
+	Workloads              []*v1.Workload              `protobuf:"bytes,11,rep,name=workloads,proto3" json:"workloads,omitempty"`
+	Destinations           []*v1.Destination           `protobuf:"bytes,12,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	VirtualMeshes          []*v11.VirtualMesh          `protobuf:"bytes,20,rep,name=virtual_meshes,json=virtualMeshes,proto3" json:"virtual_meshes,omitempty"`
+	TrafficPolicies        []*v11.TrafficPolicy        `protobuf:"bytes,21,rep,name=traffic_policies,json=trafficPolicies,proto3" json:"traffic_policies,omitempty"`
+	AccessPolicies         []*v11.AccessPolicy         `protobuf:"bytes,22,rep,name=access_policies,json=accessPolicies,proto3" json:"access_policies,omitempty"`
+	VirtualDestinations    []*v11.VirtualDestination   `protobuf:"bytes,23,rep,name=virtual_destinations,json=virtualDestinations,proto3" json:"virtual_destinations,omitempty"`
+	Settings               []*v12.Settings             `protobuf:"bytes,24,rep,name=settings,proto3" json:"settings,omitempty"`
+	WasmDeploymentPolicies []*v11.WasmDeploymentPolicy `protobuf:"bytes,25,rep,name=wasm_deployment_policies,json=wasmDeploymentPolicies,proto3" json:"wasm_deployment_policies,omitempty"`
+	AccessLogPolicies      []*v13.AccessLogPolicy      `protobuf:"bytes,26,rep,name=access_log_policies,json=accessLogPolicies,proto3" json:"access_log_policies,omitempty"`
 	// Istio VirtualServices and DestinationRules in the cluster that Meshplane
 	// did not write (no ownership labels of this install). Translation reports
 	// a Meshplane object for the same host as a conflict unless Settings allow
@@ -224,6 +227,20 @@ func (x *InputSnapshot) GetVirtualDestinations() []*v11.VirtualDestination {
 func (x *InputSnapshot) GetSettings() []*v12.Settings {
 	if x != nil {
 		return x.Settings
+	}
+	return nil
+}
+
+func (x *InputSnapshot) GetWasmDeploymentPolicies() []*v11.WasmDeploymentPolicy {
+	if x != nil {
+		return x.WasmDeploymentPolicies
+	}
+	return nil
+}
+
+func (x *InputSnapshot) GetAccessLogPolicies() []*v13.AccessLogPolicy {
+	if x != nil {
+		return x.AccessLogPolicies
 	}
 	return nil
 }
@@ -402,8 +419,15 @@ type OutputSnapshot struct {
 	// of the cluster that a VirtualMesh with shared trust lists. Sorted by
 	// (mesh namespace, mesh name).
 	IssuedCertificates []*IssuedCertificate `protobuf:"bytes,7,rep,name=issued_certificates,json=issuedCertificates,proto3" json:"issued_certificates,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The Wasm filter configs every agent replica serves over ECDS, sorted by
+	// name.
+	WasmFilters []*WasmFilterConfig `protobuf:"bytes,8,rep,name=wasm_filters,json=wasmFilters,proto3" json:"wasm_filters,omitempty"`
+	// The access-log policies that select workloads of this cluster, resolved
+	// to this cluster's workloads, sorted by (namespace, name). Every agent
+	// replica filters Envoy access logs with them.
+	AccessLogPolicies []*AccessLogPolicyConfig `protobuf:"bytes,9,rep,name=access_log_policies,json=accessLogPolicies,proto3" json:"access_log_policies,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *OutputSnapshot) Reset() {
@@ -485,6 +509,224 @@ func (x *OutputSnapshot) GetIssuedCertificates() []*IssuedCertificate {
 	return nil
 }
 
+func (x *OutputSnapshot) GetWasmFilters() []*WasmFilterConfig {
+	if x != nil {
+		return x.WasmFilters
+	}
+	return nil
+}
+
+func (x *OutputSnapshot) GetAccessLogPolicies() []*AccessLogPolicyConfig {
+	if x != nil {
+		return x.AccessLogPolicies
+	}
+	return nil
+}
+
+// WasmFilterConfig is one Wasm HTTP filter for the agent's ECDS server.
+type WasmFilterConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ECDS resource name: "meshplane.<namespace>.<policy>.<filter>".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The WasmDeploymentPolicy it comes from.
+	Policy *v14.ObjectRef `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The workloads that get it, in this cluster.
+	Workloads []*v14.ObjectRef `protobuf:"bytes,3,rep,name=workloads,proto3" json:"workloads,omitempty"`
+	// The module over HTTP(S) and its SHA-256 (hex). Empty for an OCI-only
+	// filter, which only the WasmPlugin output carries.
+	Url    string `protobuf:"bytes,4,opt,name=url,proto3" json:"url,omitempty"`
+	Sha256 string `protobuf:"bytes,5,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	RootId string `protobuf:"bytes,6,opt,name=root_id,json=rootId,proto3" json:"root_id,omitempty"`
+	// The filter's configuration as JSON.
+	ConfigJson    []byte                                        `protobuf:"bytes,7,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	Phase         v11.WasmDeploymentPolicySpec_WasmFilter_Phase `protobuf:"varint,8,opt,name=phase,proto3,enum=meshplane.networking.v1.WasmDeploymentPolicySpec_WasmFilter_Phase" json:"phase,omitempty"`
+	Priority      int32                                         `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WasmFilterConfig) Reset() {
+	*x = WasmFilterConfig{}
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WasmFilterConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WasmFilterConfig) ProtoMessage() {}
+
+func (x *WasmFilterConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WasmFilterConfig.ProtoReflect.Descriptor instead.
+func (*WasmFilterConfig) Descriptor() ([]byte, []int) {
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *WasmFilterConfig) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WasmFilterConfig) GetPolicy() *v14.ObjectRef {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *WasmFilterConfig) GetWorkloads() []*v14.ObjectRef {
+	if x != nil {
+		return x.Workloads
+	}
+	return nil
+}
+
+func (x *WasmFilterConfig) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *WasmFilterConfig) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *WasmFilterConfig) GetRootId() string {
+	if x != nil {
+		return x.RootId
+	}
+	return ""
+}
+
+func (x *WasmFilterConfig) GetConfigJson() []byte {
+	if x != nil {
+		return x.ConfigJson
+	}
+	return nil
+}
+
+func (x *WasmFilterConfig) GetPhase() v11.WasmDeploymentPolicySpec_WasmFilter_Phase {
+	if x != nil {
+		return x.Phase
+	}
+	return v11.WasmDeploymentPolicySpec_WasmFilter_Phase(0)
+}
+
+func (x *WasmFilterConfig) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+// AccessLogPolicyConfig is an AccessLogPolicy resolved for one cluster.
+type AccessLogPolicyConfig struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Policy *v14.ObjectRef         `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The workloads of this cluster it selects (name and namespace of each
+	// discovered Workload).
+	Workloads []*v14.ObjectRef `protobuf:"bytes,2,rep,name=workloads,proto3" json:"workloads,omitempty"`
+	// Pod label sets and namespaces of those workloads, so that an entry can
+	// be matched from the proxy's node metadata alone.
+	WorkloadMatches         []*AccessLogPolicyConfig_WorkloadMatch `protobuf:"bytes,3,rep,name=workload_matches,json=workloadMatches,proto3" json:"workload_matches,omitempty"`
+	Filters                 []*v13.AccessLogPolicySpec_Filter      `protobuf:"bytes,4,rep,name=filters,proto3" json:"filters,omitempty"`
+	IncludedRequestHeaders  []string                               `protobuf:"bytes,5,rep,name=included_request_headers,json=includedRequestHeaders,proto3" json:"included_request_headers,omitempty"`
+	IncludedResponseHeaders []string                               `protobuf:"bytes,6,rep,name=included_response_headers,json=includedResponseHeaders,proto3" json:"included_response_headers,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *AccessLogPolicyConfig) Reset() {
+	*x = AccessLogPolicyConfig{}
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AccessLogPolicyConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AccessLogPolicyConfig) ProtoMessage() {}
+
+func (x *AccessLogPolicyConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AccessLogPolicyConfig.ProtoReflect.Descriptor instead.
+func (*AccessLogPolicyConfig) Descriptor() ([]byte, []int) {
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AccessLogPolicyConfig) GetPolicy() *v14.ObjectRef {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *AccessLogPolicyConfig) GetWorkloads() []*v14.ObjectRef {
+	if x != nil {
+		return x.Workloads
+	}
+	return nil
+}
+
+func (x *AccessLogPolicyConfig) GetWorkloadMatches() []*AccessLogPolicyConfig_WorkloadMatch {
+	if x != nil {
+		return x.WorkloadMatches
+	}
+	return nil
+}
+
+func (x *AccessLogPolicyConfig) GetFilters() []*v13.AccessLogPolicySpec_Filter {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
+func (x *AccessLogPolicyConfig) GetIncludedRequestHeaders() []string {
+	if x != nil {
+		return x.IncludedRequestHeaders
+	}
+	return nil
+}
+
+func (x *AccessLogPolicyConfig) GetIncludedResponseHeaders() []string {
+	if x != nil {
+		return x.IncludedResponseHeaders
+	}
+	return nil
+}
+
 // IssuedCertificate asks the agent to hold an Istio plug-in CA ("cacerts")
 // for one mesh, signed by a VirtualMesh's root through the registration
 // service's SignIntermediate. The agent makes the key, which never leaves the
@@ -492,9 +734,9 @@ func (x *OutputSnapshot) GetIssuedCertificates() []*IssuedCertificate {
 type IssuedCertificate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The VirtualMesh whose root signs.
-	VirtualMesh *v13.ObjectRef `protobuf:"bytes,1,opt,name=virtual_mesh,json=virtualMesh,proto3" json:"virtual_mesh,omitempty"`
+	VirtualMesh *v14.ObjectRef `protobuf:"bytes,1,opt,name=virtual_mesh,json=virtualMesh,proto3" json:"virtual_mesh,omitempty"`
 	// The mesh, in this cluster, the CA is for.
-	Mesh *v13.ObjectRef `protobuf:"bytes,2,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	Mesh *v14.ObjectRef `protobuf:"bytes,2,opt,name=mesh,proto3" json:"mesh,omitempty"`
 	// The mesh's SPIFFE trust domain.
 	TrustDomain string `protobuf:"bytes,3,opt,name=trust_domain,json=trustDomain,proto3" json:"trust_domain,omitempty"`
 	// Where the agent writes the CA: Istio reads the Secret "cacerts" in
@@ -516,7 +758,7 @@ type IssuedCertificate struct {
 
 func (x *IssuedCertificate) Reset() {
 	*x = IssuedCertificate{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +770,7 @@ func (x *IssuedCertificate) String() string {
 func (*IssuedCertificate) ProtoMessage() {}
 
 func (x *IssuedCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,17 +783,17 @@ func (x *IssuedCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssuedCertificate.ProtoReflect.Descriptor instead.
 func (*IssuedCertificate) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{4}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *IssuedCertificate) GetVirtualMesh() *v13.ObjectRef {
+func (x *IssuedCertificate) GetVirtualMesh() *v14.ObjectRef {
 	if x != nil {
 		return x.VirtualMesh
 	}
 	return nil
 }
 
-func (x *IssuedCertificate) GetMesh() *v13.ObjectRef {
+func (x *IssuedCertificate) GetMesh() *v14.ObjectRef {
 	if x != nil {
 		return x.Mesh
 	}
@@ -626,7 +868,7 @@ type Object struct {
 
 func (x *Object) Reset() {
 	*x = Object{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +880,7 @@ func (x *Object) String() string {
 func (*Object) ProtoMessage() {}
 
 func (x *Object) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +893,7 @@ func (x *Object) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Object.ProtoReflect.Descriptor instead.
 func (*Object) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Object) GetApiVersion() string {
@@ -721,7 +963,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +975,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +988,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ResourceStatus) GetApiVersion() string {
@@ -804,7 +1046,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +1058,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +1071,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ObjectRef) GetApiVersion() string {
@@ -873,7 +1115,7 @@ type ApplyResult struct {
 
 func (x *ApplyResult) Reset() {
 	*x = ApplyResult{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1127,7 @@ func (x *ApplyResult) String() string {
 func (*ApplyResult) ProtoMessage() {}
 
 func (x *ApplyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1140,7 @@ func (x *ApplyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResult.ProtoReflect.Descriptor instead.
 func (*ApplyResult) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ApplyResult) GetRef() *ObjectRef {
@@ -922,11 +1164,63 @@ func (x *ApplyResult) GetError() string {
 	return ""
 }
 
+type AccessLogPolicyConfig_WorkloadMatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Labels        map[string]string      `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AccessLogPolicyConfig_WorkloadMatch) Reset() {
+	*x = AccessLogPolicyConfig_WorkloadMatch{}
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AccessLogPolicyConfig_WorkloadMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AccessLogPolicyConfig_WorkloadMatch) ProtoMessage() {}
+
+func (x *AccessLogPolicyConfig_WorkloadMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AccessLogPolicyConfig_WorkloadMatch.ProtoReflect.Descriptor instead.
+func (*AccessLogPolicyConfig_WorkloadMatch) Descriptor() ([]byte, []int) {
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5, 0}
+}
+
+func (x *AccessLogPolicyConfig_WorkloadMatch) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *AccessLogPolicyConfig_WorkloadMatch) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 var File_meshplane_snapshot_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
-	"$meshplane/snapshot/v1/snapshot.proto\x12\x15meshplane.snapshot.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a meshplane/common/v1/common.proto\x1a&meshplane/discovery/v1/discovery.proto\x1a+meshplane/networking/v1/access_policy.proto\x1a,meshplane/networking/v1/traffic_policy.proto\x1a1meshplane/networking/v1/virtual_destination.proto\x1a*meshplane/networking/v1/virtual_mesh.proto\x1a$meshplane/settings/v1/settings.proto\"\xdc\x06\n" +
+	"$meshplane/snapshot/v1/snapshot.proto\x12\x15meshplane.snapshot.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a meshplane/common/v1/common.proto\x1a&meshplane/discovery/v1/discovery.proto\x1a+meshplane/networking/v1/access_policy.proto\x1a,meshplane/networking/v1/traffic_policy.proto\x1a1meshplane/networking/v1/virtual_destination.proto\x1a*meshplane/networking/v1/virtual_mesh.proto\x1a4meshplane/networking/v1/wasm_deployment_policy.proto\x1a2meshplane/observability/v1/access_log_policy.proto\x1a$meshplane/settings/v1/settings.proto\"\xa2\b\n" +
 	"\rInputSnapshot\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x126\n" +
@@ -940,7 +1234,9 @@ const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x10traffic_policies\x18\x15 \x03(\v2&.meshplane.networking.v1.TrafficPolicyR\x0ftrafficPolicies\x12N\n" +
 	"\x0faccess_policies\x18\x16 \x03(\v2%.meshplane.networking.v1.AccessPolicyR\x0eaccessPolicies\x12^\n" +
 	"\x14virtual_destinations\x18\x17 \x03(\v2+.meshplane.networking.v1.VirtualDestinationR\x13virtualDestinations\x12;\n" +
-	"\bsettings\x18\x18 \x03(\v2\x1f.meshplane.settings.v1.SettingsR\bsettings\x12T\n" +
+	"\bsettings\x18\x18 \x03(\v2\x1f.meshplane.settings.v1.SettingsR\bsettings\x12g\n" +
+	"\x18wasm_deployment_policies\x18\x19 \x03(\v2-.meshplane.networking.v1.WasmDeploymentPolicyR\x16wasmDeploymentPolicies\x12[\n" +
+	"\x13access_log_policies\x18\x1a \x03(\v2+.meshplane.observability.v1.AccessLogPolicyR\x11accessLogPolicies\x12T\n" +
 	"\x12user_istio_objects\x18\x1e \x03(\v2&.meshplane.snapshot.v1.UserIstioObjectR\x10userIstioObjects\"\x8a\x01\n" +
 	"\x0fUserIstioObject\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
@@ -951,7 +1247,7 @@ const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\tAgentInfo\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x18\n" +
 	"\areplica\x18\x02 \x01(\tR\areplica\x12\x1c\n" +
-	"\tnamespace\x18\x03 \x01(\tR\tnamespace\"\xfd\x03\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\"\xa7\x05\n" +
 	"\x0eOutputSnapshot\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12=\n" +
@@ -959,8 +1255,34 @@ const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\aobjects\x18\x04 \x03(\v2\x1d.meshplane.snapshot.v1.ObjectR\aobjects\x12A\n" +
 	"\bstatuses\x18\x05 \x03(\v2%.meshplane.snapshot.v1.ResourceStatusR\bstatuses\x12_\n" +
 	"\x0einput_versions\x18\x06 \x03(\v28.meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntryR\rinputVersions\x12Y\n" +
-	"\x13issued_certificates\x18\a \x03(\v2(.meshplane.snapshot.v1.IssuedCertificateR\x12issuedCertificates\x1a@\n" +
+	"\x13issued_certificates\x18\a \x03(\v2(.meshplane.snapshot.v1.IssuedCertificateR\x12issuedCertificates\x12J\n" +
+	"\fwasm_filters\x18\b \x03(\v2'.meshplane.snapshot.v1.WasmFilterConfigR\vwasmFilters\x12\\\n" +
+	"\x13access_log_policies\x18\t \x03(\v2,.meshplane.snapshot.v1.AccessLogPolicyConfigR\x11accessLogPolicies\x1a@\n" +
 	"\x12InputVersionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf6\x02\n" +
+	"\x10WasmFilterConfig\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x126\n" +
+	"\x06policy\x18\x02 \x01(\v2\x1e.meshplane.common.v1.ObjectRefR\x06policy\x12<\n" +
+	"\tworkloads\x18\x03 \x03(\v2\x1e.meshplane.common.v1.ObjectRefR\tworkloads\x12\x10\n" +
+	"\x03url\x18\x04 \x01(\tR\x03url\x12\x16\n" +
+	"\x06sha256\x18\x05 \x01(\tR\x06sha256\x12\x17\n" +
+	"\aroot_id\x18\x06 \x01(\tR\x06rootId\x12\x1f\n" +
+	"\vconfig_json\x18\a \x01(\fR\n" +
+	"configJson\x12X\n" +
+	"\x05phase\x18\b \x01(\x0e2B.meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.PhaseR\x05phase\x12\x1a\n" +
+	"\bpriority\x18\t \x01(\x05R\bpriority\"\x87\x05\n" +
+	"\x15AccessLogPolicyConfig\x126\n" +
+	"\x06policy\x18\x01 \x01(\v2\x1e.meshplane.common.v1.ObjectRefR\x06policy\x12<\n" +
+	"\tworkloads\x18\x02 \x03(\v2\x1e.meshplane.common.v1.ObjectRefR\tworkloads\x12e\n" +
+	"\x10workload_matches\x18\x03 \x03(\v2:.meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatchR\x0fworkloadMatches\x12P\n" +
+	"\afilters\x18\x04 \x03(\v26.meshplane.observability.v1.AccessLogPolicySpec.FilterR\afilters\x128\n" +
+	"\x18included_request_headers\x18\x05 \x03(\tR\x16includedRequestHeaders\x12:\n" +
+	"\x19included_response_headers\x18\x06 \x03(\tR\x17includedResponseHeaders\x1a\xc8\x01\n" +
+	"\rWorkloadMatch\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12^\n" +
+	"\x06labels\x18\x02 \x03(\v2F.meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x86\x04\n" +
 	"\x11IssuedCertificate\x12A\n" +
@@ -1028,64 +1350,84 @@ func file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_meshplane_snapshot_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshplane_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_meshplane_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_meshplane_snapshot_v1_snapshot_proto_goTypes = []any{
-	(ApplyOutcome)(0),              // 0: meshplane.snapshot.v1.ApplyOutcome
-	(*InputSnapshot)(nil),          // 1: meshplane.snapshot.v1.InputSnapshot
-	(*UserIstioObject)(nil),        // 2: meshplane.snapshot.v1.UserIstioObject
-	(*AgentInfo)(nil),              // 3: meshplane.snapshot.v1.AgentInfo
-	(*OutputSnapshot)(nil),         // 4: meshplane.snapshot.v1.OutputSnapshot
-	(*IssuedCertificate)(nil),      // 5: meshplane.snapshot.v1.IssuedCertificate
-	(*Object)(nil),                 // 6: meshplane.snapshot.v1.Object
-	(*ResourceStatus)(nil),         // 7: meshplane.snapshot.v1.ResourceStatus
-	(*ObjectRef)(nil),              // 8: meshplane.snapshot.v1.ObjectRef
-	(*ApplyResult)(nil),            // 9: meshplane.snapshot.v1.ApplyResult
-	nil,                            // 10: meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
-	nil,                            // 11: meshplane.snapshot.v1.Object.LabelsEntry
-	nil,                            // 12: meshplane.snapshot.v1.Object.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil),  // 13: google.protobuf.Timestamp
-	(*v1.Mesh)(nil),                // 14: meshplane.discovery.v1.Mesh
-	(*v1.Workload)(nil),            // 15: meshplane.discovery.v1.Workload
-	(*v1.Destination)(nil),         // 16: meshplane.discovery.v1.Destination
-	(*v11.VirtualMesh)(nil),        // 17: meshplane.networking.v1.VirtualMesh
-	(*v11.TrafficPolicy)(nil),      // 18: meshplane.networking.v1.TrafficPolicy
-	(*v11.AccessPolicy)(nil),       // 19: meshplane.networking.v1.AccessPolicy
-	(*v11.VirtualDestination)(nil), // 20: meshplane.networking.v1.VirtualDestination
-	(*v12.Settings)(nil),           // 21: meshplane.settings.v1.Settings
-	(*v13.ObjectRef)(nil),          // 22: meshplane.common.v1.ObjectRef
-	(*durationpb.Duration)(nil),    // 23: google.protobuf.Duration
-	(v11.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm)(0), // 24: meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
+	(ApplyOutcome)(0),                           // 0: meshplane.snapshot.v1.ApplyOutcome
+	(*InputSnapshot)(nil),                       // 1: meshplane.snapshot.v1.InputSnapshot
+	(*UserIstioObject)(nil),                     // 2: meshplane.snapshot.v1.UserIstioObject
+	(*AgentInfo)(nil),                           // 3: meshplane.snapshot.v1.AgentInfo
+	(*OutputSnapshot)(nil),                      // 4: meshplane.snapshot.v1.OutputSnapshot
+	(*WasmFilterConfig)(nil),                    // 5: meshplane.snapshot.v1.WasmFilterConfig
+	(*AccessLogPolicyConfig)(nil),               // 6: meshplane.snapshot.v1.AccessLogPolicyConfig
+	(*IssuedCertificate)(nil),                   // 7: meshplane.snapshot.v1.IssuedCertificate
+	(*Object)(nil),                              // 8: meshplane.snapshot.v1.Object
+	(*ResourceStatus)(nil),                      // 9: meshplane.snapshot.v1.ResourceStatus
+	(*ObjectRef)(nil),                           // 10: meshplane.snapshot.v1.ObjectRef
+	(*ApplyResult)(nil),                         // 11: meshplane.snapshot.v1.ApplyResult
+	nil,                                         // 12: meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
+	(*AccessLogPolicyConfig_WorkloadMatch)(nil), // 13: meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch
+	nil,                              // 14: meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.LabelsEntry
+	nil,                              // 15: meshplane.snapshot.v1.Object.LabelsEntry
+	nil,                              // 16: meshplane.snapshot.v1.Object.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil),    // 17: google.protobuf.Timestamp
+	(*v1.Mesh)(nil),                  // 18: meshplane.discovery.v1.Mesh
+	(*v1.Workload)(nil),              // 19: meshplane.discovery.v1.Workload
+	(*v1.Destination)(nil),           // 20: meshplane.discovery.v1.Destination
+	(*v11.VirtualMesh)(nil),          // 21: meshplane.networking.v1.VirtualMesh
+	(*v11.TrafficPolicy)(nil),        // 22: meshplane.networking.v1.TrafficPolicy
+	(*v11.AccessPolicy)(nil),         // 23: meshplane.networking.v1.AccessPolicy
+	(*v11.VirtualDestination)(nil),   // 24: meshplane.networking.v1.VirtualDestination
+	(*v12.Settings)(nil),             // 25: meshplane.settings.v1.Settings
+	(*v11.WasmDeploymentPolicy)(nil), // 26: meshplane.networking.v1.WasmDeploymentPolicy
+	(*v13.AccessLogPolicy)(nil),      // 27: meshplane.observability.v1.AccessLogPolicy
+	(*v14.ObjectRef)(nil),            // 28: meshplane.common.v1.ObjectRef
+	(v11.WasmDeploymentPolicySpec_WasmFilter_Phase)(0),                                  // 29: meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.Phase
+	(*v13.AccessLogPolicySpec_Filter)(nil),                                              // 30: meshplane.observability.v1.AccessLogPolicySpec.Filter
+	(*durationpb.Duration)(nil),                                                         // 31: google.protobuf.Duration
+	(v11.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm)(0), // 32: meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
 }
 var file_meshplane_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	3,  // 0: meshplane.snapshot.v1.InputSnapshot.agent:type_name -> meshplane.snapshot.v1.AgentInfo
-	13, // 1: meshplane.snapshot.v1.InputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
-	14, // 2: meshplane.snapshot.v1.InputSnapshot.meshes:type_name -> meshplane.discovery.v1.Mesh
-	15, // 3: meshplane.snapshot.v1.InputSnapshot.workloads:type_name -> meshplane.discovery.v1.Workload
-	16, // 4: meshplane.snapshot.v1.InputSnapshot.destinations:type_name -> meshplane.discovery.v1.Destination
-	17, // 5: meshplane.snapshot.v1.InputSnapshot.virtual_meshes:type_name -> meshplane.networking.v1.VirtualMesh
-	18, // 6: meshplane.snapshot.v1.InputSnapshot.traffic_policies:type_name -> meshplane.networking.v1.TrafficPolicy
-	19, // 7: meshplane.snapshot.v1.InputSnapshot.access_policies:type_name -> meshplane.networking.v1.AccessPolicy
-	20, // 8: meshplane.snapshot.v1.InputSnapshot.virtual_destinations:type_name -> meshplane.networking.v1.VirtualDestination
-	21, // 9: meshplane.snapshot.v1.InputSnapshot.settings:type_name -> meshplane.settings.v1.Settings
-	2,  // 10: meshplane.snapshot.v1.InputSnapshot.user_istio_objects:type_name -> meshplane.snapshot.v1.UserIstioObject
-	13, // 11: meshplane.snapshot.v1.OutputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
-	6,  // 12: meshplane.snapshot.v1.OutputSnapshot.objects:type_name -> meshplane.snapshot.v1.Object
-	7,  // 13: meshplane.snapshot.v1.OutputSnapshot.statuses:type_name -> meshplane.snapshot.v1.ResourceStatus
-	10, // 14: meshplane.snapshot.v1.OutputSnapshot.input_versions:type_name -> meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
-	5,  // 15: meshplane.snapshot.v1.OutputSnapshot.issued_certificates:type_name -> meshplane.snapshot.v1.IssuedCertificate
-	22, // 16: meshplane.snapshot.v1.IssuedCertificate.virtual_mesh:type_name -> meshplane.common.v1.ObjectRef
-	22, // 17: meshplane.snapshot.v1.IssuedCertificate.mesh:type_name -> meshplane.common.v1.ObjectRef
-	23, // 18: meshplane.snapshot.v1.IssuedCertificate.ttl:type_name -> google.protobuf.Duration
-	24, // 19: meshplane.snapshot.v1.IssuedCertificate.key_algorithm:type_name -> meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
-	11, // 20: meshplane.snapshot.v1.Object.labels:type_name -> meshplane.snapshot.v1.Object.LabelsEntry
-	12, // 21: meshplane.snapshot.v1.Object.annotations:type_name -> meshplane.snapshot.v1.Object.AnnotationsEntry
-	8,  // 22: meshplane.snapshot.v1.ApplyResult.ref:type_name -> meshplane.snapshot.v1.ObjectRef
-	0,  // 23: meshplane.snapshot.v1.ApplyResult.outcome:type_name -> meshplane.snapshot.v1.ApplyOutcome
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	17, // 1: meshplane.snapshot.v1.InputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
+	18, // 2: meshplane.snapshot.v1.InputSnapshot.meshes:type_name -> meshplane.discovery.v1.Mesh
+	19, // 3: meshplane.snapshot.v1.InputSnapshot.workloads:type_name -> meshplane.discovery.v1.Workload
+	20, // 4: meshplane.snapshot.v1.InputSnapshot.destinations:type_name -> meshplane.discovery.v1.Destination
+	21, // 5: meshplane.snapshot.v1.InputSnapshot.virtual_meshes:type_name -> meshplane.networking.v1.VirtualMesh
+	22, // 6: meshplane.snapshot.v1.InputSnapshot.traffic_policies:type_name -> meshplane.networking.v1.TrafficPolicy
+	23, // 7: meshplane.snapshot.v1.InputSnapshot.access_policies:type_name -> meshplane.networking.v1.AccessPolicy
+	24, // 8: meshplane.snapshot.v1.InputSnapshot.virtual_destinations:type_name -> meshplane.networking.v1.VirtualDestination
+	25, // 9: meshplane.snapshot.v1.InputSnapshot.settings:type_name -> meshplane.settings.v1.Settings
+	26, // 10: meshplane.snapshot.v1.InputSnapshot.wasm_deployment_policies:type_name -> meshplane.networking.v1.WasmDeploymentPolicy
+	27, // 11: meshplane.snapshot.v1.InputSnapshot.access_log_policies:type_name -> meshplane.observability.v1.AccessLogPolicy
+	2,  // 12: meshplane.snapshot.v1.InputSnapshot.user_istio_objects:type_name -> meshplane.snapshot.v1.UserIstioObject
+	17, // 13: meshplane.snapshot.v1.OutputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
+	8,  // 14: meshplane.snapshot.v1.OutputSnapshot.objects:type_name -> meshplane.snapshot.v1.Object
+	9,  // 15: meshplane.snapshot.v1.OutputSnapshot.statuses:type_name -> meshplane.snapshot.v1.ResourceStatus
+	12, // 16: meshplane.snapshot.v1.OutputSnapshot.input_versions:type_name -> meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
+	7,  // 17: meshplane.snapshot.v1.OutputSnapshot.issued_certificates:type_name -> meshplane.snapshot.v1.IssuedCertificate
+	5,  // 18: meshplane.snapshot.v1.OutputSnapshot.wasm_filters:type_name -> meshplane.snapshot.v1.WasmFilterConfig
+	6,  // 19: meshplane.snapshot.v1.OutputSnapshot.access_log_policies:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig
+	28, // 20: meshplane.snapshot.v1.WasmFilterConfig.policy:type_name -> meshplane.common.v1.ObjectRef
+	28, // 21: meshplane.snapshot.v1.WasmFilterConfig.workloads:type_name -> meshplane.common.v1.ObjectRef
+	29, // 22: meshplane.snapshot.v1.WasmFilterConfig.phase:type_name -> meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.Phase
+	28, // 23: meshplane.snapshot.v1.AccessLogPolicyConfig.policy:type_name -> meshplane.common.v1.ObjectRef
+	28, // 24: meshplane.snapshot.v1.AccessLogPolicyConfig.workloads:type_name -> meshplane.common.v1.ObjectRef
+	13, // 25: meshplane.snapshot.v1.AccessLogPolicyConfig.workload_matches:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch
+	30, // 26: meshplane.snapshot.v1.AccessLogPolicyConfig.filters:type_name -> meshplane.observability.v1.AccessLogPolicySpec.Filter
+	28, // 27: meshplane.snapshot.v1.IssuedCertificate.virtual_mesh:type_name -> meshplane.common.v1.ObjectRef
+	28, // 28: meshplane.snapshot.v1.IssuedCertificate.mesh:type_name -> meshplane.common.v1.ObjectRef
+	31, // 29: meshplane.snapshot.v1.IssuedCertificate.ttl:type_name -> google.protobuf.Duration
+	32, // 30: meshplane.snapshot.v1.IssuedCertificate.key_algorithm:type_name -> meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
+	15, // 31: meshplane.snapshot.v1.Object.labels:type_name -> meshplane.snapshot.v1.Object.LabelsEntry
+	16, // 32: meshplane.snapshot.v1.Object.annotations:type_name -> meshplane.snapshot.v1.Object.AnnotationsEntry
+	10, // 33: meshplane.snapshot.v1.ApplyResult.ref:type_name -> meshplane.snapshot.v1.ObjectRef
+	0,  // 34: meshplane.snapshot.v1.ApplyResult.outcome:type_name -> meshplane.snapshot.v1.ApplyOutcome
+	14, // 35: meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.labels:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.LabelsEntry
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_snapshot_v1_snapshot_proto_init() }
@@ -1099,7 +1441,7 @@ func file_meshplane_snapshot_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshplane_snapshot_v1_snapshot_proto_rawDesc), len(file_meshplane_snapshot_v1_snapshot_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

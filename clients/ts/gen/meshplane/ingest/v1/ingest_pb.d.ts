@@ -7,6 +7,7 @@ import type { Message } from "@bufbuild/protobuf";
 import type { InputSnapshot } from "../../snapshot/v1/snapshot_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { Destination, Mesh, Workload } from "../../discovery/v1/discovery_pb.js";
+import type { AccessLogEntry } from "../../observability/v1/access_log_policy_pb.js";
 
 /**
  * Describes the file meshplane/ingest/v1/ingest.proto.
@@ -292,6 +293,122 @@ export declare type ListDestinationsResponse = Message<"meshplane.ingest.v1.List
 export declare const ListDestinationsResponseSchema: GenMessage<ListDestinationsResponse>;
 
 /**
+ * @generated from message meshplane.ingest.v1.PushAccessLogsRequest
+ */
+export declare type PushAccessLogsRequest = Message<"meshplane.ingest.v1.PushAccessLogsRequest"> & {
+  /**
+   * @generated from field: repeated meshplane.observability.v1.AccessLogEntry entries = 1;
+   */
+  entries: AccessLogEntry[];
+
+  /**
+   * Entries the agent replica dropped since its previous batch because its
+   * queue was full.
+   *
+   * @generated from field: uint64 dropped = 2;
+   */
+  dropped: bigint;
+};
+
+/**
+ * Describes the message meshplane.ingest.v1.PushAccessLogsRequest.
+ * Use `create(PushAccessLogsRequestSchema)` to create a new message.
+ */
+export declare const PushAccessLogsRequestSchema: GenMessage<PushAccessLogsRequest>;
+
+/**
+ * @generated from message meshplane.ingest.v1.PushAccessLogsResponse
+ */
+export declare type PushAccessLogsResponse = Message<"meshplane.ingest.v1.PushAccessLogsResponse"> & {
+  /**
+   * Entries accepted over the whole stream.
+   *
+   * @generated from field: uint64 accepted = 1;
+   */
+  accepted: bigint;
+};
+
+/**
+ * Describes the message meshplane.ingest.v1.PushAccessLogsResponse.
+ * Use `create(PushAccessLogsResponseSchema)` to create a new message.
+ */
+export declare const PushAccessLogsResponseSchema: GenMessage<PushAccessLogsResponse>;
+
+/**
+ * WatchAccessLogsRequest filters the entries; empty fields match anything.
+ *
+ * @generated from message meshplane.ingest.v1.WatchAccessLogsRequest
+ */
+export declare type WatchAccessLogsRequest = Message<"meshplane.ingest.v1.WatchAccessLogsRequest"> & {
+  /**
+   * @generated from field: string cluster = 1;
+   */
+  cluster: string;
+
+  /**
+   * @generated from field: string namespace = 2;
+   */
+  namespace: string;
+
+  /**
+   * A pod name prefix.
+   *
+   * @generated from field: string workload = 3;
+   */
+  workload: string;
+
+  /**
+   * An AccessLogPolicy as "<namespace>/<name>".
+   *
+   * @generated from field: string policy = 4;
+   */
+  policy: string;
+
+  /**
+   * Only entries with a response code at least this.
+   *
+   * @generated from field: uint32 min_response_code = 5;
+   */
+  minResponseCode: number;
+
+  /**
+   * How many buffered entries to send first; zero sends none.
+   *
+   * @generated from field: uint32 tail = 6;
+   */
+  tail: number;
+
+  /**
+   * Keep the stream open and send new entries as they arrive.
+   *
+   * @generated from field: bool follow = 7;
+   */
+  follow: boolean;
+};
+
+/**
+ * Describes the message meshplane.ingest.v1.WatchAccessLogsRequest.
+ * Use `create(WatchAccessLogsRequestSchema)` to create a new message.
+ */
+export declare const WatchAccessLogsRequestSchema: GenMessage<WatchAccessLogsRequest>;
+
+/**
+ * @generated from message meshplane.ingest.v1.WatchAccessLogsResponse
+ */
+export declare type WatchAccessLogsResponse = Message<"meshplane.ingest.v1.WatchAccessLogsResponse"> & {
+  /**
+   * @generated from field: repeated meshplane.observability.v1.AccessLogEntry entries = 1;
+   */
+  entries: AccessLogEntry[];
+};
+
+/**
+ * Describes the message meshplane.ingest.v1.WatchAccessLogsResponse.
+ * Use `create(WatchAccessLogsResponseSchema)` to create a new message.
+ */
+export declare const WatchAccessLogsResponseSchema: GenMessage<WatchAccessLogsResponse>;
+
+/**
  * IngestService receives the input snapshots of workload clusters.
  *
  * @generated from service meshplane.ingest.v1.IngestService
@@ -362,6 +479,32 @@ export declare const IngestService: GenService<{
     methodKind: "unary";
     input: typeof ListDestinationsRequestSchema;
     output: typeof ListDestinationsResponseSchema;
+  },
+  /**
+   * PushAccessLogs is a stream of access-log batches from one agent replica;
+   * every replica sends what its own Access Log Service sink kept. The
+   * cluster is taken from the client certificate; entries naming another
+   * cluster are refused.
+   *
+   * @generated from rpc meshplane.ingest.v1.IngestService.PushAccessLogs
+   */
+  pushAccessLogs: {
+    methodKind: "client_streaming";
+    input: typeof PushAccessLogsRequestSchema;
+    output: typeof PushAccessLogsResponseSchema;
+  },
+  /**
+   * WatchAccessLogs streams access-log entries received from agents: first
+   * up to tail of the entries buffered, oldest first, then, with follow, new
+   * ones as they arrive. It serves `meshctl accesslogs`; only service
+   * identities may call it.
+   *
+   * @generated from rpc meshplane.ingest.v1.IngestService.WatchAccessLogs
+   */
+  watchAccessLogs: {
+    methodKind: "server_streaming";
+    input: typeof WatchAccessLogsRequestSchema;
+    output: typeof WatchAccessLogsResponseSchema;
   },
 }>;
 

@@ -11,6 +11,8 @@ import type { TrafficPolicy } from "../../networking/v1/traffic_policy_pb.js";
 import type { AccessPolicy } from "../../networking/v1/access_policy_pb.js";
 import type { VirtualDestination } from "../../networking/v1/virtual_destination_pb.js";
 import type { Settings } from "../../settings/v1/settings_pb.js";
+import type { WasmDeploymentPolicy, WasmDeploymentPolicySpec_WasmFilter_Phase } from "../../networking/v1/wasm_deployment_policy_pb.js";
+import type { AccessLogPolicy, AccessLogPolicySpec_Filter } from "../../observability/v1/access_log_policy_pb.js";
 import type { ObjectRef as ObjectRef$1 } from "../../common/v1/common_pb.js";
 
 /**
@@ -92,6 +94,16 @@ export declare type InputSnapshot = Message<"meshplane.snapshot.v1.InputSnapshot
    * @generated from field: repeated meshplane.settings.v1.Settings settings = 24;
    */
   settings: Settings[];
+
+  /**
+   * @generated from field: repeated meshplane.networking.v1.WasmDeploymentPolicy wasm_deployment_policies = 25;
+   */
+  wasmDeploymentPolicies: WasmDeploymentPolicy[];
+
+  /**
+   * @generated from field: repeated meshplane.observability.v1.AccessLogPolicy access_log_policies = 26;
+   */
+  accessLogPolicies: AccessLogPolicy[];
 
   /**
    * Istio VirtualServices and DestinationRules in the cluster that Meshplane
@@ -245,6 +257,23 @@ export declare type OutputSnapshot = Message<"meshplane.snapshot.v1.OutputSnapsh
    * @generated from field: repeated meshplane.snapshot.v1.IssuedCertificate issued_certificates = 7;
    */
   issuedCertificates: IssuedCertificate[];
+
+  /**
+   * The Wasm filter configs every agent replica serves over ECDS, sorted by
+   * name.
+   *
+   * @generated from field: repeated meshplane.snapshot.v1.WasmFilterConfig wasm_filters = 8;
+   */
+  wasmFilters: WasmFilterConfig[];
+
+  /**
+   * The access-log policies that select workloads of this cluster, resolved
+   * to this cluster's workloads, sorted by (namespace, name). Every agent
+   * replica filters Envoy access logs with them.
+   *
+   * @generated from field: repeated meshplane.snapshot.v1.AccessLogPolicyConfig access_log_policies = 9;
+   */
+  accessLogPolicies: AccessLogPolicyConfig[];
 };
 
 /**
@@ -252,6 +281,145 @@ export declare type OutputSnapshot = Message<"meshplane.snapshot.v1.OutputSnapsh
  * Use `create(OutputSnapshotSchema)` to create a new message.
  */
 export declare const OutputSnapshotSchema: GenMessage<OutputSnapshot>;
+
+/**
+ * WasmFilterConfig is one Wasm HTTP filter for the agent's ECDS server.
+ *
+ * @generated from message meshplane.snapshot.v1.WasmFilterConfig
+ */
+export declare type WasmFilterConfig = Message<"meshplane.snapshot.v1.WasmFilterConfig"> & {
+  /**
+   * The ECDS resource name: "meshplane.<namespace>.<policy>.<filter>".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The WasmDeploymentPolicy it comes from.
+   *
+   * @generated from field: meshplane.common.v1.ObjectRef policy = 2;
+   */
+  policy?: ObjectRef$1;
+
+  /**
+   * The workloads that get it, in this cluster.
+   *
+   * @generated from field: repeated meshplane.common.v1.ObjectRef workloads = 3;
+   */
+  workloads: ObjectRef$1[];
+
+  /**
+   * The module over HTTP(S) and its SHA-256 (hex). Empty for an OCI-only
+   * filter, which only the WasmPlugin output carries.
+   *
+   * @generated from field: string url = 4;
+   */
+  url: string;
+
+  /**
+   * @generated from field: string sha256 = 5;
+   */
+  sha256: string;
+
+  /**
+   * @generated from field: string root_id = 6;
+   */
+  rootId: string;
+
+  /**
+   * The filter's configuration as JSON.
+   *
+   * @generated from field: bytes config_json = 7;
+   */
+  configJson: Uint8Array;
+
+  /**
+   * @generated from field: meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.Phase phase = 8;
+   */
+  phase: WasmDeploymentPolicySpec_WasmFilter_Phase;
+
+  /**
+   * @generated from field: int32 priority = 9;
+   */
+  priority: number;
+};
+
+/**
+ * Describes the message meshplane.snapshot.v1.WasmFilterConfig.
+ * Use `create(WasmFilterConfigSchema)` to create a new message.
+ */
+export declare const WasmFilterConfigSchema: GenMessage<WasmFilterConfig>;
+
+/**
+ * AccessLogPolicyConfig is an AccessLogPolicy resolved for one cluster.
+ *
+ * @generated from message meshplane.snapshot.v1.AccessLogPolicyConfig
+ */
+export declare type AccessLogPolicyConfig = Message<"meshplane.snapshot.v1.AccessLogPolicyConfig"> & {
+  /**
+   * @generated from field: meshplane.common.v1.ObjectRef policy = 1;
+   */
+  policy?: ObjectRef$1;
+
+  /**
+   * The workloads of this cluster it selects (name and namespace of each
+   * discovered Workload).
+   *
+   * @generated from field: repeated meshplane.common.v1.ObjectRef workloads = 2;
+   */
+  workloads: ObjectRef$1[];
+
+  /**
+   * Pod label sets and namespaces of those workloads, so that an entry can
+   * be matched from the proxy's node metadata alone.
+   *
+   * @generated from field: repeated meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch workload_matches = 3;
+   */
+  workloadMatches: AccessLogPolicyConfig_WorkloadMatch[];
+
+  /**
+   * @generated from field: repeated meshplane.observability.v1.AccessLogPolicySpec.Filter filters = 4;
+   */
+  filters: AccessLogPolicySpec_Filter[];
+
+  /**
+   * @generated from field: repeated string included_request_headers = 5;
+   */
+  includedRequestHeaders: string[];
+
+  /**
+   * @generated from field: repeated string included_response_headers = 6;
+   */
+  includedResponseHeaders: string[];
+};
+
+/**
+ * Describes the message meshplane.snapshot.v1.AccessLogPolicyConfig.
+ * Use `create(AccessLogPolicyConfigSchema)` to create a new message.
+ */
+export declare const AccessLogPolicyConfigSchema: GenMessage<AccessLogPolicyConfig>;
+
+/**
+ * @generated from message meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch
+ */
+export declare type AccessLogPolicyConfig_WorkloadMatch = Message<"meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch"> & {
+  /**
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * @generated from field: map<string, string> labels = 2;
+   */
+  labels: { [key: string]: string };
+};
+
+/**
+ * Describes the message meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.
+ * Use `create(AccessLogPolicyConfig_WorkloadMatchSchema)` to create a new message.
+ */
+export declare const AccessLogPolicyConfig_WorkloadMatchSchema: GenMessage<AccessLogPolicyConfig_WorkloadMatch>;
 
 /**
  * IssuedCertificate asks the agent to hold an Istio plug-in CA ("cacerts")

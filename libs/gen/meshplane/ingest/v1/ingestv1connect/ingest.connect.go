@@ -50,6 +50,12 @@ const (
 	// IngestServiceListDestinationsProcedure is the fully-qualified name of the IngestService's
 	// ListDestinations RPC.
 	IngestServiceListDestinationsProcedure = "/meshplane.ingest.v1.IngestService/ListDestinations"
+	// IngestServicePushAccessLogsProcedure is the fully-qualified name of the IngestService's
+	// PushAccessLogs RPC.
+	IngestServicePushAccessLogsProcedure = "/meshplane.ingest.v1.IngestService/PushAccessLogs"
+	// IngestServiceWatchAccessLogsProcedure is the fully-qualified name of the IngestService's
+	// WatchAccessLogs RPC.
+	IngestServiceWatchAccessLogsProcedure = "/meshplane.ingest.v1.IngestService/WatchAccessLogs"
 )
 
 // IngestServiceClient is a client for the meshplane.ingest.v1.IngestService service.
@@ -72,6 +78,16 @@ type IngestServiceClient interface {
 	// input snapshots that match the filter, ordered by cluster, namespace and
 	// name.
 	ListDestinations(context.Context, *connect.Request[v1.ListDestinationsRequest]) (*connect.Response[v1.ListDestinationsResponse], error)
+	// PushAccessLogs is a stream of access-log batches from one agent replica;
+	// every replica sends what its own Access Log Service sink kept. The
+	// cluster is taken from the client certificate; entries naming another
+	// cluster are refused.
+	PushAccessLogs(context.Context) *connect.ClientStreamForClient[v1.PushAccessLogsRequest, v1.PushAccessLogsResponse]
+	// WatchAccessLogs streams access-log entries received from agents: first
+	// up to tail of the entries buffered, oldest first, then, with follow, new
+	// ones as they arrive. It serves `meshctl accesslogs`; only service
+	// identities may call it.
+	WatchAccessLogs(context.Context, *connect.Request[v1.WatchAccessLogsRequest]) (*connect.ServerStreamForClient[v1.WatchAccessLogsResponse], error)
 }
 
 // NewIngestServiceClient constructs a client for the meshplane.ingest.v1.IngestService service. By
@@ -121,6 +137,18 @@ func NewIngestServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(ingestServiceMethods.ByName("ListDestinations")),
 			connect.WithClientOptions(opts...),
 		),
+		pushAccessLogs: connect.NewClient[v1.PushAccessLogsRequest, v1.PushAccessLogsResponse](
+			httpClient,
+			baseURL+IngestServicePushAccessLogsProcedure,
+			connect.WithSchema(ingestServiceMethods.ByName("PushAccessLogs")),
+			connect.WithClientOptions(opts...),
+		),
+		watchAccessLogs: connect.NewClient[v1.WatchAccessLogsRequest, v1.WatchAccessLogsResponse](
+			httpClient,
+			baseURL+IngestServiceWatchAccessLogsProcedure,
+			connect.WithSchema(ingestServiceMethods.ByName("WatchAccessLogs")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -132,6 +160,8 @@ type ingestServiceClient struct {
 	listMeshes       *connect.Client[v1.ListMeshesRequest, v1.ListMeshesResponse]
 	listWorkloads    *connect.Client[v1.ListWorkloadsRequest, v1.ListWorkloadsResponse]
 	listDestinations *connect.Client[v1.ListDestinationsRequest, v1.ListDestinationsResponse]
+	pushAccessLogs   *connect.Client[v1.PushAccessLogsRequest, v1.PushAccessLogsResponse]
+	watchAccessLogs  *connect.Client[v1.WatchAccessLogsRequest, v1.WatchAccessLogsResponse]
 }
 
 // Push calls meshplane.ingest.v1.IngestService.Push.
@@ -164,6 +194,16 @@ func (c *ingestServiceClient) ListDestinations(ctx context.Context, req *connect
 	return c.listDestinations.CallUnary(ctx, req)
 }
 
+// PushAccessLogs calls meshplane.ingest.v1.IngestService.PushAccessLogs.
+func (c *ingestServiceClient) PushAccessLogs(ctx context.Context) *connect.ClientStreamForClient[v1.PushAccessLogsRequest, v1.PushAccessLogsResponse] {
+	return c.pushAccessLogs.CallClientStream(ctx)
+}
+
+// WatchAccessLogs calls meshplane.ingest.v1.IngestService.WatchAccessLogs.
+func (c *ingestServiceClient) WatchAccessLogs(ctx context.Context, req *connect.Request[v1.WatchAccessLogsRequest]) (*connect.ServerStreamForClient[v1.WatchAccessLogsResponse], error) {
+	return c.watchAccessLogs.CallServerStream(ctx, req)
+}
+
 // IngestServiceHandler is an implementation of the meshplane.ingest.v1.IngestService service.
 type IngestServiceHandler interface {
 	// Push is a stream from one agent. Each request carries a whole input
@@ -184,6 +224,16 @@ type IngestServiceHandler interface {
 	// input snapshots that match the filter, ordered by cluster, namespace and
 	// name.
 	ListDestinations(context.Context, *connect.Request[v1.ListDestinationsRequest]) (*connect.Response[v1.ListDestinationsResponse], error)
+	// PushAccessLogs is a stream of access-log batches from one agent replica;
+	// every replica sends what its own Access Log Service sink kept. The
+	// cluster is taken from the client certificate; entries naming another
+	// cluster are refused.
+	PushAccessLogs(context.Context, *connect.ClientStream[v1.PushAccessLogsRequest]) (*connect.Response[v1.PushAccessLogsResponse], error)
+	// WatchAccessLogs streams access-log entries received from agents: first
+	// up to tail of the entries buffered, oldest first, then, with follow, new
+	// ones as they arrive. It serves `meshctl accesslogs`; only service
+	// identities may call it.
+	WatchAccessLogs(context.Context, *connect.Request[v1.WatchAccessLogsRequest], *connect.ServerStream[v1.WatchAccessLogsResponse]) error
 }
 
 // NewIngestServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -229,6 +279,18 @@ func NewIngestServiceHandler(svc IngestServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(ingestServiceMethods.ByName("ListDestinations")),
 		connect.WithHandlerOptions(opts...),
 	)
+	ingestServicePushAccessLogsHandler := connect.NewClientStreamHandler(
+		IngestServicePushAccessLogsProcedure,
+		svc.PushAccessLogs,
+		connect.WithSchema(ingestServiceMethods.ByName("PushAccessLogs")),
+		connect.WithHandlerOptions(opts...),
+	)
+	ingestServiceWatchAccessLogsHandler := connect.NewServerStreamHandler(
+		IngestServiceWatchAccessLogsProcedure,
+		svc.WatchAccessLogs,
+		connect.WithSchema(ingestServiceMethods.ByName("WatchAccessLogs")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/meshplane.ingest.v1.IngestService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case IngestServicePushProcedure:
@@ -243,6 +305,10 @@ func NewIngestServiceHandler(svc IngestServiceHandler, opts ...connect.HandlerOp
 			ingestServiceListWorkloadsHandler.ServeHTTP(w, r)
 		case IngestServiceListDestinationsProcedure:
 			ingestServiceListDestinationsHandler.ServeHTTP(w, r)
+		case IngestServicePushAccessLogsProcedure:
+			ingestServicePushAccessLogsHandler.ServeHTTP(w, r)
+		case IngestServiceWatchAccessLogsProcedure:
+			ingestServiceWatchAccessLogsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -274,4 +340,12 @@ func (UnimplementedIngestServiceHandler) ListWorkloads(context.Context, *connect
 
 func (UnimplementedIngestServiceHandler) ListDestinations(context.Context, *connect.Request[v1.ListDestinationsRequest]) (*connect.Response[v1.ListDestinationsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("meshplane.ingest.v1.IngestService.ListDestinations is not implemented"))
+}
+
+func (UnimplementedIngestServiceHandler) PushAccessLogs(context.Context, *connect.ClientStream[v1.PushAccessLogsRequest]) (*connect.Response[v1.PushAccessLogsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("meshplane.ingest.v1.IngestService.PushAccessLogs is not implemented"))
+}
+
+func (UnimplementedIngestServiceHandler) WatchAccessLogs(context.Context, *connect.Request[v1.WatchAccessLogsRequest], *connect.ServerStream[v1.WatchAccessLogsResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("meshplane.ingest.v1.IngestService.WatchAccessLogs is not implemented"))
 }
