@@ -373,6 +373,9 @@ func (c *CACerts) Reconcile(ctx context.Context) time.Time {
 			break
 		}
 		at := c.ensure(ctx, st)
+		if at.IsZero() {
+			continue // nothing to do until new instructions arrive
+		}
 		if next.IsZero() || at.Before(next) {
 			next = at
 		}

@@ -508,11 +508,18 @@ func TestCACertsRefusesABadAnswerAndBadInstructions(t *testing.T) {
 
 	bad := issuedCert("istio-x", "")
 	bad.SecretName = ""
-	f.m.SetDesired([]*snapshotv1.IssuedCertificate{bad})
+	f.signer.otherKey = false
+	good := issuedCert("istio-good", "root-1")
+	f.m.SetDesired([]*snapshotv1.IssuedCertificate{good, bad})
 	calls := f.signer.calls()
-	f.m.Reconcile(ctx)
-	if f.signer.calls() != calls || f.metrics.failed["invalid"] != 1 {
-		t.Errorf("an issued certificate without a Secret name was acted on (calls %d -> %d, failures %v)", calls, f.signer.calls(), f.metrics.failed)
+	next := f.m.Reconcile(ctx)
+	if f.signer.calls() != calls+1 || f.metrics.failed["invalid"] != 1 {
+		t.Errorf("want the invalid issued certificate refused and the good one issued (calls %d -> %d, failures %v)", calls, f.signer.calls(), f.metrics.failed)
+	}
+	// The invalid one has nothing to wait for; the good one's renewal is
+	// still the next thing due.
+	if next.IsZero() || next.Before(f.start.Add(75*time.Hour)) {
+		t.Errorf("next look at %v, want the good CA's renewal time", next)
 	}
 }
 
