@@ -103,7 +103,10 @@ func reportConflict(mode settingsv1.SettingsSpec_UserConfigConflictMode, d *dest
 			if emit {
 				continue
 			}
-			p.conflicts = append(p.conflicts, "destination "+d.Key.String()+": "+msg)
+			if p.conflicts == nil {
+				p.conflicts = map[ObjectKey]string{}
+			}
+			p.conflicts[d.Key] = "destination " + d.Key.String() + ": " + msg
 			continue
 		}
 		if emit {

@@ -23,7 +23,10 @@ type trafficPolicy struct {
 	lastGood *LastGoodTraffic
 	// conflicts are errors about outputs for destinations the policy does
 	// not select (subsets it names) that users' Istio objects blocked.
-	conflicts []string
+	conflicts map[ObjectKey]string
+	// selected are the destinations the spec in force selects, in key
+	// order.
+	selected []ObjectKey
 
 	src *networkingv1.TrafficPolicy
 }
@@ -54,17 +57,21 @@ func collectTrafficPolicies(inputs map[string]*snapshotv1.InputSnapshot) []*traf
 	for _, p := range byKey {
 		out = append(out, p)
 	}
-	slices.SortFunc(out, func(a, b *trafficPolicy) int {
-		ta, tb := a.Meta.GetCreationTimestamp(), b.Meta.GetCreationTimestamp()
-		return cmp.Or(
-			cmp.Compare(ta.GetSeconds(), tb.GetSeconds()),
-			cmp.Compare(ta.GetNanos(), tb.GetNanos()),
-			cmp.Compare(a.Key.Namespace, b.Key.Namespace),
-			cmp.Compare(a.Key.Name, b.Key.Name),
-			cmp.Compare(a.Key.Cluster, b.Key.Cluster),
-		)
-	})
+	slices.SortFunc(out, compareAcceptance)
 	return out
+}
+
+// compareAcceptance orders policies for acceptance: by creation time, then
+// namespace, name and cluster.
+func compareAcceptance(a, b *trafficPolicy) int {
+	ta, tb := a.Meta.GetCreationTimestamp(), b.Meta.GetCreationTimestamp()
+	return cmp.Or(
+		cmp.Compare(ta.GetSeconds(), tb.GetSeconds()),
+		cmp.Compare(ta.GetNanos(), tb.GetNanos()),
+		cmp.Compare(a.Key.Namespace, b.Key.Namespace),
+		cmp.Compare(a.Key.Name, b.Key.Name),
+		cmp.Compare(a.Key.Cluster, b.Key.Cluster),
+	)
 }
 
 func compareContent(a, b proto.Message) int {

@@ -43,9 +43,54 @@ type destState struct {
 	destOwners map[string]*trafficPolicy
 	outlier    *networkingv1.OutlierDetection
 	tlsMode    networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_TLSmode
-	subsets    map[string]map[string]string // name -> labels
 	vsParents  []ObjectKey
 	drParents  []ObjectKey
+	// contrib holds the subsets that policies applied to other
+	// destinations (the key) add to this one's DestinationRule.
+	contrib map[ObjectKey][]subsetRef
+	// targets are the destinations this one's policies added subsets to.
+	targets []ObjectKey
+}
+
+// reset forgets what the policies applied to the destination made of it,
+// and the subsets they added to other destinations; the subsets others
+// added to it stay. It returns the destinations that lost subsets.
+func (st *destState) reset(states map[ObjectKey]*destState) []ObjectKey {
+	targets := st.targets
+	for _, k := range targets {
+		delete(states[k].contrib, st.dst.Key)
+	}
+	*st = destState{dst: st.dst, applied: st.applied, contrib: st.contrib}
+	return targets
+}
+
+// subsets are the DestinationRule subsets by name.
+func (st *destState) subsets() map[string]map[string]string {
+	if len(st.contrib) == 0 {
+		return nil
+	}
+	out := map[string]map[string]string{}
+	for _, refs := range st.contrib {
+		for _, r := range refs {
+			out[r.name] = r.labels
+		}
+	}
+	return out
+}
+
+// allDRParents are the policies behind the DestinationRule: those that set
+// its fields and those that added subsets.
+func (st *destState) allDRParents() []ObjectKey {
+	if len(st.contrib) == 0 {
+		return st.drParents
+	}
+	out := slices.Clone(st.drParents)
+	for _, refs := range st.contrib {
+		for _, r := range refs {
+			out = append(out, r.policy)
+		}
+	}
+	return out
 }
 
 // routeGroup is one route of a VirtualService: every policy with the same
@@ -69,34 +114,47 @@ func (t *trafficTranslation) apply(policies []*trafficPolicy) {
 	t.byKey = make(map[ObjectKey]*trafficPolicy, len(policies))
 	for _, p := range policies {
 		t.byKey[p.Key] = p
-		p.Status = &commonv1.ResourceStatus{ObservedGeneration: p.Meta.GetGeneration()}
-		if p.Errors = ValidateTrafficPolicy(p.Spec); len(p.Errors) > 0 {
-			good, ok := t.lastGood[p.Key]
-			if !ok {
-				p.selectWorkloads(t.ix)
-				continue
-			}
-			// The invalid edit is reported; the last valid version stays
-			// in force.
-			p.lastGood = &good
-			p.Spec = good.Spec
-		}
-		p.selectWorkloads(t.ix)
-		for _, d := range t.ix.selectDestinations(p.Spec.GetDestinationSelector(), p.Key) {
-			st := t.states[d.Key]
+		t.prepare(p)
+		for _, k := range p.selected {
+			st := t.states[k]
 			st.applied = append(st.applied, p)
 		}
 	}
 	for _, d := range t.ix.destinations {
-		st := t.states[d.Key]
-		for i, p := range st.applied {
-			as := &commonv1.ApprovalStatus{AcceptanceOrder: uint32(i)}
-			if p.Status.Destinations == nil {
-				p.Status.Destinations = map[string]*commonv1.ApprovalStatus{}
-			}
-			p.Status.Destinations[d.Key.String()] = as
-			t.applyTo(st, p, as)
+		t.applyAll(t.states[d.Key])
+	}
+}
+
+// prepare validates a policy, falls back to its last valid version when
+// it is invalid, and finds the workloads and destinations it selects.
+func (t *trafficTranslation) prepare(p *trafficPolicy) {
+	p.Status = &commonv1.ResourceStatus{ObservedGeneration: p.Meta.GetGeneration()}
+	if p.Errors = ValidateTrafficPolicy(p.Spec); len(p.Errors) > 0 {
+		good, ok := t.lastGood[p.Key]
+		if !ok {
+			p.selectWorkloads(t.ix)
+			return
 		}
+		// The invalid edit is reported; the last valid version stays in
+		// force.
+		p.lastGood = &good
+		p.Spec = good.Spec
+	}
+	p.selectWorkloads(t.ix)
+	for _, d := range t.ix.selectDestinations(p.Spec.GetDestinationSelector(), p.Key) {
+		p.selected = append(p.selected, d.Key)
+	}
+}
+
+// applyAll applies the destination's policies in acceptance order.
+func (t *trafficTranslation) applyAll(st *destState) {
+	for i, p := range st.applied {
+		as := &commonv1.ApprovalStatus{AcceptanceOrder: uint32(i)}
+		if p.Status.Destinations == nil {
+			p.Status.Destinations = map[string]*commonv1.ApprovalStatus{}
+		}
+		p.Status.Destinations[st.dst.Key.String()] = as
+		t.applyTo(st, p, as)
 	}
 }
 
@@ -208,11 +266,14 @@ func (t *trafficTranslation) applyTo(st *destState, p *trafficPolicy, as *common
 	}
 	for _, s := range subsets {
 		ts := t.states[s.target]
-		if ts.subsets == nil {
-			ts.subsets = map[string]map[string]string{}
+		if ts.contrib == nil {
+			ts.contrib = map[ObjectKey][]subsetRef{}
 		}
-		ts.subsets[s.name] = s.labels
-		ts.drParents = append(ts.drParents, p.Key)
+		s.policy = p.Key
+		ts.contrib[d.Key] = append(ts.contrib[d.Key], s)
+		if !slices.Contains(st.targets, s.target) {
+			st.targets = append(st.targets, s.target)
+		}
 	}
 }
 
@@ -220,6 +281,7 @@ type subsetRef struct {
 	target ObjectKey
 	name   string
 	labels map[string]string
+	policy ObjectKey // the policy that names the subset
 }
 
 // resolveTargets resolves the services a policy sends or mirrors traffic
@@ -428,8 +490,9 @@ func (st *destState) destinationRule(d *destination, defaultTLS istiov1alpha3.Cl
 		}
 		dr.TrafficPolicy.OutlierDetection = od
 	}
-	for _, name := range slices.Sorted(maps.Keys(st.subsets)) {
-		dr.Subsets = append(dr.Subsets, &istiov1alpha3.Subset{Name: name, Labels: st.subsets[name]})
+	subsets := st.subsets()
+	for _, name := range slices.Sorted(maps.Keys(subsets)) {
+		dr.Subsets = append(dr.Subsets, &istiov1alpha3.Subset{Name: name, Labels: subsets[name]})
 	}
 	return dr
 }
@@ -459,7 +522,9 @@ func trafficPolicyStatus(p *trafficPolicy) (*snapshotv1.ResourceStatus, error) {
 			s.Errors = append(s.Errors, "destination "+key+": "+e)
 		}
 	}
-	s.Errors = append(s.Errors, p.conflicts...)
+	for _, k := range slices.SortedFunc(maps.Keys(p.conflicts), ObjectKey.compare) {
+		s.Errors = append(s.Errors, p.conflicts[k])
+	}
 	if failed && s.State == commonv1.ApprovalState_ACCEPTED {
 		// Valid, but some of its outputs could not be written.
 		s.State = commonv1.ApprovalState_FAILED

@@ -97,6 +97,13 @@ func TranslateWithLastGood(inputs map[string]*snapshotv1.InputSnapshot, opts Opt
 // TranslateResult is TranslateWithLastGood that also returns what was
 // applied to each discovered entity, for Describe.
 func TranslateResult(inputs map[string]*snapshotv1.InputSnapshot, opts Options, last LastGood) (*Result, error) {
+	r, _, err := translateAll(inputs, opts, last)
+	return r, err
+}
+
+// translateAll is a full translation; it also returns the state an
+// incremental translation starts from.
+func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, last LastGood) (*Result, *incState, error) {
 	opts = opts.withDefaults()
 	next := LastGood{Traffic: map[ObjectKey]LastGoodTraffic{}, Access: map[ObjectKey]LastGoodAccess{}}
 	outputs := make(map[string]*snapshotv1.OutputSnapshot, len(inputs))
@@ -120,44 +127,32 @@ func TranslateResult(inputs map[string]*snapshotv1.InputSnapshot, opts Options, 
 	access, accessPolicies := applyAccessPolicies(ix, vms, collectResources(inputs, (*snapshotv1.InputSnapshot).GetAccessPolicies), last.Access)
 
 	users := indexUserObjects(inputs, opts.ClusterDomain)
+	destObjs := make(map[ObjectKey][]*snapshotv1.Object, len(ix.destinations))
 	for _, d := range ix.destinations {
-		out := outputs[d.Key.Cluster]
-		st := tr.states[d.Key]
-		if vs := st.virtualService(); vs != nil {
-			if u := users.conflicts(d.Key.Cluster, KindVirtualService, d.Host); len(u) == 0 || reportConflict(set.conflicts, d, st.vsParents, tr.policy, KindVirtualService, u) {
-				obj, err := newObject(KindVirtualService, d, st.vsParents, vs, opts)
-				if err != nil {
-					return nil, err
-				}
-				out.Objects = append(out.Objects, obj)
-			}
-		}
-		if u := users.conflicts(d.Key.Cluster, KindDestinationRule, d.Host); len(u) > 0 && !reportConflict(set.conflicts, d, st.drParents, tr.policy, KindDestinationRule, u) {
-			continue
-		}
-		obj, err := newObject(KindDestinationRule, d, st.drParents, st.destinationRule(d, set.defaultTLS), opts)
+		objs, err := destinationObjects(d, tr, users, set, opts)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out.Objects = append(out.Objects, obj)
+		destObjs[d.Key] = objs
+		outputs[d.Key.Cluster].Objects = append(outputs[d.Key.Cluster].Objects, objs...)
 	}
 	e := newEmitter()
 	emitMeshWide(e, vms)
 	access.emit(e)
 	addrs := map[string]map[netip.Addr]string{}
 	if err := emitFederation(e, ix, vms, addrs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	emitVirtualDestinations(e, ix, vds, addrs)
 	if err := e.flush(outputs, opts); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	emitIssuedCertificates(outputs, vms)
 
 	for _, p := range policies {
 		st, err := trafficPolicyStatus(p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		outputs[p.Key.Cluster].Statuses = append(outputs[p.Key.Cluster].Statuses, st)
 		if g, ok := p.goodVersion(); ok {
@@ -167,7 +162,7 @@ func TranslateResult(inputs map[string]*snapshotv1.InputSnapshot, opts Options, 
 	for _, p := range accessPolicies {
 		st, err := accessPolicyStatus(p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		outputs[p.Key.Cluster].Statuses = append(outputs[p.Key.Cluster].Statuses, st)
 		if g, ok := p.goodVersion(); ok {
@@ -177,21 +172,21 @@ func TranslateResult(inputs map[string]*snapshotv1.InputSnapshot, opts Options, 
 	for _, vm := range vms.all {
 		st, err := virtualMeshStatus(vm)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		outputs[vm.Key.Cluster].Statuses = append(outputs[vm.Key.Cluster].Statuses, st)
 	}
 	for _, so := range settingsObjects {
 		st, err := settingsStatus(so)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		outputs[so.Key.Cluster].Statuses = append(outputs[so.Key.Cluster].Statuses, st)
 	}
 	for _, vd := range vds.all {
 		st, err := virtualDestinationStatus(vd)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		outputs[vd.Key.Cluster].Statuses = append(outputs[vd.Key.Cluster].Statuses, st)
 	}
@@ -199,7 +194,33 @@ func TranslateResult(inputs map[string]*snapshotv1.InputSnapshot, opts Options, 
 		snapshots.SealOutput(out)
 	}
 	applied := &Applied{inputs: inputs, ix: ix, traffic: tr, policies: policies, access: access, accessPs: accessPolicies, vms: vms, vds: vds}
-	return &Result{Outputs: outputs, LastGood: next, Applied: applied}, nil
+	res := &Result{Outputs: outputs, LastGood: next, Applied: applied}
+	return res, &incState{opts: opts, result: res, set: set, users: users, destObjs: destObjs}, nil
+}
+
+// destinationObjects are the VirtualService (when policies set routes) and
+// the DestinationRule of destination d, less those that a user's own
+// object for the same host blocks.
+func destinationObjects(d *destination, tr *trafficTranslation, users userObjects, set settings, opts Options) ([]*snapshotv1.Object, error) {
+	var out []*snapshotv1.Object
+	st := tr.states[d.Key]
+	if vs := st.virtualService(); vs != nil {
+		if u := users.conflicts(d.Key.Cluster, KindVirtualService, d.Host); len(u) == 0 || reportConflict(set.conflicts, d, st.vsParents, tr.policy, KindVirtualService, u) {
+			obj, err := newObject(KindVirtualService, d, st.vsParents, vs, opts)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, obj)
+		}
+	}
+	if u := users.conflicts(d.Key.Cluster, KindDestinationRule, d.Host); len(u) > 0 && !reportConflict(set.conflicts, d, st.allDRParents(), tr.policy, KindDestinationRule, u) {
+		return out, nil
+	}
+	obj, err := newObject(KindDestinationRule, d, st.allDRParents(), st.destinationRule(d, set.defaultTLS), opts)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, obj), nil
 }
 
 // newObject wraps an Istio spec for destination d with the labels and
@@ -313,18 +334,22 @@ func (e *emitter) flush(outputs map[string]*snapshotv1.OutputSnapshot, opts Opti
 // destination whose mesh requires it: its clients will be refused.
 func warnPlaintextInStrictMesh(ix *Index, tr *trafficTranslation, vms *virtualMeshes) {
 	for _, d := range ix.destinations {
-		st := tr.states[d.Key]
-		if st.tlsMode != networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_DISABLE {
-			continue
-		}
-		vm := vms.vmOf(d.Mesh)
-		if vm == nil || !vm.sharedMTLS() {
-			continue
-		}
-		p := st.destOwners[fieldMTLS]
-		if as := p.Status.GetDestinations()[d.Key.String()]; as != nil {
-			as.Warnings = append(as.Warnings, fmt.Sprintf("spec.policy.mtls.istio.tlsMode: VirtualMesh %s requires STRICT mTLS in mesh %s.%s; clients sending plaintext to this destination will be refused (no PERMISSIVE PeerAuthentication is written)", vm.Key, d.Mesh.Name, d.Mesh.Namespace))
-		}
+		warnPlaintext(tr, vms, d)
+	}
+}
+
+func warnPlaintext(tr *trafficTranslation, vms *virtualMeshes, d *destination) {
+	st := tr.states[d.Key]
+	if st.tlsMode != networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_DISABLE {
+		return
+	}
+	vm := vms.vmOf(d.Mesh)
+	if vm == nil || !vm.sharedMTLS() {
+		return
+	}
+	p := st.destOwners[fieldMTLS]
+	if as := p.Status.GetDestinations()[d.Key.String()]; as != nil {
+		as.Warnings = append(as.Warnings, fmt.Sprintf("spec.policy.mtls.istio.tlsMode: VirtualMesh %s requires STRICT mTLS in mesh %s.%s; clients sending plaintext to this destination will be refused (no PERMISSIVE PeerAuthentication is written)", vm.Key, d.Mesh.Name, d.Mesh.Namespace))
 	}
 }
 

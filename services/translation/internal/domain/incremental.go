@@ -1,0 +1,378 @@
+package domain
+
+import (
+	"maps"
+	"slices"
+
+	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"google.golang.org/protobuf/proto"
+)
+
+// Incremental translates a sequence of inputs. When only TrafficPolicies
+// changed since the last call, it recomputes only the destinations that
+// the old and new versions of the changed policies select (and those they
+// add subsets to), the statuses of the policies applied there, and the
+// outputs of the clusters concerned; every other output is the previous
+// one. Anything else that changed (discovery, any other resource, the set
+// of clusters) means a full translation. The result is the one
+// TranslateResult gives for the same inputs and LastGood.
+//
+// The state of the last result is updated in place: a caller that reads a
+// previous Result's Applied while Translate runs must serialize the two.
+// An Incremental is not safe for concurrent use.
+type Incremental struct {
+	opts Options
+	st   *incState
+	// Counts of full and incremental translations.
+	full, incremental int
+}
+
+// Counts returns how many translations were full and how many
+// incremental.
+func (in *Incremental) Counts() (full, incremental int) { return in.full, in.incremental }
+
+// incState is what a translation leaves for the next one.
+type incState struct {
+	opts   Options
+	inputs map[string]*snapshotv1.InputSnapshot
+	result *Result
+	set    settings
+	users  userObjects
+	// destObjs are the VirtualService and DestinationRule written for
+	// each destination.
+	destObjs map[ObjectKey][]*snapshotv1.Object
+}
+
+// NewIncremental returns an incremental translator.
+func NewIncremental(opts Options) *Incremental { return &Incremental{opts: opts} }
+
+// Invalidate makes the next translation a full one, for a caller that
+// changed the outputs of the last result.
+func (in *Incremental) Invalidate() { in.st = nil }
+
+// Translate translates inputs. last is the LastGood of the previous result
+// (or the one to start from); inputs must not be modified afterwards.
+func (in *Incremental) Translate(inputs map[string]*snapshotv1.InputSnapshot, last LastGood) (*Result, error) {
+	if in.st != nil {
+		if r, ok, err := in.update(inputs); ok || err != nil {
+			if err != nil {
+				in.st = nil
+			} else {
+				in.incremental++
+			}
+			return r, err
+		}
+	}
+	in.full++
+	r, st, err := translateAll(inputs, in.opts, last)
+	if err != nil {
+		in.st = nil
+		return nil, err
+	}
+	st.inputs = inputs
+	in.st = st
+	return r, nil
+}
+
+// sameExceptTraffic says whether two inputs of a cluster differ at most in
+// their TrafficPolicies (and version and agent details).
+func sameExceptTraffic(a, b *snapshotv1.InputSnapshot) bool {
+	return a.GetCluster() == b.GetCluster() &&
+		sameList(a.GetMeshes(), b.GetMeshes()) && sameList(a.GetWorkloads(), b.GetWorkloads()) &&
+		sameList(a.GetDestinations(), b.GetDestinations()) && sameList(a.GetVirtualMeshes(), b.GetVirtualMeshes()) &&
+		sameList(a.GetAccessPolicies(), b.GetAccessPolicies()) && sameList(a.GetVirtualDestinations(), b.GetVirtualDestinations()) &&
+		sameList(a.GetSettings(), b.GetSettings()) && sameList(a.GetUserIstioObjects(), b.GetUserIstioObjects())
+}
+
+func sameList[T proto.Message](a, b []T) bool {
+	return slices.EqualFunc(a, b, func(x, y T) bool { return any(x) == any(y) || proto.Equal(x, y) })
+}
+
+// diffPolicies finds the TrafficPolicies of the changed clusters that are
+// new, edited or deleted, and returns the new list in acceptance order: old
+// contains the previous list in that order. Unchanged policies keep their
+// instances. ok is false when a changed cluster's list holds one policy
+// twice: a full translation resolves that.
+func diffPolicies(old []*trafficPolicy, oldByKey map[ObjectKey]*trafficPolicy, inputs map[string]*snapshotv1.InputSnapshot, changedClusters []string) (policies []*trafficPolicy, byKey map[ObjectKey]*trafficPolicy, changed map[*trafficPolicy]bool, deleted []*trafficPolicy, ok bool) {
+	changed = map[*trafficPolicy]bool{}
+	byKey = maps.Clone(oldByKey)
+	replaced := map[*trafficPolicy]*trafficPolicy{} // old instance -> new, same acceptance position
+	var added []*trafficPolicy
+	inChanged := map[string]bool{}
+	for _, c := range changedClusters {
+		inChanged[c] = true
+		seen := map[ObjectKey]bool{}
+		for _, tp := range inputs[c].GetTrafficPolicies() {
+			md := tp.GetMetadata()
+			key := ObjectKey{Cluster: c, Namespace: md.GetNamespace(), Name: md.GetName()}
+			if key.Name == "" {
+				continue
+			}
+			if seen[key] {
+				return nil, nil, nil, nil, false
+			}
+			seen[key] = true
+			prev := oldByKey[key]
+			if prev != nil && (prev.src == tp || proto.Equal(prev.src, tp)) {
+				continue
+			}
+			p := &trafficPolicy{Key: key, Meta: md, Spec: tp.GetSpec(), src: tp}
+			if p.Spec == nil {
+				p.Spec = &networkingv1.TrafficPolicySpec{}
+			}
+			byKey[key] = p
+			changed[p] = true
+			if prev == nil {
+				added = append(added, p)
+				continue
+			}
+			changed[prev] = true
+			if compareAcceptance(prev, p) == 0 {
+				replaced[prev] = p
+			} else {
+				// Its creation time changed: it moves.
+				added = append(added, p)
+				deleted = append(deleted, prev)
+			}
+		}
+		for key, prev := range oldByKey {
+			if key.Cluster == c && !seen[key] {
+				changed[prev] = true
+				deleted = append(deleted, prev)
+				delete(byKey, key)
+			}
+		}
+	}
+	gone := map[*trafficPolicy]bool{}
+	for _, p := range deleted {
+		gone[p] = true
+	}
+	policies = make([]*trafficPolicy, 0, len(old)+len(added))
+	for _, p := range old {
+		switch {
+		case gone[p]:
+		case replaced[p] != nil:
+			policies = append(policies, replaced[p])
+		default:
+			policies = append(policies, p)
+		}
+	}
+	slices.SortFunc(added, compareAcceptance)
+	for _, p := range added {
+		i, _ := slices.BinarySearchFunc(policies, p, compareAcceptance)
+		policies = slices.Insert(policies, i, p)
+	}
+	// A policy deleted because it moved is not deleted.
+	deleted = slices.DeleteFunc(deleted, func(p *trafficPolicy) bool { return byKey[p.Key] != nil })
+	return policies, byKey, changed, deleted, true
+}
+
+// update is the incremental path; ok is false when it does not apply.
+func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Result, bool, error) {
+	prev := in.st
+	if len(inputs) != len(prev.inputs) {
+		return nil, false, nil
+	}
+	var changedClusters []string
+	for c, n := range inputs {
+		o, ok := prev.inputs[c]
+		if !ok {
+			return nil, false, nil
+		}
+		if o == n {
+			continue
+		}
+		if !sameExceptTraffic(o, n) {
+			return nil, false, nil
+		}
+		changedClusters = append(changedClusters, c)
+	}
+	if len(changedClusters) == 0 {
+		return prev.result, true, nil
+	}
+	opts := prev.opts
+	a := prev.result.Applied
+	tr := a.traffic
+
+	// Which policies changed: a new or edited policy gets a new instance;
+	// an unchanged one keeps its instance, status and all.
+	policies, newByKey, changed, deleted, ok := diffPolicies(a.policies, tr.byKey, inputs, changedClusters)
+	if !ok {
+		return nil, false, nil
+	}
+	tr.byKey = newByKey
+	tr.lastGood = prev.result.LastGood.Traffic
+
+	// The destinations the old and new versions select get their policy
+	// lists rebuilt.
+	affected := map[ObjectKey]bool{}
+	var fresh []*trafficPolicy
+	for p := range changed {
+		if newByKey[p.Key] == p {
+			tr.prepare(p)
+			fresh = append(fresh, p)
+		}
+		for _, k := range p.selected {
+			affected[k] = true
+		}
+	}
+	for k := range affected {
+		st := tr.states[k]
+		applied := slices.DeleteFunc(slices.Clone(st.applied), func(p *trafficPolicy) bool { return changed[p] })
+		for _, p := range fresh {
+			if _, found := slices.BinarySearchFunc(p.selected, k, ObjectKey.compare); found {
+				applied = append(applied, p)
+			}
+		}
+		slices.SortFunc(applied, compareAcceptance)
+		st.applied = applied
+	}
+
+	// Recompute them, and every destination whose subsets they add or
+	// added; each recomputed destination's targets join in turn.
+	queue := slices.SortedFunc(maps.Keys(affected), ObjectKey.compare)
+	recomputed := map[ObjectKey]bool{}
+	var order []ObjectKey
+	for len(queue) > 0 {
+		k := queue[0]
+		queue = queue[1:]
+		if recomputed[k] {
+			continue
+		}
+		recomputed[k] = true
+		order = append(order, k)
+		st := tr.states[k]
+		lost := st.reset(tr.states)
+		tr.applyAll(st)
+		queue = append(queue, lost...)
+		queue = append(queue, st.targets...)
+	}
+	slices.SortFunc(order, ObjectKey.compare)
+
+	// Policy-level conflict messages about recomputed destinations are
+	// made again below.
+	for _, p := range policies {
+		for k := range p.conflicts {
+			if recomputed[k] {
+				delete(p.conflicts, k)
+			}
+		}
+	}
+	touched := map[*trafficPolicy]bool{}
+	for _, p := range fresh {
+		touched[p] = true
+	}
+	newObjs := map[ObjectKey][]*snapshotv1.Object{}
+	outClusters := map[string]bool{}
+	for _, c := range changedClusters {
+		outClusters[c] = true
+	}
+	for _, k := range order {
+		d := a.ix.byKey[k]
+		warnPlaintext(tr, a.vms, d)
+		objs, err := destinationObjects(d, tr, prev.users, prev.set, opts)
+		if err != nil {
+			return nil, true, err
+		}
+		newObjs[k] = objs
+		outClusters[k.Cluster] = true
+		st := tr.states[k]
+		for _, p := range st.applied {
+			touched[p] = true
+		}
+		for _, pk := range st.allDRParents() {
+			if p := newByKey[pk]; p != nil {
+				touched[p] = true
+			}
+		}
+	}
+	// A policy whose subset contribution to a recomputed destination went
+	// away was applied to a destination that was recomputed itself, so it
+	// is touched above.
+
+	// Statuses of the touched policies, and of none for deleted ones.
+	newStatuses := map[string][]*snapshotv1.ResourceStatus{}
+	dropStatus := map[string]map[[2]string]bool{}
+	drop := func(p *trafficPolicy) {
+		c := p.Key.Cluster
+		if dropStatus[c] == nil {
+			dropStatus[c] = map[[2]string]bool{}
+		}
+		dropStatus[c][[2]string{p.Key.Namespace, p.Key.Name}] = true
+		outClusters[c] = true
+	}
+	next := LastGood{Traffic: maps.Clone(prev.result.LastGood.Traffic), Access: prev.result.LastGood.Access}
+	for _, p := range deleted {
+		drop(p)
+		delete(next.Traffic, p.Key)
+	}
+	for _, p := range slices.SortedFunc(maps.Keys(touched), func(x, y *trafficPolicy) int { return x.Key.compare(y.Key) }) {
+		if newByKey[p.Key] != p {
+			continue
+		}
+		drop(p)
+		st, err := trafficPolicyStatus(p)
+		if err != nil {
+			return nil, true, err
+		}
+		newStatuses[p.Key.Cluster] = append(newStatuses[p.Key.Cluster], st)
+		if g, ok := p.goodVersion(); ok {
+			next.Traffic[p.Key] = g
+		} else {
+			delete(next.Traffic, p.Key)
+		}
+	}
+
+	// New outputs for the clusters concerned; the others are reused.
+	outputs := maps.Clone(prev.result.Outputs)
+	destObjs := prev.destObjs
+	for c := range outClusters {
+		old := prev.result.Outputs[c]
+		stale := map[*snapshotv1.Object]bool{}
+		var added []*snapshotv1.Object
+		for _, k := range order {
+			if k.Cluster != c {
+				continue
+			}
+			for _, o := range destObjs[k] {
+				stale[o] = true
+			}
+			added = append(added, newObjs[k]...)
+		}
+		out := &snapshotv1.OutputSnapshot{
+			Cluster:            c,
+			InputVersions:      map[string]string{c: inputs[c].GetVersion()},
+			IssuedCertificates: old.GetIssuedCertificates(),
+			Objects:            make([]*snapshotv1.Object, 0, len(old.GetObjects())+len(added)),
+			Statuses:           make([]*snapshotv1.ResourceStatus, 0, len(old.GetStatuses())+len(newStatuses[c])),
+		}
+		for _, o := range old.GetObjects() {
+			if !stale[o] {
+				out.Objects = append(out.Objects, o)
+			}
+		}
+		out.Objects = append(out.Objects, added...)
+		for _, s := range old.GetStatuses() {
+			if s.GetApiVersion() == NetworkingV1 && s.GetKind() == KindTrafficPolicy && dropStatus[c][[2]string{s.GetNamespace(), s.GetName()}] {
+				continue
+			}
+			out.Statuses = append(out.Statuses, s)
+		}
+		out.Statuses = append(out.Statuses, newStatuses[c]...)
+		snapshots.SealOutput(out)
+		outputs[c] = out
+	}
+	for _, k := range order {
+		destObjs[k] = newObjs[k]
+	}
+
+	applied := *a
+	applied.inputs = inputs
+	applied.policies = policies
+	res := &Result{Outputs: outputs, LastGood: next, Applied: &applied}
+	prev.inputs = inputs
+	prev.result = res
+	return res, true, nil
+}
