@@ -38,13 +38,13 @@ func ApplyFailures(out *snapshotv1.OutputSnapshot, results []*snapshotv1.ApplyRe
 	if len(failed) == 0 {
 		return nil
 	}
-	var out2 []ApplyFailure
+	var found []ApplyFailure
 	for _, o := range out.GetObjects() {
 		if msg, ok := failed[refOf(o)]; ok {
-			out2 = append(out2, ApplyFailure{Object: o, Error: msg})
+			found = append(found, ApplyFailure{Object: o, Error: msg})
 		}
 	}
-	return out2
+	return found
 }
 
 // SameApplyFailures reports whether a and b name the same objects with the
