@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -33,6 +34,11 @@ type Syncer struct {
 
 	mu      sync.Mutex
 	applied string
+	// acked and ackResults are the version last acknowledged and its
+	// results without the cacerts manager's, so that a change of the
+	// manager's results can be acknowledged again at once.
+	acked      string
+	ackResults []*snapshotv1.ApplyResult
 	// failed holds the version whose apply did not fully succeed, so that
 	// it is retried rather than acknowledged as current.
 	failed string
@@ -121,12 +127,22 @@ func (s *Syncer) session(ctx context.Context, b *Backoff) error {
 	var last *snapshotv1.OutputSnapshot
 	retry := Backoff{Min: time.Second, Max: time.Minute}
 	var retryC <-chan time.Time
+	var caChanged <-chan struct{}
+	if s.cacerts != nil {
+		caChanged = s.cacerts.Changed()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case err := <-errs:
 			return err
+		case <-caChanged:
+			// A cacerts conflict or failure found (or gone) after the last
+			// acknowledgement: say so now rather than with the next
+			// snapshot, which may be long in coming.
+			s.reack(ctx)
+			continue
 		case snap := <-received:
 			b.Reset()
 			if !complete(snap) {
@@ -204,10 +220,14 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 	failed += statusFailed
 	results = append(results, statusResults...)
 
+	s.mu.Lock()
+	s.acked, s.ackResults = snap.GetVersion(), slices.Clone(results)
+	s.mu.Unlock()
 	if s.cacerts != nil {
-		// Issuing happens in the background; what the acknowledgement
-		// carries is what the manager found so far. It does not count as
-		// failed: the Istio objects did apply.
+		// Issuing happens in the background; the acknowledgement carries
+		// what the manager found so far, and reack sends it again when
+		// that changes. It does not count as failed: the Istio objects
+		// did apply.
 		s.cacerts.SetDesired(snap.GetIssuedCertificates())
 		results = append(results, s.cacerts.Results()...)
 	}
@@ -225,6 +245,21 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 		s.log.Warn("acknowledging failed", "version", snap.GetVersion(), "error", err)
 	}
 	return failed == 0 && err == nil
+}
+
+// reack acknowledges the last acknowledged version again, with the cacerts
+// manager's current results.
+func (s *Syncer) reack(ctx context.Context) {
+	s.mu.Lock()
+	version, results := s.acked, slices.Clone(s.ackResults)
+	s.mu.Unlock()
+	if version == "" {
+		return
+	}
+	results = append(results, s.cacerts.Results()...)
+	if err := s.relay.Ack(ctx, version, results); err != nil {
+		s.log.Warn("acknowledging the cacerts state failed", "version", version, "error", err)
+	}
 }
 
 // writeStatuses writes each status that differs from what was last written.

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -212,8 +213,12 @@ type CACerts struct {
 	retry   Backoff
 
 	poke chan struct{}
-	// pass serializes Reconcile.
-	pass sync.Mutex
+	// changed is signalled when Results changes.
+	changed chan struct{}
+	// pass serializes Reconcile; lastResults is what Results said after
+	// the previous pass.
+	pass        sync.Mutex
+	lastResults string
 
 	mu      sync.Mutex
 	desired []*snapshotv1.IssuedCertificate
@@ -226,9 +231,10 @@ func NewCACerts(signer IntermediateSigner, store CASecretStore, o CACertsOptions
 	c := &CACerts{
 		signer: signer, store: store,
 		leader: o.Leader, now: o.Now, newKey: o.NewKey, metrics: o.Metrics, log: o.Log,
-		retry:  Backoff{Min: cmp.Or(o.RetryMin, time.Second), Max: cmp.Or(o.RetryMax, 5*time.Minute)},
-		poke:   make(chan struct{}, 1),
-		states: map[secretKey]*caState{},
+		retry:   Backoff{Min: cmp.Or(o.RetryMin, time.Second), Max: cmp.Or(o.RetryMax, 5*time.Minute)},
+		poke:    make(chan struct{}, 1),
+		changed: make(chan struct{}, 1),
+		states:  map[secretKey]*caState{},
 	}
 	if c.leader == nil {
 		c.leader = func() bool { return true }
@@ -381,7 +387,26 @@ func (c *CACerts) Reconcile(ctx context.Context) time.Time {
 		}
 	}
 	c.metrics.CACertsObserved(c.Status())
+	if sig := resultsSignature(c.Results()); sig != c.lastResults {
+		c.lastResults = sig
+		select {
+		case c.changed <- struct{}{}:
+		default:
+		}
+	}
 	return next
+}
+
+// Changed receives a value when Results has changed after a pass: a
+// conflict or failure appeared, changed or went away.
+func (c *CACerts) Changed() <-chan struct{} { return c.changed }
+
+func resultsSignature(rs []*snapshotv1.ApplyResult) string {
+	var b strings.Builder
+	for _, r := range rs {
+		fmt.Fprintf(&b, "%d %s/%s %s\n", r.GetOutcome(), r.GetRef().GetNamespace(), r.GetRef().GetName(), r.GetError())
+	}
+	return b.String()
 }
 
 func refString(namespace, name string) string { return namespace + "/" + name }

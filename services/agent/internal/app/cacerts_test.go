@@ -635,3 +635,49 @@ func TestSyncerHandsIssuedCertificatesToCACerts(t *testing.T) {
 		t.Errorf("applied version %q, want %q", s.AppliedVersion(), snap.GetVersion())
 	}
 }
+
+// A conflict the manager finds after the snapshot was acknowledged is
+// acknowledged again at once, for the same version, with the object results
+// it had; it goes away the same way.
+func TestSyncerReacksWhenCACertsResultsChange(t *testing.T) {
+	f := newCAFixture(t)
+	f.store.secrets[secretKey{"istio-system", "cacerts"}] = StoredSecret{Owned: false, ResourceVersion: "1"}
+	relay := newFakeRelay()
+	s := NewSyncer(relay, newFakeApplier(), nil, testLogger(t))
+	s.SetCACerts(f.m)
+	stream := newFakeWatchStream()
+	relay.watchStreams <- stream
+	stop := runSyncer(t, s)
+	defer stop()
+
+	snap := &snapshotv1.OutputSnapshot{Cluster: "east", Objects: []*snapshotv1.Object{object("DestinationRule", "reviews")},
+		IssuedCertificates: []*snapshotv1.IssuedCertificate{issuedCert("istio-system", "root-1")}}
+	snapshots.SealOutput(snap)
+	stream.snaps <- snap
+	first := receive(t, relay.acks, 5*time.Second, "the ack of the snapshot")
+	if got := outcomes(first.results); !slices.Equal(got, []string{"APPLIED DestinationRule/reviews"}) {
+		t.Fatalf("first ack %v, want only the DestinationRule (the manager has not looked yet)", got)
+	}
+
+	f.m.Reconcile(t.Context())
+	again := receive(t, relay.acks, 5*time.Second, "a second ack once the conflict is known")
+	if again.version != snap.GetVersion() {
+		t.Errorf("re-acked version %q, want %q", again.version, snap.GetVersion())
+	}
+	if got := outcomes(again.results); !slices.Equal(got, []string{"APPLIED DestinationRule/reviews", "CONFLICT Secret/cacerts"}) {
+		t.Errorf("second ack %v, want the DestinationRule and the Secret's conflict", got)
+	}
+
+	// No change, no new ack: the next one comes after the user removed
+	// the Secret and the agent wrote its own.
+	f.m.Reconcile(t.Context())
+	delete(f.store.secrets, secretKey{"istio-system", "cacerts"})
+	f.m.Reconcile(t.Context())
+	cleared := receive(t, relay.acks, 5*time.Second, "an ack once the conflict is gone")
+	if got := outcomes(cleared.results); !slices.Equal(got, []string{"APPLIED DestinationRule/reviews"}) {
+		t.Errorf("ack after the conflict went away %v, want only the DestinationRule", got)
+	}
+	if n := len(relay.acks); n != 0 {
+		t.Errorf("%d more acks, want none: a pass that changes nothing acks nothing", n)
+	}
+}
