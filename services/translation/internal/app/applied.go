@@ -24,21 +24,27 @@ type ApplyReports interface {
 // Call it before Run.
 func (t *Translator) SetApplyReports(r ApplyReports) { t.reports = r }
 
+// applyFailures copies the apply failures last reported.
+func (t *Translator) applyFailures() map[string][]domain.ApplyFailure {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	failures := make(map[string][]domain.ApplyFailure, len(t.failures))
+	for c, f := range t.failures {
+		failures[c] = f
+	}
+	return failures
+}
+
 // finishOutputs runs after each translation, before the outputs are kept
-// and published: the test hook, then the apply failures last reported.
-func (t *Translator) finishOutputs(outputs map[string]*snapshotv1.OutputSnapshot) {
+// and published: the test hook, then the apply failures (as read by
+// applyFailures before translating). Both change the outputs in place.
+func (t *Translator) finishOutputs(outputs map[string]*snapshotv1.OutputSnapshot, failures map[string][]domain.ApplyFailure) {
 	if hook := t.cfg.TestOutputHook; hook != nil {
 		for c, o := range outputs {
 			hook(c, o)
 			snapshots.SealOutput(o)
 		}
 	}
-	t.mu.RLock()
-	failures := make(map[string][]domain.ApplyFailure, len(t.failures))
-	for c, f := range t.failures {
-		failures[c] = f
-	}
-	t.mu.RUnlock()
 	if len(failures) == 0 {
 		return
 	}

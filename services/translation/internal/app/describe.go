@@ -9,5 +9,7 @@ func (t *Translator) Describe(f domain.Filter) domain.Description {
 	t.mu.RLock()
 	a := t.applied
 	t.mu.RUnlock()
+	t.stateMu.RLock()
+	defer t.stateMu.RUnlock()
 	return a.Describe(f)
 }

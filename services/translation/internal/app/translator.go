@@ -65,8 +65,12 @@ type Translator struct {
 	reports  ApplyReports
 
 	// applied is what the last translation applied to each discovered
-	// entity, for Describe. Guarded by mu.
+	// entity, for Describe. Guarded by mu; the state it points to is
+	// guarded by stateMu, because incremental translation updates it.
 	applied *domain.Applied
+	stateMu sync.RWMutex
+	// inc translates; only Run's goroutine uses it.
+	inc *domain.Incremental
 
 	// lastGood is the last valid version of every policy, kept in force
 	// when an edit makes a policy invalid. Only Run's goroutine uses it.
@@ -114,6 +118,7 @@ func NewTranslator(cfg Config, source InputSource, publish OutputPublisher, metr
 	t := &Translator{
 		cfg: cfg, source: source, publish: publish, metrics: metrics, log: log, now: now,
 		kick:      make(chan struct{}, 1),
+		inc:       domain.NewIncremental(cfg.Domain),
 		inputs:    map[string]*snapshotv1.InputSnapshot{},
 		outputs:   map[string]*snapshotv1.OutputSnapshot{},
 		published: map[string]string{},
@@ -438,7 +443,18 @@ func (t *Translator) translate(ctx context.Context) {
 	t.mu.RUnlock()
 
 	start := time.Now()
-	res, err := domain.TranslateResult(inputs, t.cfg.Domain, t.lastGood)
+	// Apply failures and the test hook change outputs in place, so they
+	// must be fresh ones: no output reused from the last translation, which
+	// may be published already, is touched.
+	failures := t.applyFailures()
+	marking := len(failures) > 0 || t.cfg.TestOutputHook != nil
+	if marking {
+		t.inc.Invalidate()
+	}
+	// The incremental translator updates the state that Describe reads.
+	t.stateMu.Lock()
+	res, err := t.inc.Translate(inputs, t.lastGood)
+	t.stateMu.Unlock()
 	t.metrics.ObserveTranslation(time.Since(start), err)
 	if err != nil {
 		// The last outputs stay in force.
@@ -447,7 +463,12 @@ func (t *Translator) translate(ctx context.Context) {
 	}
 	outputs := res.Outputs
 	t.lastGood = res.LastGood
-	t.finishOutputs(outputs)
+	t.finishOutputs(outputs, failures)
+	if marking {
+		// The incremental translator keeps these outputs: the next
+		// translation starts afresh.
+		t.inc.Invalidate()
+	}
 	t.mu.Lock()
 	for c, o := range outputs {
 		t.outputs[c] = o
