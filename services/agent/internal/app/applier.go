@@ -24,6 +24,7 @@ type Syncer struct {
 	applier  Applier
 	statuses StatusWriter
 	cacerts  *CACerts
+	envoy    EnvoyConfigReplicator
 	metrics  Metrics
 	log      *slog.Logger
 
@@ -60,6 +61,11 @@ func (s *Syncer) SetStatusWriter(w StatusWriter) { s.statuses = w }
 // adds m's conflicts and failures to the acknowledgements. Call it before
 // Run.
 func (s *Syncer) SetCACerts(m *CACerts) { s.cacerts = m }
+
+// SetEnvoyConfigReplicator hands each applied snapshot's EnvoyConfig (Wasm
+// filters, access-log policies) to r, which gets it to every replica's 9977
+// servers. Call it before Run.
+func (s *Syncer) SetEnvoyConfigReplicator(r EnvoyConfigReplicator) { s.envoy = r }
 
 type statusKey struct{ apiVersion, kind, namespace, name string }
 
@@ -230,6 +236,13 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 		// did apply.
 		s.cacerts.SetDesired(snap.GetIssuedCertificates())
 		results = append(results, s.cacerts.Results()...)
+	}
+	if s.envoy != nil {
+		// The proxies' config does not depend on the Kubernetes objects:
+		// it is handed on even when some of them failed.
+		if err := s.envoy.Replicate(ctx, EnvoyConfigFromOutput(snap)); err != nil {
+			s.log.Warn("replicating the Envoy config failed", "version", snap.GetVersion(), "error", err)
+		}
 	}
 
 	s.mu.Lock()
