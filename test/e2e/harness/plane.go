@@ -40,6 +40,9 @@ type PlaneOptions struct {
 	Clusters  []string
 	// AllInOne runs `meshplane all-in-one` instead of four processes.
 	AllInOne bool
+	// IngestArgs are added to the ingest process's flags (not used with
+	// AllInOne), e.g. the management cluster's --kubeconfig.
+	IngestArgs []string
 }
 
 // StartPlane starts the management plane and returns it with a bootstrap
@@ -84,8 +87,9 @@ func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string,
 		{"distribution", CmdDistribution, func(map[string]string) []string { return redis }},
 		{"ingest", CmdIngest, func(a map[string]string) []string {
 			cert, key := filepath.Join(p.PKI.Dir, "ingest.crt"), filepath.Join(p.PKI.Dir, "ingest.key")
-			return append(redis, "--translation-addr", a["translation"], "--translation-ca-file", p.PKI.RootFile(),
+			args := append(redis, "--translation-addr", a["translation"], "--translation-ca-file", p.PKI.RootFile(),
 				"--translation-cert-file", cert, "--translation-key-file", key, "--translation-server-name", "localhost")
+			return append(args, o.IngestArgs...)
 		}},
 	}
 	for _, s := range services {
