@@ -7,11 +7,17 @@ import (
 	"crypto/x509"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	distributionv1 "github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1"
+	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
+
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"github.com/meshplane/meshplane/libs/pki"
+	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/test/e2e/harness"
@@ -142,6 +148,61 @@ spec:
 	if bytes.Equal(secrets["east"].Data["ca-key.pem"], secrets["west"].Data["ca-key.pem"]) {
 		t.Error("east and west hold the same key")
 	}
+
+	// The user takes west's cacerts over (their own CA, no ownership
+	// labels). A change of the VirtualMesh sends new snapshots; west's
+	// agent leaves the user's Secret alone and acknowledges the conflict.
+	west := clusters[1]
+	user := secrets["west"].DeepCopy()
+	user.Labels, user.Annotations = nil, nil
+	user.Data = map[string][]byte{"ca-cert.pem": []byte("the user's own CA")}
+	if _, err := west.Clientset().CoreV1().Secrets(harness.IstioNamespace).Update(ctx, user, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := east.ApplyYAML(ctx, []byte(strings.Replace(vm, "intermediateTtl: 2592000s", "intermediateTtl: 1296000s", 1))); err != nil {
+		t.Fatal(err)
+	}
+	dist := distributionClient(t, plane)
+	err = harness.Wait(ctx, 60*time.Second, "west's ack to report the user's cacerts", func(ctx context.Context) (bool, error) {
+		resp, err := dist.ListAcks(ctx, connect.NewRequest(&distributionv1.ListAcksRequest{}))
+		if err != nil {
+			return false, err
+		}
+		for _, c := range resp.Msg.GetClusters() {
+			if c.GetCluster() == "west" {
+				return c.GetAckedVersion() == c.GetLatestVersion() && c.GetApplyErrors() > 0, nil
+			}
+		}
+		return false, nil
+	}, procs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := west.Clientset().CoreV1().Secrets(harness.IstioNamespace).Get(ctx, "cacerts", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Data["ca-cert.pem"]) != "the user's own CA" || len(got.Data) != 1 || len(got.GetLabels()) != 0 {
+		t.Errorf("west: the user's cacerts was changed: labels %v, %d keys", got.GetLabels(), len(got.Data))
+	}
+}
+
+// distributionClient calls distribution with a service identity, as
+// meshctl does.
+func distributionClient(t *testing.T, plane *harness.Plane) distributionv1connect.DistributionServiceClient {
+	t.Helper()
+	cert, key, err := plane.PKI.ServiceCert("meshctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := platform.NewClientOptions()
+	o.Addr, o.CAFile, o.CertFile, o.KeyFile, o.ServerName = plane.Distribution, plane.PKI.RootFile(), cert, key, "localhost"
+	hc, err := platform.NewHTTPClient(o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hc.CloseIdleConnections)
+	return distributionv1connect.NewDistributionServiceClient(hc, platform.BaseURL(o), platform.DefaultClientOptions(o)...)
 }
 
 func parseOne(t *testing.T, what string, pemData []byte) *x509.Certificate {
