@@ -40,6 +40,11 @@ type PlaneOptions struct {
 	Clusters  []string
 	// AllInOne runs `meshplane all-in-one` instead of four processes.
 	AllInOne bool
+	// RegistrationRedis gives registration --redis-addrs too (not used
+	// with AllInOne, which shares its stores): it then reads the input
+	// snapshots that SignIntermediate needs, and keeps tokens, clusters and
+	// revocations in Redis.
+	RegistrationRedis bool
 	// IngestArgs are added to the ingest process's flags (not used with
 	// AllInOne), e.g. the management cluster's --kubeconfig.
 	IngestArgs []string
@@ -81,7 +86,11 @@ func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string,
 	redis := []string{"--redis-addrs", o.RedisAddr}
 	services := []svc{
 		{"registration", CmdRegistration, func(map[string]string) []string {
-			return []string{"--tls-client-auth", "optional", "--ca-dir", p.PKI.CADir, "--bootstrap-tokens-file", p.TokensFile, "--trust-domain", p.PKI.TrustDomain}
+			args := []string{"--tls-client-auth", "optional", "--ca-dir", p.PKI.CADir, "--bootstrap-tokens-file", p.TokensFile, "--trust-domain", p.PKI.TrustDomain}
+			if o.RegistrationRedis {
+				args = append(args, redis...)
+			}
+			return args
 		}},
 		{"translation", CmdTranslation, func(map[string]string) []string { return append(redis, "--debounce", "50ms") }},
 		{"distribution", CmdDistribution, func(map[string]string) []string { return redis }},
