@@ -87,6 +87,10 @@ func defaultAccessPolicy() AccessPolicy {
 	return AccessPolicy{"/grpc.health.v1.Health/": AllowPublic}
 }
 
+// VersionHeader carries the server's build version (Version) on every
+// response to a caller with a verified identity.
+const VersionHeader = "Meshplane-Server-Version"
+
 // These errors go to callers: short, and naming no internals.
 var (
 	errNoIdentity = errors.New("no verified client certificate naming a cluster or service")
@@ -141,6 +145,9 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		ctx = ContextWithIdentity(ctx, id)
+		// Authenticated callers learn the server's build, so that meshctl
+		// version can report it; strangers do not.
+		w.Header().Set(VersionHeader, Version)
 		if g.calls != nil {
 			var body io.Closer
 			if r.ProtoMajor == 2 {

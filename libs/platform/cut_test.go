@@ -150,3 +150,29 @@ func metricByLabel(t *testing.T, ts *testServer, name, label, value string) floa
 	}
 	return 0
 }
+
+// Authenticated callers get the server's build version in a response
+// header; callers without a certificate do not. /metrics exports it too.
+func TestVersionHeaderAndBuildInfo(t *testing.T) {
+	ts := newServer(t, platform.ClientAuthOptional, nil).start(t)
+	east := ts.ca.ClientCert(t, eastID)
+	hc, base := ts.client(t, &east)
+	res, err := call(t, hc, base, procWhoAmI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Header().Get(platform.VersionHeader); got != platform.Version {
+		t.Errorf("%s = %q, want %q", platform.VersionHeader, got, platform.Version)
+	}
+	anon, base := ts.client(t, nil)
+	res, err = call(t, anon, base, procPublic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Header().Get(platform.VersionHeader); got != "" {
+		t.Errorf("a caller without a certificate got %s = %q", platform.VersionHeader, got)
+	}
+	if got := metricByLabel(t, ts, "meshplane_build_info", "version", platform.Version); got != 1 {
+		t.Errorf("meshplane_build_info{version=%q} = %v, want 1", platform.Version, got)
+	}
+}

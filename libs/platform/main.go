@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,3 +67,16 @@ func RunMain(name string, srvOpts ServerOptions, logOpts LogOptions, build Build
 // Version is the build's version, set by the linker:
 // -X github.com/meshplane/meshplane/libs/platform.Version=v1.2.3
 var Version = "dev"
+
+// registerBuildInfo exports meshplane_build_info{version, go_version} = 1,
+// once per registry.
+func registerBuildInfo(logger *slog.Logger, reg prometheus.Registerer) {
+	if reg == nil {
+		return
+	}
+	g := register(logger, reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "meshplane_build_info",
+		Help: "Always 1; the labels say which build of Meshplane serves.",
+	}, []string{"version", "go_version"}))
+	g.WithLabelValues(Version, runtime.Version()).Set(1)
+}

@@ -95,6 +95,7 @@ func NewServer(opts ServerOptions, logger *slog.Logger, reg *prometheus.Registry
 		reason:    "starting",
 	}
 	s.calls = newOpenCalls(opts.Revocation, logger, s.metrics.ended, time.Now)
+	registerBuildInfo(logger, reg)
 	s.handlerOpts = append(DefaultHandlerOptions(logger, reg), connect.WithReadMaxBytes(opts.MaxRecvBytes))
 	policy := defaultAccessPolicy()
 	s.policy.Store(&policy)
