@@ -31,16 +31,29 @@ import (
 // the VirtualMesh's root, and writes istio-system/cacerts. Both
 // intermediates chain to the same root, and they are different
 // intermediates.
+//
+// It runs against the four services as processes and against the
+// all-in-one process.
 func TestVirtualMeshSharedTrustWritesCACerts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short mode (make test runs it)")
 	}
+	for _, mode := range []struct {
+		name     string
+		allInOne bool
+	}{{"separate-processes", false}, {"all-in-one", true}} {
+		t.Run(mode.name, func(t *testing.T) { runCACerts(t, mode.allInOne) })
+	}
+}
+
+func runCACerts(t *testing.T, allInOne bool) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	clusters := kubetest.StartMany(t, kubetest.Options{Name: "east"}, kubetest.Options{Name: "west"})
 	redis := redistest.Start(t)
 	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{
-		BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east", "west"}, AllInOne: true,
+		BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east", "west"},
+		AllInOne: allInOne, RegistrationRedis: true,
 	})
 	if err != nil {
 		t.Fatal(err)
