@@ -22,6 +22,17 @@
 {{- with .Values.flushInterval }}
 - --flush-interval={{ . }}
 {{- end }}
+{{- if .Values.managementCluster.watch }}
+- --watch-management-cluster=true
+{{- with .Values.managementCluster.name }}
+- --management-cluster-name={{ . }}
+{{- end }}
+{{- with .Values.managementCluster.debounce }}
+- --management-debounce={{ . }}
+{{- end }}
+{{- else }}
+- --watch-management-cluster=false
+{{- end }}
 {{- end }}
 
 {{- define "ingest.specificMounts" -}}{{- end }}
