@@ -191,7 +191,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 
 	icfg := ingest.DefaultConfig()
 	icfg.Install = s.install
-	ing, err := ingest.New(icfg, ingest.WithLogger(log), ingest.WithRegisterer(promReg), ingest.WithInputs(ingestInputs), ingest.WithNotifier(tr))
+	ing, err := ingest.New(icfg, ingest.WithLogger(log), ingest.WithRegisterer(promReg), ingest.WithInputs(ingestInputs), ingest.WithOutputs(outputs), ingest.WithNotifier(tr))
 	if err != nil {
 		return nil, err
 	}
