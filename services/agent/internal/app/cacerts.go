@@ -495,12 +495,13 @@ func (c *CACerts) current(st *caState, notAfter, renewAt time.Time, rootGen stri
 func (c *CACerts) fail(st *caState, log *slog.Logger, stage string, err error, now time.Time) time.Time {
 	c.metrics.CACertsFailed(stage)
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	st.status.State, st.status.Error = CAStateFailing, err.Error()
 	st.status.Failures++
 	st.retryAt = now.Add(st.backoff.Next())
-	log.Warn("istiod intermediate CA not written; retrying", "stage", stage, "error", err, "failures", st.status.Failures, "retry_at", st.retryAt)
-	return st.retryAt
+	failures, retryAt := st.status.Failures, st.retryAt
+	c.mu.Unlock()
+	log.Warn("istiod intermediate CA not written; retrying", "stage", stage, "error", err, "failures", failures, "retry_at", retryAt)
+	return retryAt
 }
 
 func validateIssued(ic *snapshotv1.IssuedCertificate) error {
