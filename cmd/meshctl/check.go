@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,6 +16,9 @@ import (
 	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
 	ingestv1 "github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
+	registrationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1"
+	translationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1"
+	"github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1/translationv1connect"
 	"github.com/spf13/cobra"
 )
 
@@ -20,8 +26,18 @@ import (
 type checkReport struct {
 	OK       bool           `json:"ok"`
 	Services []serviceCheck `json:"services"`
+	// SafeMode is translation's: publishing held until every cluster has
+	// reported. Empty when translation is not served at --addr.
+	SafeMode *safeModeCheck `json:"safeMode,omitempty"`
 	Clusters []clusterCheck `json:"clusters"`
-	Error    string         `json:"error,omitempty"`
+	// Notes say which optional checks could not run, and why.
+	Notes []string `json:"notes,omitempty"`
+	Error string   `json:"error,omitempty"`
+}
+
+type safeModeCheck struct {
+	On      bool     `json:"on"`
+	Waiting []string `json:"waitingFor,omitempty"`
 }
 
 type serviceCheck struct {
@@ -38,6 +54,10 @@ type clusterCheck struct {
 	Pull         string     `json:"pull"`
 	Applied      string     `json:"applied"`
 	ApplyErrors  uint32     `json:"applyErrors"`
+	// Registration is the cluster's record: its status, and when its
+	// agent's certificate expires.
+	Registration string     `json:"registration,omitempty"`
+	CertExpires  *time.Time `json:"certExpires,omitempty"`
 }
 
 func newCheckCmd() *cobra.Command {
@@ -133,7 +153,30 @@ func checkManagementPlane(ctx context.Context, c *conn) checkReport {
 	for _, a := range acks.Msg.GetClusters() {
 		byCluster[a.GetCluster()] = a
 	}
+	// Registration and translation may run elsewhere than --addr (split
+	// services without a front door): then their checks are skipped.
+	records := map[string]*registrationv1.Cluster{}
+	if res, err := c.clusters().ListClusters(ctx, connect.NewRequest(&registrationv1.ListClustersRequest{})); err != nil {
+		rep.Notes = append(rep.Notes, "certificates not checked: "+notServedOr(err, "registration", c.addr))
+	} else {
+		for _, r := range res.Msg.GetClusters() {
+			if r.GetStatus() != registrationv1.ClusterStatus_CLUSTER_STATUS_DEREGISTERED {
+				records[r.GetName()] = r
+			}
+		}
+	}
+	tc := translationv1connect.NewTranslationServiceClient(c.hc, c.base, c.opts...)
+	if st, err := tc.GetStatus(ctx, connect.NewRequest(&translationv1.GetStatusRequest{})); err != nil {
+		rep.Notes = append(rep.Notes, "safe mode not checked: "+notServedOr(err, "translation", c.addr))
+	} else {
+		rep.SafeMode = &safeModeCheck{On: st.Msg.GetSafeMode(), Waiting: st.Msg.GetClustersWaiting()}
+		if rep.SafeMode.On {
+			rep.OK = false
+		}
+	}
+	seen := map[string]bool{}
 	for _, cl := range clusters.Msg.GetClusters() {
+		seen[cl.GetCluster()] = true
 		a := byCluster[cl.GetCluster()]
 		cc := clusterCheck{Cluster: cl.GetCluster(), Push: "disconnected", Pull: "disconnected", Applied: "-", InputVersion: cl.GetVersion(), ApplyErrors: a.GetApplyErrors()}
 		if cl.GetConnected() {
@@ -155,9 +198,48 @@ func checkManagementPlane(ctx context.Context, c *conn) checkReport {
 		if !cl.GetConnected() || !a.GetConnected() || cc.Applied != "current" || a.GetApplyErrors() > 0 {
 			rep.OK = false
 		}
+		if r := records[cl.GetCluster()]; r != nil {
+			cc.Registration = statusName(r.GetStatus())
+			if !certValid(&cc, r) {
+				rep.OK = false
+			}
+		}
+		rep.Clusters = append(rep.Clusters, cc)
+	}
+	// A cluster registration knows but ingest never heard from: its agent
+	// is not installed or cannot connect.
+	for _, name := range slices.Sorted(maps.Keys(records)) {
+		if seen[name] {
+			continue
+		}
+		r := records[name]
+		cc := clusterCheck{Cluster: name, Push: "never", Pull: "never", Applied: "-", Registration: statusName(r.GetStatus())}
+		certValid(&cc, r)
+		rep.OK = false
 		rep.Clusters = append(rep.Clusters, cc)
 	}
 	return rep
+}
+
+// certValid fills the certificate's expiry and says whether it is still
+// valid.
+func certValid(cc *clusterCheck, r *registrationv1.Cluster) bool {
+	if r.GetCertificateExpiresAt() == nil {
+		return true
+	}
+	t := r.GetCertificateExpiresAt().AsTime().UTC()
+	cc.CertExpires = &t
+	return time.Now().Before(t)
+}
+
+// notServedOr explains a failed optional call: not served at this address,
+// or the error with its hint.
+func notServedOr(err error, service, addr string) string {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnimplemented, connect.CodeNotFound:
+		return service + " is not served at " + addr
+	}
+	return hintFor(service, addr, err)
 }
 
 func printCheckTable(w io.Writer, rep checkReport) {
@@ -172,15 +254,36 @@ func printCheckTable(w io.Writer, rep checkReport) {
 		fmt.Fprintf(w, "\n%s\n", rep.Error)
 		return
 	}
+	if sm := rep.SafeMode; sm != nil {
+		state := "off"
+		if sm.On {
+			state = "ON: publishing held until every cluster reports"
+			if len(sm.Waiting) > 0 {
+				state += "; waiting for " + strings.Join(sm.Waiting, ", ")
+			}
+		}
+		fmt.Fprintf(w, "%-45s %s\n", "safe mode", state)
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tPUSH\tINPUT VERSION\tLAST PUSH\tPULL\tAPPLIED\tAPPLY ERRORS")
+	fmt.Fprintln(tw, "CLUSTER\tPUSH\tINPUT VERSION\tLAST PUSH\tPULL\tAPPLIED\tAPPLY ERRORS\tCERT EXPIRES")
 	for _, c := range rep.Clusters {
 		last := "-"
 		if c.LastPush != nil {
 			last = time.Since(*c.LastPush).Round(time.Second).String() + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", c.Cluster, c.Push, dash(short(c.InputVersion)), last, c.Pull, c.Applied, c.ApplyErrors)
+		cert := "-"
+		if c.CertExpires != nil {
+			if d := time.Until(*c.CertExpires); d > 0 {
+				cert = "in " + d.Round(time.Minute).String()
+			} else {
+				cert = "EXPIRED " + (-d).Round(time.Minute).String() + " ago"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", c.Cluster, c.Push, dash(short(c.InputVersion)), last, c.Pull, c.Applied, c.ApplyErrors, cert)
 	}
 	tw.Flush()
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
 }

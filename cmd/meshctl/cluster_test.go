@@ -30,7 +30,11 @@ type server struct {
 	ca                     *pki.CA
 }
 
-func startRegistration(t *testing.T) *server {
+// mountFunc adds another service to the server of startRegistration, as
+// the all-in-one process does, and runs it until the test ends.
+type mountFunc func(t *testing.T, srv *platform.Server, log *slog.Logger)
+
+func startRegistration(t *testing.T, mounts ...mountFunc) *server {
 	t.Helper()
 	dir := t.TempDir()
 	ca, _, err := pki.LoadOrCreateCA(filepath.Join(dir, "ca"), "test")
@@ -72,6 +76,9 @@ func startRegistration(t *testing.T) *server {
 		t.Fatal(err)
 	}
 	svc.Mount(srv)
+	for _, m := range mounts {
+		m(t, srv, log)
+	}
 	srv.SetReady(true)
 	addr, _ := platformtest.Serve(t, srv)
 	return &server{addr: addr, pkiDir: dir, rootFile: filepath.Join(dir, "ca", pki.RootCertFile), ca: ca}
