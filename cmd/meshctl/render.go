@@ -39,7 +39,8 @@ the Istio objects each cluster would get, offline: no management plane is
 called. This is for GitOps and CI review of policy changes.
 
 -f takes a directory (read recursively: every .yaml, .yml and .json file,
-skipping names that start with a dot) or a file, and may be repeated. A file
+skipping names that start with a dot), a file, or - for standard input, and
+may be repeated. A file
 holds either
 
   - Kubernetes manifests of Meshplane resources (VirtualMesh, TrafficPolicy,
@@ -65,10 +66,10 @@ FAILED.`,
   # One cluster, as JSON.
   meshctl render -f policies/ --cluster east -o json | jq '.[0].objects[].kind'
   # An input snapshot dumped from a running management plane.
-  meshctl snapshot dump --cluster east --input > east.yaml && meshctl render -f east.yaml`,
+  meshctl snapshot dump --cluster east --input | meshctl render -f -`,
 		Args: noArgs,
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "directory or file of resources to render (repeatable)")
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "directory or file of resources to render, - for standard input (repeatable)")
 	cmd.Flags().StringSliceVar(&clusters, "cluster", nil, "print only these clusters (repeatable); all are translated together")
 	cmd.Flags().BoolVar(&showStatus, "show-status", false, "add every resource's status to the output, as comments (yaml) or a statuses list (json)")
 	cmd.Flags().BoolVar(&strict, "strict", false, "exit 1 when any resource is INVALID or FAILED")
@@ -85,6 +86,16 @@ FAILED.`,
 		}
 		in := &render.Inputs{}
 		for _, f := range files {
+			if f == "-" {
+				data, err := io.ReadAll(cmd.InOrStdin())
+				if err != nil {
+					return fmt.Errorf("read standard input: %w", err)
+				}
+				if err := render.Load("<stdin>", "", data, in); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := loadPath(f, in); err != nil {
 				return err
 			}

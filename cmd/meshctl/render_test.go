@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"os"
@@ -93,6 +94,22 @@ func TestRenderJSON(t *testing.T) {
 	}
 	if invalid != 1 {
 		t.Errorf("management cluster statuses = %+v, want one INVALID with errors", got[1].Statuses)
+	}
+}
+
+// TestRenderStdin: -f - reads standard input, here an input snapshot as
+// `snapshot dump --input` prints it.
+func TestRenderStdin(t *testing.T) {
+	in := "cluster: east\ndestinations:\n- metadata: {name: reviews-default-east, namespace: default, cluster: east}\n  spec: {kubeService: {ref: {name: reviews, namespace: default, cluster: east}}}\n"
+	var out, errb bytes.Buffer
+	root := newRootCmd(&out, &errb)
+	root.SetIn(strings.NewReader(in))
+	root.SetArgs([]string{"render", "-f", "-"})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("render -f -: %v: %s", err, errb.String())
+	}
+	if !strings.Contains(out.String(), "# cluster: east") || !strings.Contains(out.String(), "host: reviews.default.svc.cluster.local") {
+		t.Errorf("render -f - =\n%s", out.String())
 	}
 }
 
