@@ -121,7 +121,7 @@ type Reader struct {
 	resources []resourceInformer
 	warned    map[string]string // resource key -> resourceVersion already warned about
 
-	istio []istioInformer
+	istio []istioInformer // guarded by mu
 }
 
 type resourceInformer struct {
@@ -205,7 +205,7 @@ func NewReader(ctx context.Context, c Clients, opts Options) (*Reader, error) {
 		r.resources = append(r.resources, resourceInformer{userResource: ur, lister: inf.Lister()})
 	}
 
-	if err := r.watchIstio(c.Kube); err != nil {
+	if err := r.watchIstio(ctx, c.Kube); err != nil {
 		return nil, err
 	}
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
@@ -108,4 +109,30 @@ func TestReaderUserIstioObjects(t *testing.T) {
 	kubetest.Eventually(t, waitTimeout, func(context.Context) (bool, error) {
 		return slices.Equal(userObjectNames(snapshot(t, r)), want[:1]), nil
 	}, "the deletion of the user VirtualService")
+}
+
+// An agent that starts before Istio's CRDs exist discovers the users'
+// objects once the CRDs appear.
+func TestReaderLateIstioCRDs(t *testing.T) {
+	t.Parallel()
+	c := kubetest.Start(t, kubetest.Options{Name: "east", SkipIstioCRDs: true})
+	f := fixture{t: t, cs: c.Clientset()}
+	f.namespace("bookinfo", nil)
+	r := startReader(t, c, Options{CRDPollInterval: 100 * time.Millisecond})
+	if got := userObjectNames(snapshot(t, r)); len(got) != 0 {
+		t.Fatalf("user objects before Istio's CRDs exist: %q", got)
+	}
+	crds, err := kubetest.IstioCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyYAML(t.Context(), crds); err != nil {
+		t.Fatalf("install Istio CRDs: %v", err)
+	}
+	if err := c.ApplyYAML(t.Context(), []byte(istioObjectsYAML)); err != nil {
+		t.Fatalf("apply Istio objects: %v", err)
+	}
+	kubetest.Eventually(t, 3*waitTimeout, func(context.Context) (bool, error) {
+		return len(userObjectNames(snapshot(t, r))) == 2, nil
+	}, "the user Istio objects applied after the CRDs appeared")
 }
