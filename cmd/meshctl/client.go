@@ -73,9 +73,8 @@ type callErr struct{ error }
 
 func (e callErr) Unwrap() error { return e.error }
 
-// hint adds what to do about the errors an operator meets first.
-func hint(err error) string { return hintFor("", "", err) }
-
+// hintFor adds what to do about the errors an operator meets first, for a
+// call to service (empty: the management plane) at addr.
 func hintFor(service, addr string, err error) string {
 	what := "the management plane"
 	if service != "" {
