@@ -25,8 +25,11 @@ type Syncer struct {
 	statuses StatusWriter
 	cacerts  *CACerts
 	envoy    EnvoyConfigReplicator
-	metrics  Metrics
-	log      *slog.Logger
+	// leadership, when set, is confirmed before each apply and checked
+	// before each object.
+	leadership Leadership
+	metrics    Metrics
+	log        *slog.Logger
 
 	// written holds, per resource, the generation and status last written
 	// or found current, so that an unchanged status costs no API call.
@@ -66,6 +69,16 @@ func (s *Syncer) SetCACerts(m *CACerts) { s.cacerts = m }
 // filters, access-log policies) to r, which gets it to every replica's 9977
 // servers. Call it before Run.
 func (s *Syncer) SetEnvoyConfigReplicator(r EnvoyConfigReplicator) { s.envoy = r }
+
+// SetLeadership makes the syncer confirm leadership with a quorum before
+// each apply and check it before each object, so that a replica that lost
+// leadership stops between objects. Call it before Run.
+func (s *Syncer) SetLeadership(l Leadership) { s.leadership = l }
+
+// leading reports whether the apply may go on.
+func (s *Syncer) leading(ctx context.Context) bool {
+	return ctx.Err() == nil && (s.leadership == nil || s.leadership.IsLeader())
+}
 
 type statusKey struct{ apiVersion, kind, namespace, name string }
 
@@ -183,10 +196,24 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 	if !complete(snap) {
 		return false
 	}
+	if s.leadership != nil {
+		// A barrier: a leader cut off from its quorum learns it here,
+		// before it writes anything.
+		if err := s.leadership.VerifyLeader(ctx); err != nil {
+			s.log.Warn("not applying: leadership not confirmed", "version", snap.GetVersion(), "error", err)
+			return false
+		}
+	}
 	start := time.Now()
 	var results []*snapshotv1.ApplyResult
 	applied, failed, deleted := 0, 0, 0
 	for _, obj := range domain.OrderForApply(snap.GetObjects()) {
+		if !s.leading(ctx) {
+			// Nothing more is written, deleted or acknowledged: the new
+			// leader applies the snapshot in full.
+			s.log.Warn("apply aborted: no longer leading", "version", snap.GetVersion(), "applied", applied)
+			return false
+		}
 		key := domain.KeyOf(obj)
 		ref := &snapshotv1.ObjectRef{ApiVersion: key.APIVersion, Kind: key.Kind, Namespace: key.Namespace, Name: key.Name}
 		err := s.applier.Apply(ctx, obj)
@@ -205,6 +232,10 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 		}
 	}
 
+	if !s.leading(ctx) {
+		s.log.Warn("apply aborted before garbage collection: no longer leading", "version", snap.GetVersion(), "applied", applied)
+		return false
+	}
 	owned, err := s.applier.ListOwned(ctx)
 	if err != nil {
 		s.log.Warn("listing owned objects failed; garbage collection skipped this round", "error", err)

@@ -1,0 +1,587 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	hraft "github.com/hashicorp/raft"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/services/agent/internal/app"
+)
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not synchronization
+	}
+}
+
+// recorder is a leader duty that records when it runs, per node.
+type recorder struct {
+	mu  sync.Mutex
+	ivs []*interval
+}
+
+type interval struct {
+	node       string
+	start, end time.Time
+}
+
+func (r *recorder) duty(node string) app.Duty {
+	return app.Duty{Name: "record", Run: func(ctx context.Context) error {
+		r.mu.Lock()
+		iv := &interval{node: node, start: time.Now()}
+		r.ivs = append(r.ivs, iv)
+		r.mu.Unlock()
+		<-ctx.Done()
+		r.mu.Lock()
+		iv.end = time.Now()
+		r.mu.Unlock()
+		return nil
+	}}
+}
+
+// running lists the nodes whose duty runs now.
+func (r *recorder) running() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, iv := range r.ivs {
+		if iv.end.IsZero() {
+			out = append(out, iv.node)
+		}
+	}
+	return out
+}
+
+func (r *recorder) starts(node string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, iv := range r.ivs {
+		if iv.node == node {
+			n++
+		}
+	}
+	return n
+}
+
+// checkNoOverlap fails when two nodes ran the duties at the same time.
+func (r *recorder) checkNoOverlap(t *testing.T) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, a := range r.ivs {
+		for _, b := range r.ivs[i+1:] {
+			aEnd, bEnd := a.end, b.end
+			if aEnd.IsZero() {
+				aEnd = time.Now()
+			}
+			if bEnd.IsZero() {
+				bEnd = time.Now()
+			}
+			if a.start.Before(bEnd) && b.start.Before(aEnd) {
+				t.Fatalf("%s ran the duties %s-%s while %s ran them %s-%s", a.node, a.start.Format("15:04:05.000"), aEnd.Format("15:04:05.000"), b.node, b.start.Format("15:04:05.000"), bEnd.Format("15:04:05.000"))
+			}
+		}
+	}
+}
+
+// sink records the EnvoyConfig versions a replica receives.
+type sink struct {
+	mu       sync.Mutex
+	versions []string
+	last     app.EnvoyConfig
+}
+
+func (s *sink) SetEnvoyConfig(c app.EnvoyConfig) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.versions = append(s.versions, c.Version)
+	s.last = c
+}
+
+func (s *sink) latest() app.EnvoyConfig {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// member is one replica of a test group.
+type member struct {
+	id     string
+	node   *Node
+	trans  *hraft.InmemTransport
+	sink   *sink
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// group is a set of in-process replicas on InmemTransport.
+type group struct {
+	t   *testing.T
+	rec *recorder
+
+	mu      sync.Mutex
+	members map[string]*member // by address
+	addrs   []string
+	cut     map[string]bool // partitioned addresses
+}
+
+func newGroup(t *testing.T) *group {
+	return &group{t: t, rec: &recorder{}, members: map[string]*member{}, cut: map[string]bool{}}
+}
+
+// prober probes in-process nodes, honouring partitions.
+type prober struct {
+	g    *group
+	from string
+}
+
+func (p prober) Probe(_ context.Context, addr string) (PeerInfo, error) {
+	p.g.mu.Lock()
+	m, ok := p.g.members[addr]
+	cut := p.g.cut[addr] || p.g.cut[p.from]
+	var node *Node
+	if ok {
+		node = m.node
+	}
+	p.g.mu.Unlock()
+	if !ok || cut || node == nil {
+		return PeerInfo{}, errors.New("unreachable")
+	}
+	select {
+	case <-m.done:
+		return PeerInfo{}, errors.New("down")
+	default:
+	}
+	return node.info(), nil
+}
+
+func (g *group) discovery() Discovery {
+	return DiscoveryFunc(func(context.Context) ([]string, error) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return slices.Clone(g.addrs), nil
+	})
+}
+
+// add creates a replica's transport and lists its address; start runs it.
+func (g *group) add(id string) *member {
+	addr, trans := hraft.NewInmemTransport(hraft.ServerAddress(id + ".raft"))
+	m := &member{id: id, trans: trans, sink: &sink{}, done: make(chan struct{})}
+	g.mu.Lock()
+	for a, o := range g.members {
+		trans.Connect(hraft.ServerAddress(a), o.trans)
+		o.trans.Connect(addr, trans)
+	}
+	g.members[string(addr)] = m
+	g.addrs = append(g.addrs, string(addr))
+	g.mu.Unlock()
+	return m
+}
+
+func (g *group) start(m *member, expect int) {
+	n, err := New(Options{
+		ID: m.id, Transport: m.trans, Prober: prober{g: g, from: string(m.trans.LocalAddr())},
+		Discovery: g.discovery(), BootstrapExpect: expect, Refresh: 50 * time.Millisecond,
+		SnapshotThreshold: 4, Sink: m.sink,
+	})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.mu.Lock()
+	m.node = n
+	g.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	duties := app.NewDuties(n, app.DutiesOptions{StartDelay: LANTiming().LeaderLeaseTimeout}, g.rec.duty(m.id))
+	var wg sync.WaitGroup
+	wg.Go(func() { n.Run(ctx) })
+	wg.Go(func() { duties.Run(ctx) })
+	go func() { wg.Wait(); close(m.done) }()
+	g.t.Cleanup(func() { m.kill() })
+}
+
+func (m *member) kill() {
+	m.cancel()
+	<-m.done
+}
+
+func (g *group) partition(m *member) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cut[string(m.trans.LocalAddr())] = true
+	m.trans.DisconnectAll()
+	for _, o := range g.members {
+		o.trans.Disconnect(m.trans.LocalAddr())
+	}
+}
+
+func (g *group) heal(m *member) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.cut, string(m.trans.LocalAddr()))
+	for a, o := range g.members {
+		if o != m {
+			m.trans.Connect(hraft.ServerAddress(a), o.trans)
+			o.trans.Connect(m.trans.LocalAddr(), m.trans)
+		}
+	}
+}
+
+// leaders lists the running members that Raft says lead.
+func (g *group) leaders(among ...*member) []string {
+	var out []string
+	for _, m := range among {
+		if m.node.raft.State() == hraft.Leader {
+			out = append(out, m.id)
+		}
+	}
+	return out
+}
+
+func (g *group) waitRunning(t *testing.T, not string) string {
+	t.Helper()
+	var who string
+	eventually(t, 20*time.Second, "one replica running the duties", func() bool {
+		r := g.rec.running()
+		if len(r) == 1 && r[0] != not {
+			who = r[0]
+			return true
+		}
+		return false
+	})
+	return who
+}
+
+func byID(ms []*member, id string) *member {
+	for _, m := range ms {
+		if m.id == id {
+			return m
+		}
+	}
+	return nil
+}
+
+func envoyConfig(version string) app.EnvoyConfig {
+	return app.EnvoyConfig{
+		Version:     version,
+		WasmFilters: []*snapshotv1.WasmFilterConfig{{Name: "filter-" + version}},
+	}
+}
+
+func TestThreeReplicasLeadOneAtATime(t *testing.T) {
+	g := newGroup(t)
+	ms := []*member{g.add("agent-a"), g.add("agent-b"), g.add("agent-c")}
+	for _, m := range ms {
+		g.start(m, 3)
+	}
+
+	// Exactly one replica runs the duties.
+	first := byID(ms, g.waitRunning(t, ""))
+	if l := g.leaders(ms...); len(l) != 1 || l[0] != first.id {
+		t.Fatalf("raft leaders %v, duties on %s", l, first.id)
+	}
+
+	// The leader's EnvoyConfig reaches every replica's sink.
+	if err := first.node.Replicate(t.Context(), envoyConfig("v1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		eventually(t, 10*time.Second, m.id+" receiving v1", func() bool { return m.sink.latest().Version == "v1" })
+		if got := m.sink.latest().WasmFilters; len(got) != 1 || got[0].GetName() != "filter-v1" {
+			t.Fatalf("%s got wasm filters %v", m.id, got)
+		}
+	}
+	// A follower cannot replicate.
+	for _, m := range ms {
+		if m != first {
+			if err := m.node.Replicate(t.Context(), envoyConfig("v-follower")); !errors.Is(err, ErrNotLeader) {
+				t.Fatalf("Replicate on follower %s: %v, want ErrNotLeader", m.id, err)
+			}
+		}
+	}
+
+	// Partition the leader: it stops its duties before another starts them.
+	g.partition(first)
+	second := byID(ms, g.waitRunning(t, first.id))
+	g.rec.checkNoOverlap(t)
+	if first.node.IsLeader() {
+		t.Fatalf("the partitioned %s still thinks it leads", first.id)
+	}
+
+	// Rejoin: still one leader, and the old one follows it.
+	g.heal(first)
+	eventually(t, 20*time.Second, "the healed replica following "+second.id, func() bool {
+		st := first.node.Status()
+		return st.State == "Follower" && st.Leader == second.id
+	})
+	if l := g.leaders(ms...); len(l) != 1 || l[0] != second.id {
+		t.Fatalf("after healing, raft leaders %v, want [%s]", l, second.id)
+	}
+	if r := g.rec.running(); len(r) != 1 || r[0] != second.id {
+		t.Fatalf("after healing, duties run on %v, want [%s]", r, second.id)
+	}
+	g.rec.checkNoOverlap(t)
+
+	// Kill the leader: another takes over and runs the duties.
+	before := g.rec.starts(first.id) + g.rec.starts(second.id)
+	second.kill()
+	third := byID(ms, g.waitRunning(t, second.id))
+	if third == second {
+		t.Fatal("the killed replica runs the duties")
+	}
+	if after := g.rec.starts(first.id) + g.rec.starts(second.id); third != first && after != before {
+		t.Fatalf("duty starts on the others changed from %d to %d", before, after)
+	}
+	g.rec.checkNoOverlap(t)
+
+	// A late joiner is added by the leader and gets the EnvoyConfig from
+	// a snapshot or the log.
+	for i := 2; i <= 8; i++ {
+		if err := third.node.Replicate(t.Context(), envoyConfig(fmt.Sprintf("v%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := third.node.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	late := g.add("agent-d")
+	g.start(late, 3)
+	eventually(t, 20*time.Second, "the late joiner receiving v8", func() bool { return late.sink.latest().Version == "v8" })
+	eventually(t, 10*time.Second, "the late joiner in the configuration", func() bool {
+		for _, s := range third.node.Status().Configuration {
+			if s.ID == late.id && s.Suffrage == "Voter" {
+				return true
+			}
+		}
+		return false
+	})
+	if r := g.rec.running(); len(r) != 1 || r[0] != third.id {
+		t.Fatalf("after the late join, duties run on %v, want [%s]", r, third.id)
+	}
+}
+
+func TestSingleReplicaLeadsAlone(t *testing.T) {
+	g := newGroup(t)
+	m := g.add("solo")
+	n, err := New(Options{ID: m.id, Transport: m.trans, Sink: m.sink, Refresh: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.node = n
+	ctx, cancel := context.WithCancel(context.Background())
+	duties := app.NewDuties(n, app.DutiesOptions{}, g.rec.duty(m.id))
+	var wg sync.WaitGroup
+	wg.Go(func() { n.Run(ctx) })
+	wg.Go(func() { duties.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+
+	g.waitRunning(t, "")
+	if err := n.Replicate(t.Context(), envoyConfig("solo-1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.sink.latest().Version; got != "solo-1" {
+		t.Fatalf("sink has %q, want solo-1", got)
+	}
+	st := n.Status()
+	if st.Leader != "solo" || st.State != "Leader" || len(st.Configuration) != 1 || st.EnvoyConfigVersion != "solo-1" {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// tcpMember is a replica on a real TCP transport with BoltDB stores.
+type tcpMember struct {
+	id     string
+	dir    string
+	ln     net.Listener
+	node   *Node
+	sink   *sink
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startTCP(t testing.TB, rec *recorder, m *tcpMember, peers Discovery, expect int) {
+	t.Helper()
+	if m.ln == nil {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.ln = ln
+	}
+	n, err := New(Options{ID: m.id, Dir: m.dir, Listener: m.ln, Discovery: peers, BootstrapExpect: expect, Refresh: 100 * time.Millisecond, Sink: m.sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.node = n
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel, m.done = cancel, make(chan struct{})
+	duties := app.NewDuties(n, app.DutiesOptions{StartDelay: LANTiming().LeaderLeaseTimeout}, rec.duty(m.id))
+	var wg sync.WaitGroup
+	wg.Go(func() { n.Run(ctx) })
+	wg.Go(func() { duties.Run(ctx) })
+	go func() { wg.Wait(); close(m.done) }()
+}
+
+func (m *tcpMember) kill() {
+	if m.cancel != nil {
+		m.cancel()
+		<-m.done
+		m.cancel = nil
+	}
+}
+
+// tcpGroup starts three replicas on loopback with real TCP, probing each
+// other over the Raft port.
+func tcpGroup(t testing.TB, rec *recorder) []*tcpMember {
+	t.Helper()
+	var ms []*tcpMember
+	var addrs StaticPeers
+	for _, id := range []string{"agent-0", "agent-1", "agent-2"} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, &tcpMember{id: id, dir: t.TempDir(), ln: ln, sink: &sink{}})
+		addrs = append(addrs, ln.Addr().String())
+	}
+	for _, m := range ms {
+		startTCP(t, rec, m, addrs, 3)
+	}
+	t.Cleanup(func() {
+		for _, m := range ms {
+			m.kill()
+		}
+	})
+	return ms
+}
+
+func TestTCPReplicasFailOverAndRestartFromDisk(t *testing.T) {
+	rec := &recorder{}
+	ms := tcpGroup(t, rec)
+	find := func(id string) *tcpMember {
+		for _, m := range ms {
+			if m.id == id {
+				return m
+			}
+		}
+		return nil
+	}
+	waitRunning := func(not string) *tcpMember {
+		var who string
+		eventually(t, 20*time.Second, "one replica running the duties", func() bool {
+			r := rec.running()
+			if len(r) == 1 && r[0] != not {
+				who = r[0]
+				return true
+			}
+			return false
+		})
+		return find(who)
+	}
+	leader := waitRunning("")
+	if err := leader.node.Replicate(t.Context(), envoyConfig("tcp-1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		eventually(t, 10*time.Second, m.id+" receiving tcp-1", func() bool { return m.sink.latest().Version == "tcp-1" })
+	}
+
+	leader.kill()
+	next := waitRunning(leader.id)
+	rec.checkNoOverlap(t)
+	if err := next.node.Replicate(t.Context(), envoyConfig("tcp-2")); err != nil {
+		t.Fatal(err)
+	}
+
+	// The killed replica restarts from its BoltDB state on the same port:
+	// it does not bootstrap again, follows the new leader and catches up.
+	addr := leader.ln.Addr().String()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("could not listen on %s again: %v", addr, err)
+	}
+	leader.ln, leader.sink = ln, &sink{}
+	var peers StaticPeers
+	for _, m := range ms {
+		peers = append(peers, m.node.Address())
+	}
+	startTCP(t, rec, leader, peers, 3)
+	eventually(t, 20*time.Second, "the restarted replica catching up to tcp-2", func() bool { return leader.sink.latest().Version == "tcp-2" })
+	if st := leader.node.Status(); st.Leader != next.id {
+		t.Fatalf("the restarted replica follows %q, want %s", st.Leader, next.id)
+	}
+	if r := rec.running(); len(r) != 1 || r[0] != next.id {
+		t.Fatalf("duties run on %v, want [%s]", r, next.id)
+	}
+}
+
+func TestProbeOverRaftPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Options{ID: "probed", Listener: ln})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown()
+	info, err := TCPProber{}.Probe(t.Context(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.ID != "probed" || info.Address != ln.Addr().String() || info.HasState {
+		t.Fatalf("probe answered %+v", info)
+	}
+}
+
+func TestParseStaticPeers(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []string
+		wantErr bool
+	}{
+		{in: "a=10.0.0.1:7000, b=10.0.0.2:7000", want: []string{"10.0.0.1:7000", "10.0.0.2:7000"}},
+		{in: "agent-0.agent-raft:7000", want: []string{"agent-0.agent-raft:7000"}},
+		{in: "", want: nil},
+		{in: "=10.0.0.1:7000", wantErr: true},
+		{in: "a=10.0.0.1", wantErr: true},
+		{in: "a=:7000", wantErr: true},
+		{in: "a=h:99999", wantErr: true},
+	} {
+		got, err := ParseStaticPeers(tc.in)
+		if (err != nil) != tc.wantErr {
+			t.Fatalf("ParseStaticPeers(%q) error %v, want error %v", tc.in, err, tc.wantErr)
+		}
+		if !tc.wantErr && !slices.Equal(got, tc.want) {
+			t.Fatalf("ParseStaticPeers(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	if _, err := New(Options{}); err == nil {
+		t.Fatal("New without an ID succeeded")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if _, err := New(Options{ID: "x", Listener: ln, AdvertiseAddr: "0.0.0.0:7000"}); err == nil {
+		t.Fatal("New with an unspecified advertise address succeeded")
+	}
+}

@@ -1,0 +1,161 @@
+package raft
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	hraft "github.com/hashicorp/raft"
+)
+
+// probeByte opens a membership probe on the Raft port. hashicorp/raft's
+// own RPCs start with a type byte below 8, so the two never mix.
+const probeByte = 'M'
+
+// PeerInfo is what a node says about itself when probed.
+type PeerInfo struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	// HasState: the node holds Raft state (it bootstrapped, or a leader
+	// has replicated to it). A node without state never bootstraps while
+	// it can see one that has.
+	HasState bool `json:"hasState"`
+}
+
+// Prober asks the node at addr who it is.
+type Prober interface {
+	Probe(ctx context.Context, addr string) (PeerInfo, error)
+}
+
+// TCPProber probes over the Raft port.
+type TCPProber struct{}
+
+// Probe implements Prober.
+func (TCPProber) Probe(ctx context.Context, addr string) (PeerInfo, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return PeerInfo{}, err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	} else {
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+	}
+	if _, err := conn.Write([]byte{probeByte}); err != nil {
+		return PeerInfo{}, err
+	}
+	var info PeerInfo
+	if err := json.NewDecoder(bufio.NewReader(conn)).Decode(&info); err != nil {
+		return PeerInfo{}, fmt.Errorf("probe %s: %w", addr, err)
+	}
+	if info.ID == "" {
+		return PeerInfo{}, fmt.Errorf("probe %s: the node sent no ID", addr)
+	}
+	return info, nil
+}
+
+// streamLayer is a TCP StreamLayer for hashicorp/raft's NetworkTransport
+// that also answers membership probes on the same port.
+type streamLayer struct {
+	ln        net.Listener
+	advertise net.Addr
+	info      func() PeerInfo
+
+	conns     chan net.Conn
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func newStreamLayer(ln net.Listener, advertise net.Addr, info func() PeerInfo) *streamLayer {
+	s := &streamLayer{ln: ln, advertise: advertise, info: info, conns: make(chan net.Conn), closed: make(chan struct{})}
+	go s.acceptLoop()
+	return s
+}
+
+func (s *streamLayer) acceptLoop() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.closed:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			s.Close()
+			return
+		}
+		go s.sniff(c)
+	}
+}
+
+// sniff reads the first byte: a probe is answered here, anything else is
+// handed to Raft with the byte put back.
+func (s *streamLayer) sniff(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	b, err := br.Peek(1)
+	if err != nil {
+		c.Close()
+		return
+	}
+	if b[0] == probeByte {
+		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		json.NewEncoder(c).Encode(s.info())
+		c.Close()
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	select {
+	case s.conns <- &bufferedConn{Conn: c, r: br}:
+	case <-s.closed:
+		c.Close()
+	}
+}
+
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// Accept implements net.Listener.
+func (s *streamLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.conns:
+		return c, nil
+	case <-s.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close implements net.Listener.
+func (s *streamLayer) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		err = s.ln.Close()
+	})
+	return err
+}
+
+// Addr implements net.Listener: the address peers dial.
+func (s *streamLayer) Addr() net.Addr { return s.advertise }
+
+// Dial implements hraft.StreamLayer.
+func (s *streamLayer) Dial(address hraft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(address), timeout)
+}
+
+var _ hraft.StreamLayer = (*streamLayer)(nil)
