@@ -38,22 +38,27 @@ func KindOf(apiVersion, kind string) (Kind, bool) {
 	return Kind{}, false
 }
 
-// WriteStatus reads the resource that st is for and replaces its status
-// with st.Status when its generation is st.ObservedGeneration and the
-// status differs. The update carries the resourceVersion that was read, so
-// a resource changed in between fails with a conflict instead of getting a
-// stale status: the caller retries.
+// WriteStatus writes st to the Meshplane resource it is for, which it
+// finds by st's apiVersion and kind.
 func WriteStatus(ctx context.Context, dyn dynamic.Interface, st *snapshotv1.ResourceStatus) (StatusOutcome, error) {
 	k, ok := KindOf(st.GetApiVersion(), st.GetKind())
 	if !ok {
 		// Statuses are only ever Meshplane's to write.
 		return 0, fmt.Errorf("%s %s is not a Meshplane resource", st.GetApiVersion(), st.GetKind())
 	}
+	return WriteStatusTo(ctx, dyn.Resource(k.GVR).Namespace(st.GetNamespace()), st)
+}
+
+// WriteStatusTo reads the resource that st is for through client and
+// replaces its status with st.Status when its generation is
+// st.ObservedGeneration and the status differs. The update carries the
+// resourceVersion that was read, so a resource changed in between fails
+// with a conflict instead of getting a stale status: the caller retries.
+func WriteStatusTo(ctx context.Context, client dynamic.ResourceInterface, st *snapshotv1.ResourceStatus) (StatusOutcome, error) {
 	var want any
 	if err := json.Unmarshal(st.GetStatus(), &want); err != nil {
 		return 0, fmt.Errorf("decode status of %s %s/%s: %w", st.GetKind(), st.GetNamespace(), st.GetName(), err)
 	}
-	client := dyn.Resource(k.GVR).Namespace(st.GetNamespace())
 	cur, err := client.Get(ctx, st.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return StatusSkipped, nil
