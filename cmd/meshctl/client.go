@@ -1,14 +1,21 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
+	registrationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1"
+	translationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1"
+	"github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1/translationv1connect"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/spf13/cobra"
 )
@@ -97,4 +104,44 @@ func hintFor(service, addr string, err error) string {
 		return fmt.Sprintf("%s%s does not serve this call: %v\nhint: is --addr a management service that serves it, and is it as new as meshctl? try `meshctl version`", what, map[bool]string{true: " at " + addr, false: ""}[addr != ""], err)
 	}
 	return err.Error()
+}
+
+// completeClusters completes a cluster name from what the management plane
+// knows, with the client flags already on the command line. Completion
+// stays quiet when the plane cannot be reached.
+func (c *clientFlags) completeClusters(fromRegistration bool) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		conn, err := c.connect()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		defer conn.close()
+		ctx := cmd.Context()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		var names []string
+		if fromRegistration {
+			res, err := conn.clusters().ListClusters(ctx, connect.NewRequest(&registrationv1.ListClustersRequest{}))
+			if err == nil {
+				for _, cl := range res.Msg.GetClusters() {
+					names = append(names, cl.GetName())
+				}
+			}
+		} else {
+			res, err := translationv1connect.NewTranslationServiceClient(conn.hc, conn.base, conn.opts...).GetStatus(ctx, connect.NewRequest(&translationv1.GetStatusRequest{}))
+			if err == nil {
+				names = slices.Sorted(maps.Keys(res.Msg.GetOutputVersions()))
+			}
+		}
+		out := make([]cobra.Completion, 0, len(names))
+		for _, n := range names {
+			if strings.HasPrefix(n, prefix) {
+				out = append(out, n)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 }

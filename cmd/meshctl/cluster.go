@@ -162,6 +162,13 @@ func newClusterSimpleCmd(verb string) *cobra.Command {
 	}
 	cf := addClientFlags(cmd)
 	cmd.Flags().StringVar(&cluster, "cluster", "", "name of the workload cluster")
+	_ = cmd.RegisterFlagCompletionFunc("cluster", cf.completeClusters(true))
+	cmd.ValidArgsFunction = func(cmd *cobra.Command, args []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return cf.completeClusters(true)(cmd, args, prefix)
+	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		n, err := clusterName(args, cluster)
 		if err != nil {

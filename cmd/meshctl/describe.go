@@ -131,6 +131,7 @@ snapshot dump'.`,
 	cf := addClientFlags(cmd)
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the object; default any")
 	cmd.Flags().StringVar(&cluster, "cluster", "", "cluster of the object (for a policy: the cluster it was applied in); default any")
+	_ = cmd.RegisterFlagCompletionFunc("cluster", cf.completeClusters(false))
 	cmd.Flags().StringVar(&kind, "kind", "", "for policy: only this kind ("+strings.Join(policyKinds, ", ")+")")
 	_ = cmd.RegisterFlagCompletionFunc("kind", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return policyKinds, cobra.ShellCompDirectiveNoFileComp

@@ -175,6 +175,16 @@ func TestDescribeGolden(t *testing.T) {
 		}
 	}
 
+	// --cluster completes from the clusters translation has outputs for.
+	out, _, code = meshctlOffline(t, append(append([]string{"__complete", "describe", "destination", "reviews"}, s.flags...), "--cluster", "")...)
+	if code != 0 || !strings.Contains(out, "east\n") || !strings.Contains(out, "west\n") || !strings.Contains(out, "mgmt\n") {
+		t.Errorf("completion of --cluster: exit %d:\n%s", code, out)
+	}
+	out, _, _ = meshctlOffline(t, append(append([]string{"__complete", "snapshot", "dump"}, s.flags...), "--cluster", "we")...)
+	if !strings.Contains(out, "west\n") || strings.Contains(out, "east\n") {
+		t.Errorf("completion of --cluster we:\n%s", out)
+	}
+
 	// A cluster's certificate is refused, with the hint.
 	dir := t.TempDir()
 	cert, key := platformtest.WriteKeyPair(t, dir, "east", s.ca.ClientCert(t, "spiffe://"+td+"/cluster/east"))

@@ -44,6 +44,7 @@ Meshplane holds for it, from translation), with specs shown as JSON.
 	}
 	cf := addClientFlags(cmd)
 	cmd.Flags().StringVar(&cluster, "cluster", "", "the workload cluster")
+	_ = cmd.RegisterFlagCompletionFunc("cluster", cf.completeClusters(false))
 	cmd.Flags().BoolVar(&input, "input", false, "dump the input snapshot")
 	cmd.Flags().BoolVar(&output, "output", false, "dump the output snapshot (the default)")
 	out := addOutputFlagNamed(cmd, "format", "yaml", "yaml", "json", "table")

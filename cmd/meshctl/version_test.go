@@ -41,6 +41,12 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version lists a service registration does not serve:\n%s", out)
 	}
 
+	// Cluster names complete from registration.
+	out, _, _ = meshctlOffline(t, "__complete", "cluster", "deregister", "--addr", s.addr, "--pki-dir", s.pkiDir, "")
+	if !strings.Contains(out, "east\n") {
+		t.Errorf("completion of cluster deregister:\n%s", out)
+	}
+
 	// Without a client certificate: health checks still find the services.
 	out, errOut, code = meshctlOffline(t, "version", "--addr", s.addr, "--ca-file", s.rootFile, "-o", "json")
 	var rep versionReport
