@@ -1,0 +1,61 @@
+package meshcrs_test
+
+import (
+	"strings"
+	"testing"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/kube/meshcrs"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func trafficPolicy(spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.meshplane.dev/v1", "kind": "TrafficPolicy",
+		"metadata": map[string]any{
+			"name": "retries", "namespace": "bookinfo", "generation": int64(3), "uid": "u-1",
+			"annotations": map[string]any{"kubectl.kubernetes.io/last-applied-configuration": "{}", "team": "a"},
+		},
+	}}
+	if spec != nil {
+		u.Object["spec"] = spec
+	}
+	return u
+}
+
+func TestDecode(t *testing.T) {
+	k, ok := meshcrs.KindOf("networking.meshplane.dev/v1", "TrafficPolicy")
+	if !ok || k.GVR.Resource != "trafficpolicies" {
+		t.Fatalf("KindOf(TrafficPolicy) = %v, %v", k, ok)
+	}
+	if _, ok := meshcrs.KindOf("networking.istio.io/v1", "VirtualService"); ok {
+		t.Fatal("an Istio kind is a Meshplane kind")
+	}
+
+	var r meshcrs.Resources
+	if err := k.Decode(&r, trafficPolicy(map[string]any{"policy": map[string]any{"retries": map[string]any{"attempts": int64(3)}}}), "mgmt"); err != nil {
+		t.Fatal(err)
+	}
+	s := &snapshotv1.InputSnapshot{}
+	r.AddTo(s)
+	if len(s.GetTrafficPolicies()) != 1 {
+		t.Fatalf("decoded %d policies, want 1", len(s.GetTrafficPolicies()))
+	}
+	tp := s.GetTrafficPolicies()[0]
+	md := tp.GetMetadata()
+	if md.GetCluster() != "mgmt" || md.GetGeneration() != 3 || md.GetUid() != "u-1" || tp.GetSpec().GetPolicy().GetRetries().GetAttempts() != 3 {
+		t.Fatalf("decoded %v", tp)
+	}
+	if _, ok := md.GetAnnotations()["kubectl.kubernetes.io/last-applied-configuration"]; ok || md.GetAnnotations()["team"] != "a" {
+		t.Fatalf("annotations = %v, want team kept and last-applied dropped", md.GetAnnotations())
+	}
+
+	// A bad field is named in the error, and nothing is added.
+	err := k.Decode(&r, trafficPolicy(map[string]any{"policy": map[string]any{"requestTimeout": "soon"}}), "mgmt")
+	if err == nil || !strings.Contains(err.Error(), "spec.policy.requestTimeout") {
+		t.Fatalf("bad duration: err = %v, want it to name spec.policy.requestTimeout", err)
+	}
+	if len(r.TrafficPolicies) != 1 {
+		t.Fatalf("a resource that does not decode was added")
+	}
+}
