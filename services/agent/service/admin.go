@@ -17,6 +17,7 @@ import (
 // adminServer serves /healthz, /readyz and /metrics on the admin port.
 type adminServer struct {
 	ln    net.Listener
+	mux   *http.ServeMux
 	srv   *http.Server
 	ready atomic.Bool
 	// cacerts reports the state of the Istio intermediate CAs, once the
@@ -54,6 +55,7 @@ func (a *Agent) adminServer() (*adminServer, error) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(states)
 	})
+	s.mux = mux
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -57,7 +58,9 @@ type Config struct {
 	GatewayTLSPortName string
 	AdminAddr          string
 	Namespace          string
-	Replica            string
+	// Replica names this replica: the pod name. It is the Raft server ID.
+	Replica string
+	Raft    RaftConfig
 
 	flags *platform.Flags
 }
@@ -77,7 +80,8 @@ func DefaultConfig() Config {
 		GatewayTLSPortName:    "tls",
 		AdminAddr:             ":9988",
 		Namespace:             os.Getenv("POD_NAMESPACE"),
-		Replica:               host,
+		Replica:               cmp.Or(os.Getenv("POD_NAME"), host),
+		Raft:                  defaultRaftConfig(),
 	}
 }
 
@@ -108,7 +112,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	f.String(&c.GatewayTLSPortName, "gateway-tls-port-name", "name of the gateway Service port that accepts mTLS")
 	f.String(&c.AdminAddr, "admin-addr", "address of /healthz, /readyz and /metrics")
 	f.String(&c.Namespace, "namespace", "namespace the agent runs in")
-	f.String(&c.Replica, "replica", "name of this replica")
+	f.String(&c.Replica, "replica", "name of this replica (the pod name; default $POD_NAME, else the host name): its Raft server ID")
+	c.Raft.addFlags(f)
 }
 
 func (c *Config) addr(specific string) string {
@@ -155,6 +160,10 @@ func (c *Config) Validate() error {
 	if c.Debounce < 0 {
 		errs = append(errs, errors.New("--debounce must not be negative"))
 	}
+	if c.Raft.BindAddr != "" && c.Replica == "" {
+		errs = append(errs, errors.New("--replica must not be empty with Raft: it is the server ID"))
+	}
+	errs = append(errs, c.Raft.validate())
 	return errors.Join(errs...)
 }
 

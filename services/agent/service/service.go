@@ -23,6 +23,7 @@ import (
 	"github.com/meshplane/meshplane/services/agent/internal/app"
 	"github.com/meshplane/meshplane/services/agent/internal/domain"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -54,12 +55,14 @@ func WithLeader(leader func() bool) Option { return func(a *Agent) { a.leader = 
 
 // Agent is a built agent.
 type Agent struct {
-	cfg     Config
-	log     *slog.Logger
-	reg     *prometheus.Registry
-	adminLn net.Listener
-	metrics *metrics
-	leader  func() bool
+	cfg       Config
+	log       *slog.Logger
+	reg       *prometheus.Registry
+	adminLn   net.Listener
+	raftLn    net.Listener
+	envoySink app.EnvoyConfigSink
+	metrics   *metrics
+	leader    func() bool
 }
 
 // New builds the agent. Nothing connects until Run.
@@ -105,7 +108,8 @@ func (a *Agent) httpClient(o platform.ClientOptions) (connectClient, error) {
 	return connectClient{c: c, url: platform.BaseURL(o), opts: o}, nil
 }
 
-// Run registers, then discovers, pushes and applies until ctx ends.
+// Run joins the replicas' Raft group (when configured) and, while this
+// replica leads, registers, discovers, pushes and applies, until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
 	admin, err := a.adminServer()
 	if err != nil {
@@ -137,7 +141,44 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
+	clients, err := kubeadapter.NewClients(restCfg)
+	if err != nil {
+		return err
+	}
 
+	lead, err := a.newLeadership()
+	if err != nil {
+		return err
+	}
+	if err := a.reg.Register(newRaftCollector(lead.status)); err != nil {
+		return err
+	}
+	admin.mux.Handle("/debug/raft", raftHandler(lead.status))
+	if a.leader == nil {
+		a.leader = lead.IsLeader
+	}
+	if lead.raft {
+		// Every replica serves its proxies (9977), leader or not.
+		admin.setReady(true)
+	}
+	// Only the leader talks to the management plane, discovers, applies
+	// and keeps the Istio CAs.
+	duties := app.NewDuties(lead, app.DutiesOptions{StartDelay: lead.startDelay, Log: a.log}, app.Duty{
+		Name: "relay",
+		Run: func(ctx context.Context) error {
+			return a.runLeader(ctx, admin, lead, dyn, mapper, clients)
+		},
+	})
+	err = platform.RunAll(ctx, lead.run, duties.Run)
+	stopAdmin()
+	<-adminDone
+	return err
+}
+
+// runLeader is the leader duty: registration and renewal, discovery and
+// push, watch and apply, and the Istio CAs, until ctx ends (the agent
+// stops or this replica loses leadership).
+func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leadership, dyn dynamic.Interface, mapper meta.RESTMapper, clients kubeadapter.Clients) error {
 	regClient, err := a.httpClient(a.clientOptions(a.cfg.addr(a.cfg.RegistrationAddr), nil))
 	if err != nil {
 		return fmt.Errorf("registration client: %w", err)
@@ -179,10 +220,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	relay := connectrpc.NewRelay(ingests[0], dists, platform.Version)
 
-	clients, err := kubeadapter.NewClients(restCfg)
-	if err != nil {
-		return err
-	}
 	reader, err := kubeadapter.NewReader(ctx, clients, kubeadapter.Options{
 		Cluster: a.cfg.Cluster,
 		Namespaces: kubeadapter.NamespaceFilter{
@@ -206,6 +243,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	syncer := app.NewSyncer(relay, kubeadapter.NewApplier(dyn, mapper, a.cfg.Install, a.cfg.Cluster), a.metrics, a.log)
 	syncer.SetStatusWriter(kubeadapter.NewStatusWriter(dyn, mapper))
+	syncer.SetLeadership(lead)
+	syncer.SetEnvoyConfigReplicator(lead.replicator)
 	admin.setReady(true)
 	a.log.Info("agent running")
 
@@ -227,10 +266,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	syncer.SetCACerts(caCerts)
 	admin.setCACerts(caCerts.Status)
 
-	err = platform.RunAll(ctx, pusher.Run, syncer.Run, renew, caCerts.Run)
-	stopAdmin()
-	<-adminDone
-	return err
+	return platform.RunAll(ctx, pusher.Run, syncer.Run, renew, caCerts.Run)
 }
 
 func (a *Agent) readToken() (string, error) {
