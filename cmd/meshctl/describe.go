@@ -32,8 +32,11 @@ type description struct {
 	// Applied are the policies in force for it, in acceptance order.
 	Applied []appliedRow `json:"applied"`
 	// Targets are, for a policy, the destinations or meshes it selects.
-	Targets  []targetRow     `json:"targets,omitempty"`
-	Rejected []rejectRow     `json:"rejected"`
+	Targets  []targetRow `json:"targets,omitempty"`
+	Rejected []rejectRow `json:"rejected"`
+	// Unplaced are policies in the object's namespace rejected as a whole,
+	// before they selected anything: they may have been meant for it.
+	Unplaced []rejectRow     `json:"invalidInNamespace,omitempty"`
 	Warnings []string        `json:"warnings,omitempty"`
 	Objects  []objectRow     `json:"istioObjects"`
 	Status   json.RawMessage `json:"status,omitempty"`
@@ -359,6 +362,21 @@ func (v *view) rejectedFor(keys []string, byMesh bool) ([]rejectRow, []string) {
 	return rejected, warnings
 }
 
+// unplaced lists the TrafficPolicies and AccessPolicies in namespace that
+// are INVALID without a destination in their status: validation rejected
+// them before selection, so no destination names them.
+func (v *view) unplaced(namespace string) []rejectRow {
+	var out []rejectRow
+	for _, e := range v.statuses() {
+		k := e.rs.GetKind()
+		if (k != "TrafficPolicy" && k != "AccessPolicy") || e.rs.GetNamespace() != namespace || e.st.State == "ACCEPTED" || len(e.st.Destinations) > 0 {
+			continue
+		}
+		out = append(out, rejectRow{Kind: k, Namespace: e.rs.GetNamespace(), Name: e.rs.GetName(), Cluster: e.cluster, State: e.st.State, Errors: e.st.Errors})
+	}
+	return out
+}
+
 func (v *view) describeDestinations(ctx context.Context, f filter) ([]description, error) {
 	res, err := v.describe(ctx, f)
 	if err != nil {
@@ -380,6 +398,7 @@ func (v *view) describeDestinations(ctx context.Context, f filter) ([]descriptio
 		}
 		desc.Applied = append(applied("TrafficPolicy", st.GetAppliedTrafficPolicies()), applied("AccessPolicy", st.GetAppliedAccessPolicies())...)
 		desc.Rejected, desc.Warnings = v.rejectedFor([]string{ref.GetName() + "." + ref.GetNamespace() + "." + cl}, false)
+		desc.Unplaced = v.unplaced(ref.GetNamespace())
 		desc.Objects = v.objectsWithParent(parentDestination, ref.GetName(), ref.GetNamespace(), cl)
 		out = append(out, desc)
 	}
@@ -581,6 +600,12 @@ func printDescription(w io.Writer, d description) {
 		fmt.Fprintf(w, "  %s %s (cluster %s): %s\n", r.Kind, nsName(r.Namespace, r.Name), r.Cluster, r.State)
 		for _, e := range r.Errors {
 			fmt.Fprintf(w, "    %s\n", e)
+		}
+	}
+	if len(d.Unplaced) > 0 {
+		fmt.Fprintln(w, "Invalid policies in the namespace (rejected before selecting any destination):")
+		for _, r := range d.Unplaced {
+			fmt.Fprintf(w, "  %s %s (cluster %s): %s; see `meshctl describe policy %s -n %s`\n", r.Kind, nsName(r.Namespace, r.Name), r.Cluster, r.State, r.Name, r.Namespace)
 		}
 	}
 	if len(d.Warnings) > 0 {
