@@ -52,6 +52,8 @@ func (r *recorder) duty(node string) app.Duty {
 	}}
 }
 
+func (r *recorder) tcpDuty(m *tcpMember) app.Duty { return r.duty(m.id) }
+
 // running lists the nodes whose duty runs now.
 func (r *recorder) running() []string {
 	r.mu.Lock()
@@ -413,7 +415,7 @@ type tcpMember struct {
 	done   chan struct{}
 }
 
-func startTCP(t testing.TB, rec *recorder, m *tcpMember, peers Discovery, expect int) {
+func startTCP(t testing.TB, duty func(m *tcpMember) app.Duty, m *tcpMember, peers Discovery, expect int) {
 	t.Helper()
 	if m.ln == nil {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -429,7 +431,7 @@ func startTCP(t testing.TB, rec *recorder, m *tcpMember, peers Discovery, expect
 	m.node = n
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel, m.done = cancel, make(chan struct{})
-	duties := app.NewDuties(n, app.DutiesOptions{StartDelay: LANTiming().LeaderLeaseTimeout}, rec.duty(m.id))
+	duties := app.NewDuties(n, app.DutiesOptions{StartDelay: LANTiming().LeaderLeaseTimeout}, duty(m))
 	var wg sync.WaitGroup
 	wg.Go(func() { n.Run(ctx) })
 	wg.Go(func() { duties.Run(ctx) })
@@ -446,7 +448,7 @@ func (m *tcpMember) kill() {
 
 // tcpGroup starts three replicas on loopback with real TCP, probing each
 // other over the Raft port.
-func tcpGroup(t testing.TB, rec *recorder) []*tcpMember {
+func tcpGroup(t testing.TB, duty func(m *tcpMember) app.Duty) []*tcpMember {
 	t.Helper()
 	var ms []*tcpMember
 	var addrs StaticPeers
@@ -459,7 +461,7 @@ func tcpGroup(t testing.TB, rec *recorder) []*tcpMember {
 		addrs = append(addrs, ln.Addr().String())
 	}
 	for _, m := range ms {
-		startTCP(t, rec, m, addrs, 3)
+		startTCP(t, duty, m, addrs, 3)
 	}
 	t.Cleanup(func() {
 		for _, m := range ms {
@@ -471,7 +473,7 @@ func tcpGroup(t testing.TB, rec *recorder) []*tcpMember {
 
 func TestTCPReplicasFailOverAndRestartFromDisk(t *testing.T) {
 	rec := &recorder{}
-	ms := tcpGroup(t, rec)
+	ms := tcpGroup(t, rec.tcpDuty)
 	find := func(id string) *tcpMember {
 		for _, m := range ms {
 			if m.id == id {
@@ -519,7 +521,7 @@ func TestTCPReplicasFailOverAndRestartFromDisk(t *testing.T) {
 	for _, m := range ms {
 		peers = append(peers, m.node.Address())
 	}
-	startTCP(t, rec, leader, peers, 3)
+	startTCP(t, rec.tcpDuty, leader, peers, 3)
 	eventually(t, 20*time.Second, "the restarted replica catching up to tcp-2", func() bool { return leader.sink.latest().Version == "tcp-2" })
 	if st := leader.node.Status(); st.Leader != next.id {
 		t.Fatalf("the restarted replica follows %q, want %s", st.Leader, next.id)
