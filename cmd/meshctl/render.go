@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -29,6 +31,7 @@ func newRenderCmd() *cobra.Command {
 		clusters   []string
 		showStatus bool
 		strict     bool
+		outDir     string
 		opts       render.Options
 	)
 	cmd := &cobra.Command{
@@ -72,6 +75,8 @@ FAILED.`,
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "directory or file of resources to render, - for standard input (repeatable)")
 	cmd.Flags().StringSliceVar(&clusters, "cluster", nil, "print only these clusters (repeatable); all are translated together")
 	cmd.Flags().BoolVar(&showStatus, "show-status", false, "add every resource's status to the output, as comments (yaml) or a statuses list (json)")
+	cmd.Flags().StringVar(&outDir, "output-dir", "", "write one file per cluster, DIR/<cluster>.yaml (or .json), instead of standard output")
+	_ = cmd.MarkFlagDirname("output-dir")
 	cmd.Flags().BoolVar(&strict, "strict", false, "exit 1 when any resource is INVALID or FAILED")
 	cmd.Flags().StringVar(&opts.Install, "install", snapshots.DefaultInstall, "install name: the managed-by label, and the name of the management cluster")
 	cmd.Flags().StringVar(&opts.ClusterDomain, "cluster-domain", "cluster.local", "DNS suffix of Services in workload clusters")
@@ -122,7 +127,22 @@ FAILED.`,
 			fmt.Fprintf(stderr, "render: skipped %d object(s) that are not Meshplane resources, e.g. %s\n", len(in.Skipped), in.Skipped[0])
 		}
 		bad := reportStatuses(stderr, outputs)
-		if err := writeRendered(cmd.OutOrStdout(), out.format, outputs, names, showStatus); err != nil {
+		if outDir != "" {
+			if err := os.MkdirAll(outDir, 0o755); err != nil {
+				return err
+			}
+			for _, c := range names {
+				var b bytes.Buffer
+				if err := writeRendered(&b, out.format, outputs, []string{c}, showStatus); err != nil {
+					return err
+				}
+				path := filepath.Join(outDir, c+"."+out.format)
+				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", path)
+			}
+		} else if err := writeRendered(cmd.OutOrStdout(), out.format, outputs, names, showStatus); err != nil {
 			return err
 		}
 		if strict && bad > 0 {

@@ -113,6 +113,29 @@ func TestRenderStdin(t *testing.T) {
 	}
 }
 
+// TestRenderOutputDir: --output-dir writes one file per cluster, each the
+// same as that cluster's part of the standard output.
+func TestRenderOutputDir(t *testing.T) {
+	dir := t.TempDir()
+	out, errOut, code := meshctlOffline(t, "render", "-f", "testdata/render/bookinfo", "--output-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, c := range []string{"east", "meshplane", "west"} {
+		if !strings.Contains(out, filepath.Join(dir, c+".yaml")) {
+			t.Errorf("stdout does not name %s.yaml:\n%s", c, out)
+		}
+	}
+	east, err := os.ReadFile(filepath.Join(dir, "east.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, _ := meshctlOffline(t, "render", "-f", "testdata/render/bookinfo", "--cluster", "east")
+	if string(east) != want {
+		t.Errorf("east.yaml differs from render --cluster east:\n%s\n---\n%s", east, want)
+	}
+}
+
 func TestRenderErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "east", "bad.yaml")
