@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -29,6 +30,23 @@ type accessPolicy struct {
 	from []*securityv1beta1.Rule_From
 	// Warnings about the sources, repeated for every destination.
 	warnings []string
+	// selected are the destinations the spec in force selects, in key
+	// order.
+	selected []ObjectKey
+
+	src *networkingv1.AccessPolicy
+}
+
+// compareAccessAcceptance orders AccessPolicies as collectResources does.
+func compareAccessAcceptance(a, b *accessPolicy) int {
+	ta, tb := a.Meta.GetCreationTimestamp(), b.Meta.GetCreationTimestamp()
+	return cmp.Or(
+		cmp.Compare(ta.GetSeconds(), tb.GetSeconds()),
+		cmp.Compare(ta.GetNanos(), tb.GetNanos()),
+		cmp.Compare(a.Key.Namespace, b.Key.Namespace),
+		cmp.Compare(a.Key.Name, b.Key.Name),
+		cmp.Compare(a.Key.Cluster, b.Key.Cluster),
+	)
 }
 
 // ValidateAccessPolicy checks what can be checked of an AccessPolicy
@@ -92,40 +110,59 @@ func applyAccessPolicies(ix *Index, vms *virtualMeshes, list []collected[*networ
 	t := &accessTranslation{ix: ix, vms: vms, applied: map[ObjectKey][]*accessPolicy{}}
 	policies := make([]*accessPolicy, 0, len(list))
 	for _, c := range list {
-		p := &accessPolicy{Key: c.Key, Meta: c.Res.GetMetadata(), Spec: c.Res.GetSpec()}
-		if p.Spec == nil {
-			p.Spec = &networkingv1.AccessPolicySpec{}
-		}
-		p.Status = &commonv1.ResourceStatus{ObservedGeneration: p.Meta.GetGeneration()}
+		p := newAccessPolicy(c.Key, c.Res)
 		policies = append(policies, p)
-		if p.Errors = ValidateAccessPolicy(p.Spec); len(p.Errors) > 0 {
-			good, ok := lastGood[p.Key]
-			if !ok {
-				continue
-			}
-			// The invalid edit is reported; the last valid version stays
-			// in force.
-			p.lastGood = &good
-			p.Spec = good.Spec
-		}
-		t.resolveSources(p)
-		for _, d := range ix.selectDestinations(p.Spec.GetDestinationSelector(), p.Key) {
-			t.applied[d.Key] = append(t.applied[d.Key], p)
+		t.prepare(p, lastGood)
+		for _, k := range p.selected {
+			t.applied[k] = append(t.applied[k], p)
 		}
 	}
 	for _, d := range ix.destinations {
-		for i, p := range t.applied[d.Key] {
-			if p.Status.Destinations == nil {
-				p.Status.Destinations = map[string]*commonv1.ApprovalStatus{}
-			}
-			as := &commonv1.ApprovalStatus{AcceptanceOrder: uint32(i), State: commonv1.ApprovalState_ACCEPTED, Warnings: slices.Clone(p.warnings)}
-			if w := t.inactiveReason(d); w != "" {
-				as.Warnings = append(as.Warnings, w)
-			}
-			p.Status.Destinations[d.Key.String()] = as
-		}
+		t.setStatuses(d)
 	}
 	return t, policies
+}
+
+func newAccessPolicy(key ObjectKey, ap *networkingv1.AccessPolicy) *accessPolicy {
+	p := &accessPolicy{Key: key, Meta: ap.GetMetadata(), Spec: ap.GetSpec(), src: ap}
+	if p.Spec == nil {
+		p.Spec = &networkingv1.AccessPolicySpec{}
+	}
+	return p
+}
+
+// prepare validates a policy, falls back to its last valid version when
+// it is invalid, and resolves its sources and destinations.
+func (t *accessTranslation) prepare(p *accessPolicy, lastGood map[ObjectKey]LastGoodAccess) {
+	p.Status = &commonv1.ResourceStatus{ObservedGeneration: p.Meta.GetGeneration()}
+	if p.Errors = ValidateAccessPolicy(p.Spec); len(p.Errors) > 0 {
+		good, ok := lastGood[p.Key]
+		if !ok {
+			return
+		}
+		// The invalid edit is reported; the last valid version stays in
+		// force.
+		p.lastGood = &good
+		p.Spec = good.Spec
+	}
+	t.resolveSources(p)
+	for _, d := range t.ix.selectDestinations(p.Spec.GetDestinationSelector(), p.Key) {
+		p.selected = append(p.selected, d.Key)
+	}
+}
+
+// setStatuses writes the status of every policy applied to d for d.
+func (t *accessTranslation) setStatuses(d *destination) {
+	for i, p := range t.applied[d.Key] {
+		if p.Status.Destinations == nil {
+			p.Status.Destinations = map[string]*commonv1.ApprovalStatus{}
+		}
+		as := &commonv1.ApprovalStatus{AcceptanceOrder: uint32(i), State: commonv1.ApprovalState_ACCEPTED, Warnings: slices.Clone(p.warnings)}
+		if w := t.inactiveReason(d); w != "" {
+			as.Warnings = append(as.Warnings, w)
+		}
+		p.Status.Destinations[d.Key.String()] = as
+	}
 }
 
 // inactiveReason says why AccessPolicies have no effect on d, or "" when
@@ -238,21 +275,28 @@ func (p *accessPolicy) rule(d *destination) *securityv1beta1.Rule {
 // rule per policy, in acceptance order.
 func (t *accessTranslation) emit(e *emitter) {
 	for _, d := range t.ix.destinations {
-		applied := t.applied[d.Key]
-		if len(applied) == 0 || t.inactiveReason(d) != "" {
-			continue
+		if ap, parents := t.policy(d); ap != nil {
+			e.add(SecurityV1, KindAuthorizationPolicy, d.Key, parents, ap)
 		}
-		ap := &securityv1beta1.AuthorizationPolicy{
-			Selector: &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(d.Selector)},
-			Action:   securityv1beta1.AuthorizationPolicy_ALLOW,
-		}
-		parents := []ParentRef{{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster}}
-		for _, p := range applied {
-			ap.Rules = append(ap.Rules, p.rule(d))
-			parents = append(parents, ParentRef{Kind: parentKindAccess, Name: p.Key.Name, Namespace: p.Key.Namespace, Cluster: p.Key.Cluster})
-		}
-		e.add(SecurityV1, KindAuthorizationPolicy, d.Key, parents, ap)
 	}
+}
+
+// policy is d's AuthorizationPolicy and its parents, or nil.
+func (t *accessTranslation) policy(d *destination) (*securityv1beta1.AuthorizationPolicy, []ParentRef) {
+	applied := t.applied[d.Key]
+	if len(applied) == 0 || t.inactiveReason(d) != "" {
+		return nil, nil
+	}
+	ap := &securityv1beta1.AuthorizationPolicy{
+		Selector: &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(d.Selector)},
+		Action:   securityv1beta1.AuthorizationPolicy_ALLOW,
+	}
+	parents := []ParentRef{{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster}}
+	for _, p := range applied {
+		ap.Rules = append(ap.Rules, p.rule(d))
+		parents = append(parents, ParentRef{Kind: parentKindAccess, Name: p.Key.Name, Namespace: p.Key.Namespace, Cluster: p.Key.Cluster})
+	}
+	return ap, parents
 }
 
 // goodVersion is the version of the policy to keep as its last valid one.

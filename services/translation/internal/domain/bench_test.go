@@ -183,17 +183,17 @@ func TestReferenceEstate(t *testing.T) {
 	}
 }
 
-// BenchmarkIncrementalEdit measures one TrafficPolicy edit on the
-// reference estate, from new inputs to new output versions, with
-// Incremental: the estate is translated in full once, then each iteration
-// applies the other of two versions of one policy (3 or 4 retries).
-// Sealing the edited input (the agent's or ingest's work) is done before
-// the timer starts.
+// BenchmarkIncrementalEdit measures one policy edit on the reference
+// estate, from new inputs to new output versions, with Incremental: the
+// estate is translated in full once, then each iteration applies the other
+// of two versions of one TrafficPolicy (3 or 4 retries) or one
+// AccessPolicy (GET, or GET and HEAD). Sealing the edited input (the
+// agent's or ingest's work) is done before the timer starts.
 func BenchmarkIncrementalEdit(b *testing.B) {
 	for _, e := range []struct{ c, s, p int }{{10, 1000, 1000}, {100, 1000, 10000}} {
 		b.Run(fmt.Sprintf("C=%d/S=%d/P=%d", e.c, e.s, e.p), func(b *testing.B) {
 			a := referenceEstate(e.c, e.s, e.p)
-			edited := maps.Clone(a)
+			editTP := maps.Clone(a)
 			first := shallowInput(a["cluster-000"])
 			first.TrafficPolicies = slices.Clone(first.TrafficPolicies)
 			tp := proto.CloneOf(first.TrafficPolicies[0])
@@ -201,39 +201,61 @@ func BenchmarkIncrementalEdit(b *testing.B) {
 			tp.Spec.Policy.Retries.Attempts = 4
 			first.TrafficPolicies[0] = tp
 			snapshots.SealInput(first)
-			edited["cluster-000"] = first
+			editTP["cluster-000"] = first
+
+			editAP := maps.Clone(a)
+			first = shallowInput(a["cluster-000"])
+			first.AccessPolicies = slices.Clone(first.AccessPolicies)
+			ap := proto.CloneOf(first.AccessPolicies[0])
+			ap.Metadata.Generation++
+			ap.Spec.AllowedMethods = []string{"GET", "HEAD"}
+			first.AccessPolicies[0] = ap
+			snapshots.SealInput(first)
+			editAP["cluster-000"] = first
 
 			inc := domain.NewIncremental(domain.Options{})
 			r, err := inc.Translate(a, domain.LastGood{})
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.ReportAllocs()
-			i := 0
-			var before *domain.Result
-			for b.Loop() {
-				in := edited
-				if i%2 == 1 {
-					in = a
-				}
-				i++
-				before = r
-				r, err = inc.Translate(in, r.LastGood)
-				if err != nil {
-					b.Fatal(err)
-				}
+			for _, kind := range []struct {
+				name   string
+				edited map[string]*snapshotv1.InputSnapshot
+			}{{"TrafficPolicy", editTP}, {"AccessPolicy", editAP}} {
+				b.Run(kind.name, func(b *testing.B) {
+					_, before := inc.Counts()
+					b.ReportAllocs()
+					i := 0
+					var last *domain.Result
+					for b.Loop() {
+						in := kind.edited
+						if i%2 == 1 {
+							in = a
+						}
+						i++
+						last = r
+						r, err = inc.Translate(in, r.LastGood)
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+					if _, n := inc.Counts(); n-before < i {
+						b.Fatalf("%d of %d edits were translated incrementally", n-before, i)
+					}
+					// Outputs with a new version after the last edit.
+					changed := 0
+					for c, o := range r.Outputs {
+						if last.Outputs[c].GetVersion() != o.GetVersion() {
+							changed++
+						}
+					}
+					b.ReportMetric(float64(changed), "changed-outputs")
+					// Back to the original estate for the next edit kind.
+					if r, err = inc.Translate(a, r.LastGood); err != nil {
+						b.Fatal(err)
+					}
+				})
 			}
-			if _, n := inc.Counts(); n < i {
-				b.Fatalf("%d of %d edits were translated incrementally", n, i)
-			}
-			// Outputs with a new version after the last edit.
-			changed := 0
-			for c, o := range r.Outputs {
-				if before.Outputs[c].GetVersion() != o.GetVersion() {
-					changed++
-				}
-			}
-			b.ReportMetric(float64(changed), "changed-outputs")
 		})
 	}
 }

@@ -11,11 +11,11 @@ import (
 )
 
 // Incremental translates a sequence of inputs. When only TrafficPolicies
-// changed since the last call, it recomputes only the destinations that
-// the old and new versions of the changed policies select (and those they
-// add subsets to), the statuses of the policies applied there, and the
-// outputs of the clusters concerned; every other output is the previous
-// one. Anything else that changed (discovery, any other resource, the set
+// and AccessPolicies changed since the last call, it recomputes only the
+// destinations that the old and new versions of the changed policies
+// select (and, for TrafficPolicies, those they add subsets to), the
+// statuses of the policies applied there, and the outputs of the clusters
+// concerned; every other output is the previous one. Anything else that changed (discovery, any other resource, the set
 // of clusters) means a full translation. The result is the one
 // TranslateResult gives for the same inputs and LastGood.
 //
@@ -43,6 +43,10 @@ type incState struct {
 	// destObjs are the VirtualService and DestinationRule written for
 	// each destination.
 	destObjs map[ObjectKey][]*snapshotv1.Object
+	// apObjs are the AuthorizationPolicies written for destinations;
+	// apShared the destinations whose key a mesh-wide object also has.
+	apObjs   map[ObjectKey]*snapshotv1.Object
+	apShared map[ObjectKey]bool
 }
 
 // NewIncremental returns an incremental translator.
@@ -76,14 +80,87 @@ func (in *Incremental) Translate(inputs map[string]*snapshotv1.InputSnapshot, la
 	return r, nil
 }
 
-// sameExceptTraffic says whether two inputs of a cluster differ at most in
-// their TrafficPolicies (and version and agent details).
-func sameExceptTraffic(a, b *snapshotv1.InputSnapshot) bool {
+// samePolicyless says whether two inputs of a cluster differ at most in
+// their TrafficPolicies and AccessPolicies (and version and agent
+// details).
+func samePolicyless(a, b *snapshotv1.InputSnapshot) bool {
 	return a.GetCluster() == b.GetCluster() &&
 		sameList(a.GetMeshes(), b.GetMeshes()) && sameList(a.GetWorkloads(), b.GetWorkloads()) &&
 		sameList(a.GetDestinations(), b.GetDestinations()) && sameList(a.GetVirtualMeshes(), b.GetVirtualMeshes()) &&
-		sameList(a.GetAccessPolicies(), b.GetAccessPolicies()) && sameList(a.GetVirtualDestinations(), b.GetVirtualDestinations()) &&
+		sameList(a.GetVirtualDestinations(), b.GetVirtualDestinations()) &&
 		sameList(a.GetSettings(), b.GetSettings()) && sameList(a.GetUserIstioObjects(), b.GetUserIstioObjects())
+}
+
+// diffAccess is diffPolicies for AccessPolicies.
+func diffAccess(old []*accessPolicy, inputs map[string]*snapshotv1.InputSnapshot, changedClusters []string) (policies []*accessPolicy, byKey map[ObjectKey]*accessPolicy, changed map[*accessPolicy]bool, deleted []*accessPolicy, ok bool) {
+	changed = map[*accessPolicy]bool{}
+	byKey = make(map[ObjectKey]*accessPolicy, len(old))
+	for _, p := range old {
+		byKey[p.Key] = p
+	}
+	oldByKey := maps.Clone(byKey)
+	replaced := map[*accessPolicy]*accessPolicy{}
+	var added []*accessPolicy
+	for _, c := range changedClusters {
+		seen := map[ObjectKey]bool{}
+		for _, ap := range inputs[c].GetAccessPolicies() {
+			md := ap.GetMetadata()
+			key := ObjectKey{Cluster: c, Namespace: md.GetNamespace(), Name: md.GetName()}
+			if key.Name == "" {
+				continue
+			}
+			if seen[key] {
+				return nil, nil, nil, nil, false
+			}
+			seen[key] = true
+			prev := oldByKey[key]
+			if prev != nil && (prev.src == ap || proto.Equal(prev.src, ap)) {
+				continue
+			}
+			p := newAccessPolicy(key, ap)
+			byKey[key] = p
+			changed[p] = true
+			if prev == nil {
+				added = append(added, p)
+				continue
+			}
+			changed[prev] = true
+			if compareAccessAcceptance(prev, p) == 0 {
+				replaced[prev] = p
+			} else {
+				added = append(added, p)
+				deleted = append(deleted, prev)
+			}
+		}
+		for key, prev := range oldByKey {
+			if key.Cluster == c && !seen[key] {
+				changed[prev] = true
+				deleted = append(deleted, prev)
+				delete(byKey, key)
+			}
+		}
+	}
+	gone := map[*accessPolicy]bool{}
+	for _, p := range deleted {
+		gone[p] = true
+	}
+	policies = make([]*accessPolicy, 0, len(old)+len(added))
+	for _, p := range old {
+		switch {
+		case gone[p]:
+		case replaced[p] != nil:
+			policies = append(policies, replaced[p])
+		default:
+			policies = append(policies, p)
+		}
+	}
+	slices.SortFunc(added, compareAccessAcceptance)
+	for _, p := range added {
+		i, _ := slices.BinarySearchFunc(policies, p, compareAccessAcceptance)
+		policies = slices.Insert(policies, i, p)
+	}
+	deleted = slices.DeleteFunc(deleted, func(p *accessPolicy) bool { return byKey[p.Key] != nil })
+	return policies, byKey, changed, deleted, true
 }
 
 func sameList[T proto.Message](a, b []T) bool {
@@ -184,7 +261,7 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 		if o == n {
 			continue
 		}
-		if !sameExceptTraffic(o, n) {
+		if !samePolicyless(o, n) {
 			return nil, false, nil
 		}
 		changedClusters = append(changedClusters, c)
@@ -197,10 +274,31 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 	tr := a.traffic
 
 	// Which policies changed: a new or edited policy gets a new instance;
-	// an unchanged one keeps its instance, status and all.
+	// an unchanged one keeps its instance, status and all. Nothing is
+	// changed before it is known that the incremental path applies.
 	policies, newByKey, changed, deleted, ok := diffPolicies(a.policies, tr.byKey, inputs, changedClusters)
 	if !ok {
 		return nil, false, nil
+	}
+	accessPs, accessByKey, aChanged, aDeleted, ok := diffAccess(a.accessPs, inputs, changedClusters)
+	if !ok {
+		return nil, false, nil
+	}
+	var aFresh []*accessPolicy
+	aAffected := map[ObjectKey]bool{}
+	for p := range aChanged {
+		if accessByKey[p.Key] == p {
+			a.access.prepare(p, prev.result.LastGood.Access)
+			aFresh = append(aFresh, p)
+		}
+		for _, k := range p.selected {
+			if prev.apShared[k] {
+				// Its AuthorizationPolicy shares a key with a mesh-wide
+				// object: a full translation sorts that out.
+				return nil, false, nil
+			}
+			aAffected[k] = true
+		}
 	}
 	tr.byKey = newByKey
 	tr.lastGood = prev.result.LastGood.Traffic
@@ -292,21 +390,86 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 	// away was applied to a destination that was recomputed itself, so it
 	// is touched above.
 
+	// AccessPolicies: the destinations they select get their lists, the
+	// statuses for them and their AuthorizationPolicies made again.
+	access := a.access
+	for k := range aAffected {
+		applied := slices.DeleteFunc(slices.Clone(access.applied[k]), func(p *accessPolicy) bool { return aChanged[p] })
+		for _, p := range aFresh {
+			if _, found := slices.BinarySearchFunc(p.selected, k, ObjectKey.compare); found {
+				applied = append(applied, p)
+			}
+		}
+		slices.SortFunc(applied, compareAccessAcceptance)
+		if len(applied) == 0 {
+			delete(access.applied, k)
+		} else {
+			access.applied[k] = applied
+		}
+	}
+	aTouched := map[*accessPolicy]bool{}
+	for _, p := range aFresh {
+		aTouched[p] = true
+	}
+	newAPObjs := map[ObjectKey]*snapshotv1.Object{}
+	aOrder := slices.SortedFunc(maps.Keys(aAffected), ObjectKey.compare)
+	for _, k := range aOrder {
+		d := a.ix.byKey[k]
+		access.setStatuses(d)
+		for _, p := range access.applied[k] {
+			aTouched[p] = true
+		}
+		outClusters[k.Cluster] = true
+		ap, parents := access.policy(d)
+		if ap == nil {
+			continue
+		}
+		raw, err := MarshalSpec(ap)
+		if err != nil {
+			return nil, true, err
+		}
+		newAPObjs[k] = makeObject(SecurityV1, KindAuthorizationPolicy, k, parents, raw, opts)
+	}
+
 	// Statuses of the touched policies, and of none for deleted ones.
 	newStatuses := map[string][]*snapshotv1.ResourceStatus{}
-	dropStatus := map[string]map[[2]string]bool{}
-	drop := func(p *trafficPolicy) {
-		c := p.Key.Cluster
+	dropStatus := map[string]map[[3]string]bool{}
+	dropKey := func(kind string, key ObjectKey) {
+		c := key.Cluster
 		if dropStatus[c] == nil {
-			dropStatus[c] = map[[2]string]bool{}
+			dropStatus[c] = map[[3]string]bool{}
 		}
-		dropStatus[c][[2]string{p.Key.Namespace, p.Key.Name}] = true
+		dropStatus[c][[3]string{kind, key.Namespace, key.Name}] = true
 		outClusters[c] = true
 	}
+	drop := func(p *trafficPolicy) { dropKey(KindTrafficPolicy, p.Key) }
 	next := LastGood{Traffic: maps.Clone(prev.result.LastGood.Traffic), Access: prev.result.LastGood.Access}
+	if len(aChanged) > 0 {
+		next.Access = maps.Clone(next.Access)
+	}
 	for _, p := range deleted {
 		drop(p)
 		delete(next.Traffic, p.Key)
+	}
+	for _, p := range aDeleted {
+		dropKey(KindAccessPolicy, p.Key)
+		delete(next.Access, p.Key)
+	}
+	for _, p := range slices.SortedFunc(maps.Keys(aTouched), func(x, y *accessPolicy) int { return x.Key.compare(y.Key) }) {
+		if accessByKey[p.Key] != p {
+			continue
+		}
+		dropKey(KindAccessPolicy, p.Key)
+		st, err := accessPolicyStatus(p)
+		if err != nil {
+			return nil, true, err
+		}
+		newStatuses[p.Key.Cluster] = append(newStatuses[p.Key.Cluster], st)
+		if g, ok := p.goodVersion(); ok {
+			next.Access[p.Key] = g
+		} else {
+			delete(next.Access, p.Key)
+		}
 	}
 	for _, p := range slices.SortedFunc(maps.Keys(touched), func(x, y *trafficPolicy) int { return x.Key.compare(y.Key) }) {
 		if newByKey[p.Key] != p {
@@ -341,6 +504,17 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 			}
 			added = append(added, newObjs[k]...)
 		}
+		for _, k := range aOrder {
+			if k.Cluster != c {
+				continue
+			}
+			if o := prev.apObjs[k]; o != nil {
+				stale[o] = true
+			}
+			if o := newAPObjs[k]; o != nil {
+				added = append(added, o)
+			}
+		}
 		out := &snapshotv1.OutputSnapshot{
 			Cluster:            c,
 			InputVersions:      map[string]string{c: inputs[c].GetVersion()},
@@ -355,7 +529,7 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 		}
 		out.Objects = append(out.Objects, added...)
 		for _, s := range old.GetStatuses() {
-			if s.GetApiVersion() == NetworkingV1 && s.GetKind() == KindTrafficPolicy && dropStatus[c][[2]string{s.GetNamespace(), s.GetName()}] {
+			if s.GetApiVersion() == NetworkingV1 && dropStatus[c][[3]string{s.GetKind(), s.GetNamespace(), s.GetName()}] {
 				continue
 			}
 			out.Statuses = append(out.Statuses, s)
@@ -367,10 +541,18 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 	for _, k := range order {
 		destObjs[k] = newObjs[k]
 	}
+	for _, k := range aOrder {
+		if o := newAPObjs[k]; o != nil {
+			prev.apObjs[k] = o
+		} else {
+			delete(prev.apObjs, k)
+		}
+	}
 
 	applied := *a
 	applied.inputs = inputs
 	applied.policies = policies
+	applied.accessPs = accessPs
 	res := &Result{Outputs: outputs, LastGood: next, Applied: &applied}
 	prev.inputs = inputs
 	prev.result = res

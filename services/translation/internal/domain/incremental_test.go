@@ -52,6 +52,29 @@ func editInputs(rng *rand.Rand, inputs map[string]*snapshotv1.InputSnapshot, ste
 			}
 		}
 	}
+	if rng.IntN(3) == 0 {
+		// An AccessPolicy edited, added or deleted.
+		in.AccessPolicies = slices.Clone(in.AccessPolicies)
+		switch n := len(in.AccessPolicies); {
+		case n > 0 && rng.IntN(3) == 0:
+			i := rng.IntN(n)
+			in.AccessPolicies = slices.Delete(in.AccessPolicies, i, i+1)
+		case n > 0 && rng.IntN(2) == 0:
+			i := rng.IntN(n)
+			md := proto.CloneOf(in.AccessPolicies[i].GetMetadata())
+			md.Generation++
+			in.AccessPolicies[i] = &networkingv1.AccessPolicy{Metadata: md, Spec: s.accessPolicySpec()}
+		default:
+			in.AccessPolicies = append(in.AccessPolicies, &networkingv1.AccessPolicy{
+				Metadata: &commonv1.ObjectMeta{Name: fmt.Sprintf("na%d", step), Namespace: "default", Generation: 1,
+					CreationTimestamp: &timestamppb.Timestamp{Seconds: int64(rng.IntN(3))}},
+				Spec: s.accessPolicySpec(),
+			})
+		}
+		snapshots.SealInput(in)
+		out[cluster] = in
+		return out
+	}
 	switch n := len(in.TrafficPolicies); {
 	case rng.IntN(10) == 0:
 		in.Destinations = append(slices.Clone(in.Destinations), fuzzDestination(cluster, fmt.Sprintf("extra-%d", step)))

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
@@ -147,6 +148,7 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 	if err := e.flush(outputs, opts); err != nil {
 		return nil, nil, err
 	}
+	apObjs, apShared := destinationAuthorizationPolicies(outputs, ix, access)
 	emitIssuedCertificates(outputs, vms)
 
 	for _, p := range policies {
@@ -195,7 +197,49 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 	}
 	applied := &Applied{inputs: inputs, ix: ix, traffic: tr, policies: policies, access: access, accessPs: accessPolicies, vms: vms, vds: vds}
 	res := &Result{Outputs: outputs, LastGood: next, Applied: applied}
-	return res, &incState{opts: opts, result: res, set: set, users: users, destObjs: destObjs}, nil
+	return res, &incState{opts: opts, result: res, set: set, users: users, destObjs: destObjs, apObjs: apObjs, apShared: apShared}, nil
+}
+
+// destinationAuthorizationPolicies finds the AuthorizationPolicy written
+// for each destination with AccessPolicies. shared holds the destinations
+// whose key is also that of a mesh-wide object, which their policy was
+// merged into.
+func destinationAuthorizationPolicies(outputs map[string]*snapshotv1.OutputSnapshot, ix *Index, access *accessTranslation) (objs map[ObjectKey]*snapshotv1.Object, shared map[ObjectKey]bool) {
+	objs, shared = map[ObjectKey]*snapshotv1.Object{}, map[ObjectKey]bool{}
+	for cluster, out := range outputs {
+		for _, o := range out.GetObjects() {
+			if o.GetApiVersion() != SecurityV1 || o.GetKind() != KindAuthorizationPolicy {
+				continue
+			}
+			k := ObjectKey{Cluster: cluster, Namespace: o.GetNamespace(), Name: o.GetName()}
+			d, ok := ix.byKey[k]
+			if !ok {
+				continue
+			}
+			if ap, _ := access.policy(d); ap == nil || strings.Contains(o.GetAnnotations()[snapshots.AnnotationParents], parentKindVirtualMesh) {
+				shared[k] = true
+				continue
+			}
+			objs[k] = o
+		}
+	}
+	return objs, shared
+}
+
+// makeObject wraps an encoded spec as flush does.
+func makeObject(apiVersion, kind string, at ObjectKey, parents []ParentRef, specJSON []byte, opts Options) *snapshotv1.Object {
+	return &snapshotv1.Object{
+		ApiVersion: apiVersion,
+		Kind:       kind,
+		Namespace:  at.Namespace,
+		Name:       at.Name,
+		Labels: map[string]string{
+			snapshots.LabelManagedBy: opts.Install,
+			snapshots.LabelCluster:   at.Cluster,
+		},
+		Annotations: map[string]string{snapshots.AnnotationParents: Parents(parents...)},
+		Spec:        specJSON,
+	}
 }
 
 // destinationObjects are the VirtualService (when policies set routes) and
@@ -314,18 +358,7 @@ func (e *emitter) flush(outputs map[string]*snapshotv1.OutputSnapshot, opts Opti
 				return fmt.Errorf("%s %s/%s in %s: %w", k.kind, k.at.Namespace, k.at.Name, k.at.Cluster, err)
 			}
 		}
-		out.Objects = append(out.Objects, &snapshotv1.Object{
-			ApiVersion: k.apiVersion,
-			Kind:       k.kind,
-			Namespace:  k.at.Namespace,
-			Name:       k.at.Name,
-			Labels: map[string]string{
-				snapshots.LabelManagedBy: opts.Install,
-				snapshots.LabelCluster:   k.at.Cluster,
-			},
-			Annotations: map[string]string{snapshots.AnnotationParents: Parents(p.parents...)},
-			Spec:        specJSON,
-		})
+		out.Objects = append(out.Objects, makeObject(k.apiVersion, k.kind, k.at, p.parents, specJSON, opts))
 	}
 	return nil
 }
