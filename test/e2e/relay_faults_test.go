@@ -216,6 +216,7 @@ func (p *faultPlane) startAgent(c *kubetest.Cluster, token string) (*harness.Pro
 			"--distribution-addr", p.addr("distribution-1") + "," + p.addr("distribution-2"),
 			"--relay-ca-file", p.pki.RootFile(), "--server-name", "localhost", "--trust-domain", p.pki.TrustDomain,
 			"--token-file", tokenFile, "--state-dir", stateDir, "--admin-addr", "fd:3", "--debounce", "50ms",
+			"--envoy-addr", "127.0.0.1:0",
 		},
 		Listeners: []*net.TCPListener{admin},
 	})

@@ -61,6 +61,8 @@ type Config struct {
 	// Replica names this replica: the pod name. It is the Raft server ID.
 	Replica string
 	Raft    RaftConfig
+	// Envoy configures the 9977 servers every replica runs.
+	Envoy EnvoyServersConfig
 
 	flags *platform.Flags
 }
@@ -82,6 +84,7 @@ func DefaultConfig() Config {
 		Namespace:             os.Getenv("POD_NAMESPACE"),
 		Replica:               cmp.Or(os.Getenv("POD_NAME"), host),
 		Raft:                  defaultRaftConfig(),
+		Envoy:                 defaultEnvoyServersConfig(),
 	}
 }
 
@@ -114,6 +117,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	f.String(&c.Namespace, "namespace", "namespace the agent runs in")
 	f.String(&c.Replica, "replica", "name of this replica (the pod name; default $POD_NAME, else the host name): its Raft server ID")
 	c.Raft.addFlags(f)
+	c.Envoy.addFlags(f)
 }
 
 func (c *Config) addr(specific string) string {
@@ -164,6 +168,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("--replica must not be empty with Raft: it is the server ID"))
 	}
 	errs = append(errs, c.Raft.validate())
+	errs = append(errs, c.Envoy.validate())
 	return errors.Join(errs...)
 }
 

@@ -60,6 +60,8 @@ type Agent struct {
 	reg       *prometheus.Registry
 	adminLn   net.Listener
 	raftLn    net.Listener
+	envoyLn   net.Listener
+	certs     *certHolder
 	envoySink app.EnvoyConfigSink
 	metrics   *metrics
 	leader    func() bool
@@ -146,6 +148,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 
+	// Every replica serves its proxies on 9977 and forwards the access
+	// logs it keeps; the EnvoyConfig reaches its sinks on every replica.
+	envoySrv, err := a.newEnvoyServers(ctx)
+	if err != nil {
+		return err
+	}
+	a.envoySink = envoyConfigSinks(envoySrv.sink, a.envoySink)
+	admin.mux.Handle("/debug/accesslogs", envoySrv.debugHandler())
+	a.certs = &certHolder{dir: a.cfg.StateDir}
+
 	lead, err := a.newLeadership()
 	if err != nil {
 		return err
@@ -169,7 +181,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			return a.runLeader(ctx, admin, lead, dyn, mapper, clients)
 		},
 	})
-	err = platform.RunAll(ctx, lead.run, duties.Run)
+	err = platform.RunAll(ctx, lead.run, duties.Run,
+		func(ctx context.Context) error { return envoySrv.serve(ctx, a) },
+		func(ctx context.Context) error { return envoySrv.forward(ctx, a, a.certs) },
+	)
 	stopAdmin()
 	<-adminDone
 	return err
@@ -188,6 +203,7 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 	if err := identity.Ensure(ctx); err != nil {
 		return fmt.Errorf("obtain identity: %w", err)
 	}
+	a.certs.setLeader(identity.Certificate)
 
 	// --ingest-addr may list several addresses, comma-separated: the
 	// pusher uses one and moves to the next when its stream fails.

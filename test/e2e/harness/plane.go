@@ -196,6 +196,8 @@ func (p *Plane) StartAgent(o AgentOptions) (*Process, error) {
 			"--registration-addr", p.Registration, "--ingest-addr", p.Ingest, "--distribution-addr", p.Distribution,
 			"--relay-ca-file", p.PKI.RootFile(), "--server-name", "localhost", "--trust-domain", p.PKI.TrustDomain,
 			"--token-file", tokenFile, "--state-dir", o.StateDir, "--admin-addr", "fd:3", "--debounce", "50ms",
+			// Several agents share this host: no fixed Envoy port.
+			"--envoy-addr", "127.0.0.1:0",
 		},
 		Listeners: []*net.TCPListener{admin},
 	})
