@@ -175,7 +175,7 @@ func (a *Agent) newLeadership() (*leadership, error) {
 	node, err := raftadapter.New(raftadapter.Options{
 		ID: a.cfg.Replica, Dir: rc.Dir, Listener: ln, AdvertiseAddr: adv,
 		Discovery: disc, BootstrapExpect: rc.BootstrapExpect, MemberTimeout: rc.MemberTimeout, Refresh: rc.PeersRefresh,
-		Timing: timing, Sink: sink, Log: a.log.With("part", "raft"),
+		Timing: timing, Sink: sink, Log: a.log.With("part", "raft"), LeaveOnShutdown: true,
 	})
 	if err != nil {
 		ln.Close()

@@ -83,6 +83,10 @@ type Options struct {
 	Timing Timing
 	// SnapshotThreshold is how many entries make a snapshot. Default 64.
 	SnapshotThreshold uint64
+	// LeaveOnShutdown: when Run ends, a leader hands leadership over, and
+	// the node asks the leader to remove it, so that a pod that goes away
+	// for good (a rollout) is no dead member for MemberTimeout. TCP only.
+	LeaveOnShutdown bool
 	// Sink receives every committed EnvoyConfig.
 	Sink app.EnvoyConfigSink
 	Log  *slog.Logger
@@ -102,6 +106,7 @@ type Node struct {
 
 	// started is set once raft is assigned: probes may arrive before.
 	started  atomic.Bool
+	leaving  atomic.Bool
 	leader   atomic.Bool
 	changes  atomic.Uint64
 	leaderCh chan bool
@@ -204,7 +209,7 @@ func New(o Options) (*Node, error) {
 			return nil, fmt.Errorf("raft advertise address %q is not one peers can dial: set --raft-advertise-addr", adv)
 		}
 		n.addr = advAddr.String()
-		stream := newStreamLayer(o.Listener, advAddr, n.info)
+		stream := newStreamLayer(o.Listener, advAddr, n.info, n.removeOnRequest)
 		nt := hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog})
 		n.closers = append(n.closers, nt.Close)
 		trans = nt
@@ -236,7 +241,7 @@ func (n *Node) Address() string { return n.addr }
 func (n *Node) ID() string { return n.o.ID }
 
 func (n *Node) info() PeerInfo {
-	return PeerInfo{ID: n.o.ID, Address: n.addr, HasState: n.started.Load() && n.hasState()}
+	return PeerInfo{ID: n.o.ID, Address: n.addr, HasState: n.started.Load() && n.hasState(), Leaving: n.leaving.Load()}
 }
 
 func (n *Node) hasState() bool { return n.raft.LastIndex() > 0 }
@@ -330,11 +335,61 @@ func wait(ctx context.Context, f hraft.Future) error {
 	}
 }
 
+// removeOnRequest serves a peer's request to leave.
+func (n *Node) removeOnRequest(id string) error {
+	if !n.started.Load() || !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if id == n.o.ID {
+		return errors.New("the leader does not remove itself on request")
+	}
+	if err := n.raft.RemoveServer(hraft.ServerID(id), 0, changeTimeout).Error(); err != nil {
+		return err
+	}
+	n.log.Info("raft: membership changed", "change", "left", "peer", id)
+	return nil
+}
+
+// leave hands leadership over (when leading) and asks the leader to
+// remove this node. It gives up after a few seconds: the leader removes a
+// node that stays away anyway, after MemberTimeout.
+func (n *Node) leave() {
+	n.leaving.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if n.IsLeader() {
+		if err := wait(ctx, n.raft.LeadershipTransfer()); err != nil {
+			n.log.Warn("raft: handing leadership over failed", "error", err)
+		}
+	}
+	for ctx.Err() == nil {
+		addr, id := n.raft.LeaderWithID()
+		if addr != "" && string(id) != n.o.ID {
+			err := askLeave(ctx, string(addr), n.o.ID)
+			if err == nil {
+				n.log.Info("raft: left the group", "leader", string(id))
+				return
+			}
+			n.log.Debug("raft: leave not accepted yet", "leader", string(id), "error", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	n.log.Warn("raft: could not leave the group; the leader removes this replica after the member timeout")
+}
+
 // Run bootstraps (when the rule allows), then keeps the membership in step
-// with discovery while this node leads, until ctx ends; then it shuts the
-// node down.
+// with discovery while this node leads, until ctx ends; then it leaves
+// the group (LeaveOnShutdown) and shuts the node down.
 func (n *Node) Run(ctx context.Context) error {
 	defer n.Shutdown()
+	defer func() {
+		if n.o.LeaveOnShutdown && n.o.Transport == nil && n.hasState() {
+			n.leave()
+		}
+	}()
 	lastSeen := map[hraft.ServerID]time.Time{}
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -374,6 +429,9 @@ func (n *Node) seen(ctx context.Context) ([]PeerInfo, error) {
 			info, err := n.o.Prober.Probe(pctx, a)
 			if err != nil {
 				n.log.Debug("raft: peer did not answer", "address", a, "error", err)
+				return
+			}
+			if info.Leaving {
 				return
 			}
 			mu.Lock()

@@ -407,6 +407,7 @@ func TestSingleReplicaLeadsAlone(t *testing.T) {
 // tcpMember is a replica on a real TCP transport with BoltDB stores.
 type tcpMember struct {
 	id     string
+	leave  bool
 	dir    string
 	ln     net.Listener
 	node   *Node
@@ -424,7 +425,7 @@ func startTCP(t testing.TB, duty func(m *tcpMember) app.Duty, m *tcpMember, peer
 		}
 		m.ln = ln
 	}
-	n, err := New(Options{ID: m.id, Dir: m.dir, Listener: m.ln, Discovery: peers, BootstrapExpect: expect, Refresh: 100 * time.Millisecond, Sink: m.sink})
+	n, err := New(Options{ID: m.id, Dir: m.dir, Listener: m.ln, Discovery: peers, BootstrapExpect: expect, Refresh: 100 * time.Millisecond, Sink: m.sink, LeaveOnShutdown: m.leave})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,6 +450,10 @@ func (m *tcpMember) kill() {
 // tcpGroup starts three replicas on loopback with real TCP, probing each
 // other over the Raft port.
 func tcpGroup(t testing.TB, duty func(m *tcpMember) app.Duty) []*tcpMember {
+	return tcpGroupLeaving(t, duty, false)
+}
+
+func tcpGroupLeaving(t testing.TB, duty func(m *tcpMember) app.Duty, leave bool) []*tcpMember {
 	t.Helper()
 	var ms []*tcpMember
 	var addrs StaticPeers
@@ -457,7 +462,7 @@ func tcpGroup(t testing.TB, duty func(m *tcpMember) app.Duty) []*tcpMember {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ms = append(ms, &tcpMember{id: id, dir: t.TempDir(), ln: ln, sink: &sink{}})
+		ms = append(ms, &tcpMember{id: id, dir: t.TempDir(), ln: ln, sink: &sink{}, leave: leave})
 		addrs = append(addrs, ln.Addr().String())
 	}
 	for _, m := range ms {
@@ -585,5 +590,68 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	defer ln.Close()
 	if _, err := New(Options{ID: "x", Listener: ln, AdvertiseAddr: "0.0.0.0:7000"}); err == nil {
 		t.Fatal("New with an unspecified advertise address succeeded")
+	}
+}
+
+func configIDs(n *Node) []string {
+	var ids []string
+	for _, s := range n.Status().Configuration {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}
+
+// Replicas that stop (a rollout) leave the group at once, the leader
+// handing leadership over first, rather than stay dead members for the
+// member timeout.
+func TestGracefulStopLeavesTheGroup(t *testing.T) {
+	rec := &recorder{}
+	ms := tcpGroupLeaving(t, rec.tcpDuty, true)
+	var leader *tcpMember
+	eventually(t, 20*time.Second, "a leader running the duties", func() bool {
+		r := rec.running()
+		for _, m := range ms {
+			if len(r) == 1 && m.id == r[0] {
+				leader = m
+			}
+		}
+		return leader != nil
+	})
+	var follower *tcpMember
+	for _, m := range ms {
+		if m != leader {
+			follower = m
+			break
+		}
+	}
+	follower.kill()
+	eventually(t, 10*time.Second, "the stopped follower gone from the configuration", func() bool {
+		return !slices.Contains(configIDs(leader.node), follower.id) && len(configIDs(leader.node)) == 2
+	})
+
+	leader.kill()
+	var last *tcpMember
+	for _, m := range ms {
+		if m != leader && m != follower {
+			last = m
+		}
+	}
+	eventually(t, 20*time.Second, "the last replica leading alone", func() bool {
+		r := rec.running()
+		return len(r) == 1 && r[0] == last.id && slices.Equal(configIDs(last.node), []string{last.id})
+	})
+	rec.checkNoOverlap(t)
+}
+
+func TestDNSPeersFallBackToAddressRecords(t *testing.T) {
+	addrs, err := DNSPeers{Name: "localhost", Port: 7000}.Addresses(t.Context())
+	if err != nil {
+		t.Skipf("localhost does not resolve here: %v", err)
+	}
+	if !slices.Contains(addrs, "127.0.0.1:7000") && !slices.Contains(addrs, "[::1]:7000") {
+		t.Fatalf("addresses %v hold no loopback with port 7000", addrs)
+	}
+	if _, err := (DNSPeers{Name: "no-such-peers.invalid", Port: 7000}).Addresses(t.Context()); err == nil {
+		t.Fatal("an unresolvable name gave no error")
 	}
 }

@@ -13,9 +13,49 @@ import (
 	hraft "github.com/hashicorp/raft"
 )
 
-// probeByte opens a membership probe on the Raft port. hashicorp/raft's
-// own RPCs start with a type byte below 8, so the two never mix.
-const probeByte = 'M'
+// probeByte opens a membership probe on the Raft port, and leaveByte a
+// request to leave the group. hashicorp/raft's own RPCs start with a type
+// byte below 8, so they never mix.
+const (
+	probeByte = 'M'
+	leaveByte = 'L'
+)
+
+// leaveRequest asks the leader to remove a server; leaveReply answers.
+type leaveRequest struct {
+	ID string `json:"id"`
+}
+
+type leaveReply struct {
+	Error string `json:"error,omitempty"`
+}
+
+// askLeave asks the node at addr (the leader) to remove id.
+func askLeave(ctx context.Context, addr, id string) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	if _, err := conn.Write([]byte{leaveByte}); err != nil {
+		return err
+	}
+	if err := json.NewEncoder(conn).Encode(leaveRequest{ID: id}); err != nil {
+		return err
+	}
+	var r leaveReply
+	if err := json.NewDecoder(bufio.NewReader(conn)).Decode(&r); err != nil {
+		return fmt.Errorf("leave via %s: %w", addr, err)
+	}
+	if r.Error != "" {
+		return fmt.Errorf("leave via %s: %s", addr, r.Error)
+	}
+	return nil
+}
 
 // PeerInfo is what a node says about itself when probed.
 type PeerInfo struct {
@@ -25,6 +65,8 @@ type PeerInfo struct {
 	// has replicated to it). A node without state never bootstraps while
 	// it can see one that has.
 	HasState bool `json:"hasState"`
+	// Leaving: the node is shutting down and must not be added back.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // Prober asks the node at addr who it is.
@@ -67,14 +109,15 @@ type streamLayer struct {
 	ln        net.Listener
 	advertise net.Addr
 	info      func() PeerInfo
+	leave     func(id string) error
 
 	conns     chan net.Conn
 	closed    chan struct{}
 	closeOnce sync.Once
 }
 
-func newStreamLayer(ln net.Listener, advertise net.Addr, info func() PeerInfo) *streamLayer {
-	s := &streamLayer{ln: ln, advertise: advertise, info: info, conns: make(chan net.Conn), closed: make(chan struct{})}
+func newStreamLayer(ln net.Listener, advertise net.Addr, info func() PeerInfo, leave func(id string) error) *streamLayer {
+	s := &streamLayer{ln: ln, advertise: advertise, info: info, leave: leave, conns: make(chan net.Conn), closed: make(chan struct{})}
 	go s.acceptLoop()
 	return s
 }
@@ -109,10 +152,25 @@ func (s *streamLayer) sniff(c net.Conn) {
 		c.Close()
 		return
 	}
-	if b[0] == probeByte {
+	switch b[0] {
+	case probeByte:
 		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		json.NewEncoder(c).Encode(s.info())
 		c.Close()
+		return
+	case leaveByte:
+		defer c.Close()
+		br.Discard(1)
+		var req leaveRequest
+		if err := json.NewDecoder(br).Decode(&req); err != nil || req.ID == "" {
+			return
+		}
+		c.SetWriteDeadline(time.Now().Add(15 * time.Second))
+		var reply leaveReply
+		if err := s.leave(req.ID); err != nil {
+			reply.Error = err.Error()
+		}
+		json.NewEncoder(c).Encode(reply)
 		return
 	}
 	c.SetReadDeadline(time.Time{})
