@@ -191,6 +191,35 @@ func (a *Agent) newLeadership() (*leadership, error) {
 	}, nil
 }
 
+// memberReady reports whether a Raft replica is ready: it is a member of
+// the configuration and knows the leader. A rollout then replaces the next
+// replica only once the new one has joined.
+func memberReady(st raftadapter.Status) bool {
+	if st.Leader == "" {
+		return false
+	}
+	for _, s := range st.Configuration {
+		if s.ID == st.ID {
+			return true
+		}
+	}
+	return false
+}
+
+// followReadiness keeps /readyz in step with memberReady until ctx ends.
+func followReadiness(ctx context.Context, admin *adminServer, status func() raftadapter.Status) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		admin.setReady(memberReady(status()))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
 // raftCollector exports the node's state at each scrape.
 type raftCollector struct {
 	status                             func() raftadapter.Status

@@ -111,6 +111,12 @@ meshplane_agent_raft_peers 1
 	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
 		t.Fatalf("/debug/raft: %v: %s", err, rec.Body.String())
 	}
+	if !memberReady(st) {
+		t.Fatalf("the leader alone is not ready: %+v", st)
+	}
+	if memberReady(raftadapter.Status{ID: "agent-1", Leader: "agent-0", Configuration: st.Configuration}) {
+		t.Fatal("a replica outside the configuration is ready")
+	}
 	if st.State != "Leader" || st.Leader != "agent-0" || st.Term == 0 || st.LastIndex == 0 || len(st.Configuration) != 1 || st.Configuration[0].Address != ln.Addr().String() {
 		t.Fatalf("/debug/raft = %s", rec.Body.String())
 	}

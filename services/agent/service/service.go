@@ -169,9 +169,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.leader == nil {
 		a.leader = lead.IsLeader
 	}
+	runs := []func(context.Context) error{lead.run}
 	if lead.raft {
-		// Every replica serves its proxies (9977), leader or not.
-		admin.setReady(true)
+		// Every replica serves its proxies (9977), leader or not, once it
+		// has joined the group.
+		runs = append(runs, func(ctx context.Context) error { return followReadiness(ctx, admin, lead.status) })
 	}
 	// Only the leader talks to the management plane, discovers, applies
 	// and keeps the Istio CAs.
@@ -181,10 +183,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			return a.runLeader(ctx, admin, lead, dyn, mapper, clients)
 		},
 	})
-	err = platform.RunAll(ctx, lead.run, duties.Run,
+	err = platform.RunAll(ctx, append(runs, duties.Run,
 		func(ctx context.Context) error { return envoySrv.serve(ctx, a) },
 		func(ctx context.Context) error { return envoySrv.forward(ctx, a, a.certs) },
-	)
+	)...)
 	stopAdmin()
 	<-adminDone
 	return err
@@ -261,7 +263,9 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 	syncer.SetStatusWriter(kubeadapter.NewStatusWriter(dyn, mapper))
 	syncer.SetLeadership(lead)
 	syncer.SetEnvoyConfigReplicator(lead.replicator)
-	admin.setReady(true)
+	if !lead.raft {
+		admin.setReady(true)
+	}
 	a.log.Info("agent running")
 
 	// Renewal goes over mTLS with the current certificate.
