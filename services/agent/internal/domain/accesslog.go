@@ -2,7 +2,6 @@ package domain
 
 import (
 	"fmt"
-	"maps"
 	"regexp"
 	"strings"
 
@@ -256,7 +255,7 @@ func CloneHeaders(h map[string]string) map[string]string {
 		return nil
 	}
 	out := make(map[string]string, len(h))
-	for k, v := range maps.All(h) {
+	for k, v := range h {
 		out[strings.ToLower(k)] = v
 	}
 	return out

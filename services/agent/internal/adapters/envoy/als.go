@@ -102,14 +102,15 @@ func convertHTTP(e *accesslogdatav3.HTTPAccessLogEntry, logName string) *observa
 	}
 	// The headers Envoy logs as fields of their own can be filtered and
 	// included like any other.
-	for name, v := range map[string]string{"user-agent": req.GetUserAgent(), "referer": req.GetReferer(), "x-forwarded-for": req.GetForwardedFor()} {
-		if v != "" {
-			if out.RequestHeaders == nil {
-				out.RequestHeaders = map[string]string{}
-			}
-			if _, ok := out.RequestHeaders[name]; !ok {
-				out.RequestHeaders[name] = v
-			}
+	for _, h := range [...]struct{ name, v string }{{"user-agent", req.GetUserAgent()}, {"referer", req.GetReferer()}, {"x-forwarded-for", req.GetForwardedFor()}} {
+		if h.v == "" {
+			continue
+		}
+		if out.RequestHeaders == nil {
+			out.RequestHeaders = make(map[string]string, 3)
+		}
+		if _, ok := out.RequestHeaders[h.name]; !ok {
+			out.RequestHeaders[h.name] = h.v
 		}
 	}
 	switch {
