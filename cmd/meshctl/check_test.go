@@ -132,6 +132,17 @@ func TestCheckAllInOne(t *testing.T) {
 	if len(rep.Clusters) != 1 || rep.Clusters[0].Cluster != "east" || rep.Clusters[0].Push != "never" || rep.Clusters[0].Registration != "APPROVED" {
 		t.Errorf("clusters = %+v", rep.Clusters)
 	}
+	// Every service of the plane reports its build to meshctl version.
+	out, _, _ = s.meshctl(t, "version", "-o", "json")
+	var vr versionReport
+	if err := json.Unmarshal([]byte(out), &vr); err != nil || vr.Server == nil || len(vr.Server.Services) != 5 {
+		t.Fatalf("version -o json: %v\n%s", err, out)
+	}
+	for _, sv := range vr.Server.Services {
+		if sv.Version != platform.Version || sv.Status != "SERVING" {
+			t.Errorf("version of %s = %+v, want %s and SERVING", sv.Service, sv, platform.Version)
+		}
+	}
 	out, _, code = s.meshctl(t, "check")
 	if code != 1 || !hasLine(out, "safe mode", "off") || !hasLine(out, "east", "never", "never") || !strings.Contains(out, "CERT EXPIRES") {
 		t.Errorf("check: exit %d:\n%s", code, out)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -13,17 +14,20 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
+	distributionv1 "github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
+	ingestv1 "github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
 	registrationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1/registrationv1connect"
+	translationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1/translationv1connect"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/spf13/cobra"
 )
 
-// unknownVersion is what version reports for a server: no Meshplane RPC and
-// no metric reports the build of a service.
+// unknownVersion is what version reports for a service whose answer
+// carried no version: a caller without a certificate, or an older server.
 const unknownVersion = "unknown"
 
 type versionReport struct {
@@ -70,10 +74,11 @@ at --addr serves: each service (through gRPC reflection with a service
 certificate, else gRPC health checks), whether it is SERVING, and the agent
 version each registered cluster reported.
 
-The management services do not report their own build version (no RPC or
-metric carries it), so their version shows as "unknown". An unreachable
-server is reported, not an error: the exit code is 0 when the client
-version could be printed.`,
+Each service's version comes from the Meshplane-Server-Version header of a
+read-only call to it, which servers send only to callers with a verified
+certificate; without one, or from an older server, it shows as "unknown".
+An unreachable server is reported, not an error: the exit code is 0 when
+the client version could be printed.`,
 		Example: `  meshctl version --client
   meshctl version --pki-dir .dev-pki -o yaml`,
 		Args: noArgs,
@@ -133,17 +138,67 @@ func serverVersionsOf(ctx context.Context, c *conn) *serverVersions {
 	if reached {
 		sv.Error = ""
 	}
-	if slices.ContainsFunc(sv.Services, func(s serviceVersion) bool { return s.Service == registrationv1connect.ClusterServiceName }) {
+	versions := probeVersions(ctx, c, sv)
+	for i, s := range sv.Services {
+		if v := versions[s.Service]; v != "" {
+			sv.Services[i].Version = v
+		}
+	}
+	return sv
+}
+
+// probeVersions calls one read-only RPC of each service at the address and
+// reads the build version from the Meshplane-Server-Version header, which
+// servers send to callers with a verified certificate. Behind a front door
+// that routes by path, each answer comes from that service's own process.
+// It also collects the agents' versions from registration.
+func probeVersions(ctx context.Context, c *conn, sv *serverVersions) map[string]string {
+	versions := map[string]string{}
+	served := func(name string) bool {
+		return slices.ContainsFunc(sv.Services, func(s serviceVersion) bool { return s.Service == name })
+	}
+	fromErr := func(err error) string {
+		if ce := (*connect.Error)(nil); errors.As(err, &ce) {
+			return ce.Meta().Get(platform.VersionHeader)
+		}
+		return ""
+	}
+	if served(registrationv1connect.ClusterServiceName) {
 		res, err := c.clusters().ListClusters(ctx, connect.NewRequest(&registrationv1.ListClustersRequest{}))
-		if err == nil {
+		if err != nil {
+			versions[registrationv1connect.ClusterServiceName] = fromErr(err)
+		} else {
+			versions[registrationv1connect.ClusterServiceName] = res.Header().Get(platform.VersionHeader)
 			for _, cl := range res.Msg.GetClusters() {
 				if cl.GetAgentVersion() != "" {
 					sv.Agents = append(sv.Agents, agentVersion{Cluster: cl.GetName(), Version: cl.GetAgentVersion()})
 				}
 			}
 		}
+		// Registration serves both of its services from one process, and
+		// RegistrationService has no call to make without a token.
+		versions[registrationv1connect.RegistrationServiceName] = versions[registrationv1connect.ClusterServiceName]
 	}
-	return sv
+	if served(ingestv1connect.IngestServiceName) {
+		res, err := ingestv1connect.NewIngestServiceClient(c.hc, c.base, c.opts...).ListClusters(ctx, connect.NewRequest(&ingestv1.ListClustersRequest{}))
+		versions[ingestv1connect.IngestServiceName] = headerOr(res, err, fromErr)
+	}
+	if served(translationv1connect.TranslationServiceName) {
+		res, err := translationv1connect.NewTranslationServiceClient(c.hc, c.base, c.opts...).GetStatus(ctx, connect.NewRequest(&translationv1.GetStatusRequest{}))
+		versions[translationv1connect.TranslationServiceName] = headerOr(res, err, fromErr)
+	}
+	if served(distributionv1connect.DistributionServiceName) {
+		res, err := distributionv1connect.NewDistributionServiceClient(c.hc, c.base, c.opts...).ListAcks(ctx, connect.NewRequest(&distributionv1.ListAcksRequest{}))
+		versions[distributionv1connect.DistributionServiceName] = headerOr(res, err, fromErr)
+	}
+	return versions
+}
+
+func headerOr[T any](res *connect.Response[T], err error, fromErr func(error) string) string {
+	if err != nil {
+		return fromErr(err)
+	}
+	return res.Header().Get(platform.VersionHeader)
 }
 
 // reflectServices lists the Meshplane services served at the address.
@@ -181,8 +236,8 @@ func printVersion(w io.Writer, rep versionReport) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Service, s.Status, s.Version)
 	}
 	tw.Flush()
-	if len(sv.Services) > 0 {
-		fmt.Fprintln(w, "  (services do not report their build version yet)")
+	if slices.ContainsFunc(sv.Services, func(s serviceVersion) bool { return s.Version == unknownVersion }) {
+		fmt.Fprintln(w, "  (services send their version only to callers with a verified certificate: pass --cert-file/--key-file or --pki-dir)")
 	}
 	if len(sv.Agents) > 0 {
 		fmt.Fprintln(w, "Agents:")

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/meshplane/meshplane/libs/platform"
 )
 
 // TestVersion: the client version always; the services served at --addr
@@ -32,10 +34,14 @@ func TestVersion(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("version: exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"Server: " + s.addr, "meshplane.registration.v1.ClusterService", "meshplane.registration.v1.RegistrationService", "SERVING", "unknown", "east", "v9"} {
+	for _, want := range []string{"Server: " + s.addr, "meshplane.registration.v1.ClusterService", "meshplane.registration.v1.RegistrationService", "east", "v9"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("version lacks %q:\n%s", want, out)
 		}
+	}
+	// With a service certificate, each service reports its build.
+	if !hasLine(out, "meshplane.registration.v1.ClusterService", "SERVING", platform.Version) || !hasLine(out, "meshplane.registration.v1.RegistrationService", "SERVING", platform.Version) || strings.Contains(out, "unknown") {
+		t.Errorf("version with a certificate:\n%s", out)
 	}
 	if strings.Contains(out, "TranslationService") {
 		t.Errorf("version lists a service registration does not serve:\n%s", out)
@@ -53,13 +59,13 @@ func TestVersion(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
 		t.Fatalf("version -o json without a certificate: exit %d, %v: %s %s", code, err, out, errOut)
 	}
-	if rep.Server == nil || len(rep.Server.Services) != 2 || rep.Server.Services[0].Version != "unknown" {
+	if rep.Server == nil || len(rep.Server.Services) != 2 || rep.Server.Services[0].Version != "unknown" || rep.Server.Services[0].Status != "SERVING" {
 		t.Errorf("version without a certificate = %s", out)
 	}
 
 	t2 := startTranslation(t)
 	out, _, _ = t2.meshctl(t, "version", "-o", "yaml")
-	if !strings.Contains(out, "service: meshplane.translation.v1.TranslationService") || !strings.Contains(out, "status: SERVING") {
+	if !strings.Contains(out, "service: meshplane.translation.v1.TranslationService") || !strings.Contains(out, "status: SERVING") || !strings.Contains(out, "version: "+platform.Version) {
 		t.Errorf("version against translation:\n%s", out)
 	}
 
