@@ -131,9 +131,9 @@ func direction(cluster, logName string) string {
 		return "inbound"
 	case strings.HasPrefix(cluster, "outbound|"), cluster == "PassthroughCluster", cluster == "BlackHoleCluster":
 		return "outbound"
-	case strings.Contains(logName, "inbound"):
+	case strings.Contains(strings.ToLower(logName), "inbound"):
 		return "inbound"
-	case strings.Contains(logName, "outbound"):
+	case strings.Contains(strings.ToLower(logName), "outbound"):
 		return "outbound"
 	}
 	return ""
