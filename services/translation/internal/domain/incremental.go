@@ -8,6 +8,7 @@ import (
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Incremental translates a sequence of inputs. When only TrafficPolicies
@@ -80,15 +81,46 @@ func (in *Incremental) Translate(inputs map[string]*snapshotv1.InputSnapshot, la
 	return r, nil
 }
 
+// policyFields are the InputSnapshot fields an incremental translation
+// handles, and those translation does not read. Any other field that
+// differs (including fields added to the API later) means a full
+// translation.
+var policyFields = map[protoreflect.Name]bool{
+	"traffic_policies": true, "access_policies": true,
+	"version": true, "agent": true, "generated_at": true,
+}
+
 // samePolicyless says whether two inputs of a cluster differ at most in
 // their TrafficPolicies and AccessPolicies (and version and agent
-// details).
+// details). List elements are compared by pointer first: inputs that
+// share them are cheap to compare.
 func samePolicyless(a, b *snapshotv1.InputSnapshot) bool {
-	return a.GetCluster() == b.GetCluster() &&
-		sameList(a.GetMeshes(), b.GetMeshes()) && sameList(a.GetWorkloads(), b.GetWorkloads()) &&
-		sameList(a.GetDestinations(), b.GetDestinations()) && sameList(a.GetVirtualMeshes(), b.GetVirtualMeshes()) &&
-		sameList(a.GetVirtualDestinations(), b.GetVirtualDestinations()) &&
-		sameList(a.GetSettings(), b.GetSettings()) && sameList(a.GetUserIstioObjects(), b.GetUserIstioObjects())
+	ra, rb := a.ProtoReflect(), b.ProtoReflect()
+	fields := ra.Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if policyFields[fd.Name()] {
+			continue
+		}
+		va, vb := ra.Get(fd), rb.Get(fd)
+		if !fd.IsList() || fd.Kind() != protoreflect.MessageKind {
+			if !va.Equal(vb) {
+				return false
+			}
+			continue
+		}
+		la, lb := va.List(), vb.List()
+		if la.Len() != lb.Len() {
+			return false
+		}
+		for j := range la.Len() {
+			ma, mb := la.Get(j).Message().Interface(), lb.Get(j).Message().Interface()
+			if ma != mb && !proto.Equal(ma, mb) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // diffAccess is diffPolicies for AccessPolicies.
@@ -161,10 +193,6 @@ func diffAccess(old []*accessPolicy, inputs map[string]*snapshotv1.InputSnapshot
 	}
 	deleted = slices.DeleteFunc(deleted, func(p *accessPolicy) bool { return byKey[p.Key] != nil })
 	return policies, byKey, changed, deleted, true
-}
-
-func sameList[T proto.Message](a, b []T) bool {
-	return slices.EqualFunc(a, b, func(x, y T) bool { return any(x) == any(y) || proto.Equal(x, y) })
 }
 
 // diffPolicies finds the TrafficPolicies of the changed clusters that are
