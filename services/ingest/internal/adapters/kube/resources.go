@@ -89,9 +89,9 @@ func (r *Resources) Watch(ctx context.Context, changed func()) error {
 		var still []meshcrs.Kind
 		var added []cache.InformerSynced
 		for _, k := range missing {
-			served, err := r.served(k)
+			served, err := r.served(ctx, k)
 			if err != nil {
-				r.log.Warn("cannot tell whether the management cluster serves a Meshplane resource; will look again", "resource", k.GVR.String(), "error", err)
+				r.log.Warn("cannot read a Meshplane resource of the management cluster yet; will look again", "resource", k.GVR.String(), "error", err)
 				still = append(still, k)
 				continue
 			}
@@ -129,7 +129,7 @@ func (r *Resources) Watch(ctx context.Context, changed func()) error {
 	}
 }
 
-func (r *Resources) served(k meshcrs.Kind) (bool, error) {
+func (r *Resources) served(ctx context.Context, k meshcrs.Kind) (bool, error) {
 	list, err := r.disc.ServerResourcesForGroupVersion(k.GVR.GroupVersion().String())
 	if apierrors.IsNotFound(err) {
 		return false, nil
@@ -137,7 +137,18 @@ func (r *Resources) served(k meshcrs.Kind) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(list.APIResources, func(a metav1.APIResource) bool { return a.Name == k.GVR.Resource }), nil
+	if !slices.ContainsFunc(list.APIResources, func(a metav1.APIResource) bool { return a.Name == k.GVR.Resource }) {
+		return false, nil
+	}
+	// An informer that may not list never syncs, and would hold back the
+	// resources it may read: one it may not read waits like a missing CRD.
+	if _, err := r.dyn.Resource(k.GVR).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		if apierrors.IsForbidden(err) {
+			return false, fmt.Errorf("not allowed to list %s (RBAC): %w", k.GVR.Resource, err)
+		}
+		return false, err
+	}
+	return true, nil
 }
 
 // Snapshot returns what the informers hold. A resource that does not
