@@ -102,6 +102,8 @@ func SortInput(s *snapshotv1.InputSnapshot) {
 	slices.SortFunc(s.TrafficPolicies, byMeta)
 	slices.SortFunc(s.AccessPolicies, byMeta)
 	slices.SortFunc(s.VirtualDestinations, byMeta)
+	slices.SortFunc(s.WasmDeploymentPolicies, byMeta)
+	slices.SortFunc(s.AccessLogPolicies, byMeta)
 	slices.SortFunc(s.Settings, byMeta)
 	slices.SortFunc(s.UserIstioObjects, func(a, b *snapshotv1.UserIstioObject) int {
 		return cmp.Or(
