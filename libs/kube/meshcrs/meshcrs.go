@@ -1,5 +1,6 @@
 // Package meshcrs decodes Meshplane's own custom resources (VirtualMesh,
-// TrafficPolicy, AccessPolicy, VirtualDestination, Settings), read through
+// TrafficPolicy, AccessPolicy, VirtualDestination, WasmDeploymentPolicy,
+// AccessLogPolicy, Settings), read through
 // client-go as unstructured objects, into their proto messages. The agent
 // and ingest (for the management cluster) read the same resources into
 // input snapshots this way.
@@ -16,6 +17,7 @@ import (
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	observabilityv1 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
 	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -32,6 +34,8 @@ type Resources struct {
 	TrafficPolicies     []*networkingv1.TrafficPolicy
 	AccessPolicies      []*networkingv1.AccessPolicy
 	VirtualDestinations []*networkingv1.VirtualDestination
+	WasmDeployments     []*networkingv1.WasmDeploymentPolicy
+	AccessLogPolicies   []*observabilityv1.AccessLogPolicy
 	Settings            []*settingsv1.Settings
 }
 
@@ -41,6 +45,8 @@ func (r Resources) AddTo(s *snapshotv1.InputSnapshot) {
 	s.TrafficPolicies = append(s.TrafficPolicies, r.TrafficPolicies...)
 	s.AccessPolicies = append(s.AccessPolicies, r.AccessPolicies...)
 	s.VirtualDestinations = append(s.VirtualDestinations, r.VirtualDestinations...)
+	s.WasmDeploymentPolicies = append(s.WasmDeploymentPolicies, r.WasmDeployments...)
+	s.AccessLogPolicies = append(s.AccessLogPolicies, r.AccessLogPolicies...)
 	s.Settings = append(s.Settings, r.Settings...)
 }
 
@@ -104,6 +110,26 @@ var kinds = []Kind{
 			s, err := decodeSpec(spec, &networkingv1.VirtualDestinationSpec{})
 			if err == nil {
 				r.VirtualDestinations = append(r.VirtualDestinations, &networkingv1.VirtualDestination{Metadata: md, Spec: s})
+			}
+			return err
+		},
+	},
+	{
+		GVR: schema.GroupVersionResource{Group: "networking.meshplane.dev", Version: "v1", Resource: "wasmdeploymentpolicies"}, Kind: "WasmDeploymentPolicy",
+		add: func(r *Resources, md *commonv1.ObjectMeta, spec []byte) error {
+			s, err := decodeSpec(spec, &networkingv1.WasmDeploymentPolicySpec{})
+			if err == nil {
+				r.WasmDeployments = append(r.WasmDeployments, &networkingv1.WasmDeploymentPolicy{Metadata: md, Spec: s})
+			}
+			return err
+		},
+	},
+	{
+		GVR: schema.GroupVersionResource{Group: "observability.meshplane.dev", Version: "v1", Resource: "accesslogpolicies"}, Kind: "AccessLogPolicy",
+		add: func(r *Resources, md *commonv1.ObjectMeta, spec []byte) error {
+			s, err := decodeSpec(spec, &observabilityv1.AccessLogPolicySpec{})
+			if err == nil {
+				r.AccessLogPolicies = append(r.AccessLogPolicies, &observabilityv1.AccessLogPolicy{Metadata: md, Spec: s})
 			}
 			return err
 		},

@@ -59,3 +59,58 @@ func TestDecode(t *testing.T) {
 		t.Fatalf("a resource that does not decode was added")
 	}
 }
+
+func TestDecodeWasmAndAccessLogPolicies(t *testing.T) {
+	wasm, ok := meshcrs.KindOf("networking.meshplane.dev/v1", "WasmDeploymentPolicy")
+	if !ok || wasm.GVR.Resource != "wasmdeploymentpolicies" {
+		t.Fatalf("KindOf(WasmDeploymentPolicy) = %v, %v", wasm, ok)
+	}
+	logs, ok := meshcrs.KindOf("observability.meshplane.dev/v1", "AccessLogPolicy")
+	if !ok || logs.GVR.Resource != "accesslogpolicies" {
+		t.Fatalf("KindOf(AccessLogPolicy) = %v, %v", logs, ok)
+	}
+	obj := func(apiVersion, kind string, spec map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": apiVersion, "kind": kind,
+			"metadata": map[string]any{"name": "p", "namespace": "bookinfo", "generation": int64(2)},
+			"spec":     spec,
+		}}
+	}
+	var r meshcrs.Resources
+	err := wasm.Decode(&r, obj("networking.meshplane.dev/v1", "WasmDeploymentPolicy", map[string]any{
+		"filters": []any{map[string]any{
+			"name": "auth", "http": map[string]any{"url": "https://example.com/f.wasm", "sha256": "ab"},
+			"rootId": "root", "config": map[string]any{"k": "v"}, "phase": "AUTHN", "priority": int64(5),
+		}},
+	}), "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = logs.Decode(&r, obj("observability.meshplane.dev/v1", "AccessLogPolicy", map[string]any{
+		"filters":                []any{map[string]any{"statusCodeMatcher": map[string]any{"value": int64(500), "comparator": "GE"}}},
+		"includedRequestHeaders": []any{"x-request-id"},
+	}), "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &snapshotv1.InputSnapshot{}
+	r.AddTo(s)
+	if len(s.GetWasmDeploymentPolicies()) != 1 || len(s.GetAccessLogPolicies()) != 1 {
+		t.Fatalf("decoded %d Wasm and %d access-log policies, want 1 and 1", len(s.GetWasmDeploymentPolicies()), len(s.GetAccessLogPolicies()))
+	}
+	f := s.GetWasmDeploymentPolicies()[0].GetSpec().GetFilters()[0]
+	if f.GetHttp().GetUrl() != "https://example.com/f.wasm" || f.GetPriority() != 5 || f.GetConfig().GetFields()["k"].GetStringValue() != "v" {
+		t.Fatalf("decoded filter %v", f)
+	}
+	al := s.GetAccessLogPolicies()[0]
+	if al.GetMetadata().GetCluster() != "c1" || al.GetSpec().GetFilters()[0].GetStatusCodeMatcher().GetValue() != 500 {
+		t.Fatalf("decoded access-log policy %v", al)
+	}
+
+	err = logs.Decode(&r, obj("observability.meshplane.dev/v1", "AccessLogPolicy", map[string]any{
+		"filters": []any{map[string]any{"statusCodeMatcher": map[string]any{"value": "many"}}},
+	}), "c1")
+	if err == nil || !strings.Contains(err.Error(), "spec.filters[0].statusCodeMatcher.value") {
+		t.Fatalf("bad status code: err = %v, want it to name spec.filters[0].statusCodeMatcher.value", err)
+	}
+}

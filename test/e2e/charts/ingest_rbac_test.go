@@ -75,6 +75,7 @@ func TestIngestRBAC(t *testing.T) {
 	resources := []struct{ group, resource string }{
 		{"networking.meshplane.dev", "virtualmeshes"}, {"networking.meshplane.dev", "trafficpolicies"},
 		{"networking.meshplane.dev", "accesspolicies"}, {"networking.meshplane.dev", "virtualdestinations"},
+		{"networking.meshplane.dev", "wasmdeploymentpolicies"}, {"observability.meshplane.dev", "accesslogpolicies"},
 		{"settings.meshplane.dev", "settings"},
 	}
 	for _, r := range resources {

@@ -44,6 +44,7 @@ func agentNeeds() []access {
 		{"apps", "replicasets"}, {"apps", "deployments"}, {"apps", "statefulsets"}, {"apps", "daemonsets"},
 		{"networking.meshplane.dev", "virtualmeshes"}, {"networking.meshplane.dev", "trafficpolicies"},
 		{"networking.meshplane.dev", "accesspolicies"}, {"networking.meshplane.dev", "virtualdestinations"},
+		{"networking.meshplane.dev", "wasmdeploymentpolicies"}, {"observability.meshplane.dev", "accesslogpolicies"},
 		{"settings.meshplane.dev", "settings"},
 		{"discovery.meshplane.dev", "meshes"}, {"discovery.meshplane.dev", "workloads"}, {"discovery.meshplane.dev", "destinations"},
 	} {
@@ -54,6 +55,7 @@ func agentNeeds() []access {
 	for _, r := range []struct{ group, resource string }{
 		{"networking.meshplane.dev", "trafficpolicies"}, {"networking.meshplane.dev", "accesspolicies"},
 		{"networking.meshplane.dev", "virtualmeshes"}, {"networking.meshplane.dev", "virtualdestinations"},
+		{"networking.meshplane.dev", "wasmdeploymentpolicies"}, {"observability.meshplane.dev", "accesslogpolicies"},
 		{"settings.meshplane.dev", "settings"},
 	} {
 		for _, v := range []string{"update", "patch"} {

@@ -9,6 +9,7 @@ import (
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	observabilityv1 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
 	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
@@ -162,6 +163,8 @@ type UserResources struct {
 	TrafficPolicies     []*networkingv1.TrafficPolicy
 	AccessPolicies      []*networkingv1.AccessPolicy
 	VirtualDestinations []*networkingv1.VirtualDestination
+	WasmDeployments     []*networkingv1.WasmDeploymentPolicy
+	AccessLogPolicies   []*observabilityv1.AccessLogPolicy
 	Settings            []*settingsv1.Settings
 }
 
@@ -251,6 +254,8 @@ func BuildInputSnapshot(id Identity, d Discovered) *snapshotv1.InputSnapshot {
 	s.TrafficPolicies = inScope(ix, r.TrafficPolicies)
 	s.AccessPolicies = inScope(ix, r.AccessPolicies)
 	s.VirtualDestinations = inScope(ix, r.VirtualDestinations)
+	s.WasmDeploymentPolicies = inScope(ix, r.WasmDeployments)
+	s.AccessLogPolicies = inScope(ix, r.AccessLogPolicies)
 	s.Settings = inScope(ix, r.Settings)
 	s.UserIstioObjects = userIstioObjects(id.Install, d.IstioObjects)
 	snapshots.SealInput(s)

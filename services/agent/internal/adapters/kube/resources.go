@@ -34,6 +34,8 @@ func decodeUserResource(r *domain.UserResources, ur userResource, u *unstructure
 	r.TrafficPolicies = append(r.TrafficPolicies, got.TrafficPolicies...)
 	r.AccessPolicies = append(r.AccessPolicies, got.AccessPolicies...)
 	r.VirtualDestinations = append(r.VirtualDestinations, got.VirtualDestinations...)
+	r.WasmDeployments = append(r.WasmDeployments, got.WasmDeployments...)
+	r.AccessLogPolicies = append(r.AccessLogPolicies, got.AccessLogPolicies...)
 	r.Settings = append(r.Settings, got.Settings...)
 	return nil
 }
