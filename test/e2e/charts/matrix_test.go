@@ -309,6 +309,32 @@ podDisruptionBudget: {enabled: true}
 	},
 }
 
+// agentReplicas is the agent with three Raft replicas.
+var agentReplicas = matrixCase{
+	name: "agent with three Raft replicas", chart: "agent", ns: agentNamespace,
+	values: agentRelayValues + "replicas: 3\nnetworkPolicy: {enabled: true}\nraft: {memberTimeout: 90s}\n",
+	kinds:  map[string]int{"Deployment": 1, "PodDisruptionBudget": 1, "NetworkPolicy": 1},
+	check: func(t *testing.T, objs []*unstructured.Unstructured) {
+		wantArgs(t, containerArgs(t, objs, "Deployment", "r-agent", "agent"),
+			"--raft-bind-addr=:9979", "--raft-dir=/var/run/meshplane/raft",
+			"--raft-peers-dns=r-agent-raft.meshplane-agent.svc.cluster.local", "--raft-bootstrap-expect=3", "--raft-member-timeout=90s")
+		wantVolume(t, objs, "r-agent", "raft", "emptyDir")
+		svc := find(t, objs, "Service", "r-agent-raft")
+		if ip, _, _ := unstructured.NestedString(svc.Object, "spec", "clusterIP"); ip != "None" {
+			t.Errorf("the Raft Service is not headless: clusterIP %q", ip)
+		}
+		if v, _, _ := unstructured.NestedBool(svc.Object, "spec", "publishNotReadyAddresses"); !v {
+			t.Error("the Raft Service does not publish replicas before they are ready")
+		}
+		pdb := find(t, objs, "PodDisruptionBudget", "r-agent")
+		if v, _, _ := unstructured.NestedFieldNoCopy(pdb.Object, "spec", "maxUnavailable"); fmt.Sprint(v) != "1" {
+			t.Errorf("PDB maxUnavailable %v, want 1", v)
+		}
+	},
+}
+
+func init() { matrix = append(matrix, agentReplicas) }
+
 func haValues() string {
 	var b strings.Builder
 	for _, svc := range mgmtServices {

@@ -55,3 +55,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- toYaml .Values.podSecurityContext }}
 {{- end }}
 
+
+{{/* Non-empty when the replicas run Raft: more than one, or raft.enabled. */}}
+{{- define "agent.raftEnabled" -}}
+{{- if or .Values.raft.enabled (gt (int .Values.replicas) 1) }}true{{ end }}
+{{- end }}
