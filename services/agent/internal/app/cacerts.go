@@ -147,6 +147,9 @@ type CACertsStatus struct {
 	Error          string    `json:"error,omitempty"`
 	// Failures counts the attempts that failed in a row.
 	Failures int `json:"failures,omitempty"`
+	// Rotation is the restart of the mesh's pods after a new
+	// intermediate, when one was recorded on the Secret.
+	Rotation *RotationStatus `json:"rotation,omitempty"`
 }
 
 // How often a Secret that the user owns is looked at again, so that the
@@ -175,6 +178,23 @@ type CACertsOptions struct {
 	// RetryMin and RetryMax bound the jittered backoff after a failure.
 	// Default: 1s and 5m.
 	RetryMin, RetryMax time.Duration
+
+	// Pods restarts the mesh's pods after a new intermediate when the
+	// IssuedCertificate asks for it (auto_restart_pods). Nil: never.
+	Pods MeshPods
+	// GatewayLabels select the gateway pods, restarted after istiod and
+	// before the workloads (discovery's gateway labels).
+	GatewayLabels []map[string]string
+	// MaxUnavailable is the fraction of a controller's pods that may be
+	// down at once while they restart (at least one pod). Default: 0.25.
+	MaxUnavailable float64
+	// BouncePoll is how often a phase's pods are looked at while it
+	// waits for them. Default: 2s.
+	BouncePoll time.Duration
+	// BounceStall is how long a phase waits for missing pods before it
+	// expects only the pods there are. Default: 10m.
+	BounceStall     time.Duration
+	RotationMetrics RotationMetrics
 }
 
 type secretKey struct{ namespace, name string }
@@ -188,6 +208,9 @@ type caState struct {
 	// reported: the conflict was logged; it is logged again only after
 	// it went away.
 	reported bool
+	// bounce and rotationBackoff belong to the rotation of this term.
+	bounce          bounceState
+	rotationBackoff Backoff
 }
 
 // CACerts keeps, for each IssuedCertificate of the latest output snapshot,
@@ -212,6 +235,13 @@ type CACerts struct {
 	log     *slog.Logger
 	retry   Backoff
 
+	pods            MeshPods
+	gatewayLabels   []map[string]string
+	maxUnavailable  float64
+	bouncePoll      time.Duration
+	bounceStall     time.Duration
+	rotationMetrics RotationMetrics
+
 	poke chan struct{}
 	// changed is signalled when Results changes.
 	changed chan struct{}
@@ -235,6 +265,14 @@ func NewCACerts(signer IntermediateSigner, store CASecretStore, o CACertsOptions
 		poke:    make(chan struct{}, 1),
 		changed: make(chan struct{}, 1),
 		states:  map[secretKey]*caState{},
+
+		pods: o.Pods, gatewayLabels: o.GatewayLabels, rotationMetrics: o.RotationMetrics,
+		maxUnavailable: cmp.Or(o.MaxUnavailable, defaultMaxUnavailable),
+		bouncePoll:     cmp.Or(o.BouncePoll, defaultBouncePoll),
+		bounceStall:    cmp.Or(o.BounceStall, defaultBounceStall),
+	}
+	if c.rotationMetrics == nil {
+		c.rotationMetrics = nopRotationMetrics{}
 	}
 	if c.leader == nil {
 		c.leader = func() bool { return true }
@@ -350,7 +388,7 @@ func (c *CACerts) Reconcile(ctx context.Context) time.Time {
 		wanted[k] = true
 		st := c.states[k]
 		if st == nil {
-			st = &caState{backoff: c.retry, status: CACertsStatus{State: CAStatePending}}
+			st = &caState{backoff: c.retry, rotationBackoff: c.retry, status: CACertsStatus{State: CAStatePending}}
 			c.states[k] = st
 		}
 		if !proto.Equal(st.ic, ic) {
@@ -458,6 +496,9 @@ func (c *CACerts) ensure(ctx context.Context, st *caState) time.Time {
 		return now.Add(conflictRecheck)
 	case domain.CACertsKeep:
 		c.current(st, held.NotAfter, d.RenewAt, held.RootGeneration)
+		if at := c.rotate(ctx, st, ic, stored, held, log); !at.IsZero() && at.Before(d.RenewAt) {
+			return at
+		}
 		return d.RenewAt
 	}
 
@@ -466,6 +507,7 @@ func (c *CACerts) ensure(ctx context.Context, st *caState) time.Time {
 	if err != nil {
 		return c.fail(st, log, stage, err, now)
 	}
+	c.startRotation(&secret, ic, stored, held, d.Reason, serial, now, log)
 	if held == nil {
 		err = c.store.Create(ctx, secret)
 	} else {
@@ -477,7 +519,10 @@ func (c *CACerts) ensure(ctx context.Context, st *caState) time.Time {
 	renewAt := domain.CACertsRenewAt(notBefore, notAfter, serial)
 	c.metrics.CACertsIssued(d.Reason)
 	c.current(st, notAfter, renewAt, ic.GetRootGeneration())
-	log.Info("wrote the istiod intermediate CA", "reason", d.Reason, "expires", notAfter, "renew_at", renewAt)
+	log.Info("wrote the istiod intermediate CA", "reason", d.Reason, "expires", notAfter, "renew_at", renewAt, "rotation", secret.Annotations[domain.AnnotationRotationPhase])
+	if secret.Annotations[domain.AnnotationRotationPhase] != "" {
+		return now // restart istiod's pods at once
+	}
 	return renewAt
 }
 
