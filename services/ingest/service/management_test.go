@@ -78,6 +78,18 @@ func TestManagementClusterResources(t *testing.T) {
 		t.Fatalf("connectivity = %v, want the management cluster prod connected to ingest-0", cs)
 	}
 
+	// An agent registered under the management cluster's name may not
+	// push for it: two sources would undo each other's input.
+	impostor := e.client(t, "spiffe://"+td+"/cluster/prod", nil).Push(ctx)
+	if err := impostor.Send(&ingestv1.PushRequest{Snapshot: sealed("prod", "reviews")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := impostor.Receive(); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Fatalf("push for the management cluster's name: %v, want PermissionDenied", err)
+	}
+	_ = impostor.CloseRequest()
+	_ = impostor.CloseResponse()
+
 	if err := c.ApplyYAML(ctx, []byte(`
 apiVersion: networking.meshplane.dev/v1
 kind: TrafficPolicy

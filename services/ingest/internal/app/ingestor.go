@@ -20,6 +20,10 @@ import (
 // good snapshot of the cluster stays in use.
 var ErrInvalidSnapshot = errors.New("invalid snapshot")
 
+// ErrReservedCluster is returned to an agent that pushes for the cluster
+// name of the management cluster's input, which ingest reads itself.
+var ErrReservedCluster = errors.New("reserved cluster name")
+
 // Ingestor accepts input snapshots.
 type Ingestor struct {
 	store    SnapshotStore
@@ -34,6 +38,9 @@ type Ingestor struct {
 
 	mu       sync.Mutex
 	clusters map[string]*ClusterState
+	// reserved names the inputs that only this process produces (the
+	// management cluster's); agents may not push for them.
+	reserved map[string]bool
 	// writes serializes the store writes of each cluster, so that a
 	// restore never puts back an older snapshot over a push.
 	writes map[string]*sync.Mutex
@@ -72,11 +79,33 @@ func NewIngestor(store SnapshotStore, notifier TranslationNotifier, metrics Metr
 	if metrics == nil {
 		metrics = NopMetrics{}
 	}
-	i := &Ingestor{store: store, notifier: notifier, metrics: metrics, log: log, replica: replica, now: time.Now, clusters: map[string]*ClusterState{}, writes: map[string]*sync.Mutex{}}
+	i := &Ingestor{store: store, notifier: notifier, metrics: metrics, log: log, replica: replica, now: time.Now, clusters: map[string]*ClusterState{}, writes: map[string]*sync.Mutex{}, reserved: map[string]bool{}}
 	for _, o := range opts {
 		o(i)
 	}
 	return i
+}
+
+// Reserve keeps cluster for inputs that this process produces itself:
+// PushFromAgent refuses it.
+func (i *Ingestor) Reserve(cluster string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.reserved[cluster] = true
+}
+
+// PushFromAgent is Push for a snapshot from an agent, which may not push
+// for a reserved cluster: two sources of one input would undo each other.
+func (i *Ingestor) PushFromAgent(ctx context.Context, cluster string, s *snapshotv1.InputSnapshot) (string, error) {
+	i.mu.Lock()
+	reserved := i.reserved[cluster]
+	i.mu.Unlock()
+	if reserved {
+		err := fmt.Errorf("%w: %q names the management cluster's own input; register the workload cluster under another name", ErrReservedCluster, cluster)
+		i.metrics.PushReceived(cluster, proto.Size(s), err)
+		return "", err
+	}
+	return i.Push(ctx, cluster, s)
 }
 
 // Push validates and stores a cluster's snapshot and notifies translation.

@@ -51,6 +51,7 @@ type Management struct {
 // are pushed debounce after the last of a burst; failures are retried
 // every retry.
 func NewManagement(in *Ingestor, res ManagementResources, cluster string, debounce, retry time.Duration, log *slog.Logger) *Management {
+	in.Reserve(cluster)
 	return &Management{in: in, res: res, cluster: cluster, debounce: debounce, retry: retry, log: log.With("cluster", cluster)}
 }
 

@@ -46,7 +46,7 @@ func (h *Handler) Push(ctx context.Context, stream *connect.BidiStream[ingestv1.
 		if err != nil {
 			return err
 		}
-		version, err := h.in.Push(ctx, cluster, req.GetSnapshot())
+		version, err := h.in.PushFromAgent(ctx, cluster, req.GetSnapshot())
 		if err != nil {
 			h.log.Warn("refused input snapshot", "cluster", cluster, "error", err)
 			return toConnect(err)
