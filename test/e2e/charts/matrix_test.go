@@ -277,8 +277,10 @@ global:
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			wantArgs(t, containerArgs(t, objs, "Deployment", "r-agent", "agent"),
 				"--cluster=east", "--relay-addr=meshplane.example.com:9900", "--relay-ca-file=/etc/meshplane/relay-ca/ca.crt",
-				"--token-file=/etc/meshplane/bootstrap/token", "--state-dir=/var/run/meshplane/agent")
+				"--token-file=/etc/meshplane/bootstrap/token", "--state-dir=/var/run/meshplane/agent",
+				"--envoy-addr=:9977", "--accesslog-queue=10000", "--envoy-metrics-max-series=10000")
 			wantVolume(t, objs, "r-agent", "state", "emptyDir")
+			wantObject(t, objs, "Service", "r-agent-envoy")
 		},
 	},
 	{
@@ -596,4 +598,15 @@ func wantVolumeSecret(t *testing.T, objs []*unstructured.Unstructured, deploymen
 	if got, _, _ := unstructured.NestedString(v, "secret", "secretName"); got != secret {
 		t.Errorf("%s: volume %s mounts Secret %q, want %q", deployment, name, got, secret)
 	}
+}
+
+// wantObject fails unless the rendered objects hold kind/name.
+func wantObject(t *testing.T, objs []*unstructured.Unstructured, kind, name string) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return
+		}
+	}
+	t.Errorf("no %s %s rendered", kind, name)
 }
