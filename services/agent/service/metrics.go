@@ -16,11 +16,15 @@ type metrics struct {
 	caFailures  *prometheus.CounterVec
 	caConflicts prometheus.Gauge
 	caExpiry    *prometheus.GaugeVec
+
+	rotations   *prometheus.CounterVec
+	podsBounced *prometheus.CounterVec
 }
 
 var (
-	_ app.Metrics        = (*metrics)(nil)
-	_ app.CACertsMetrics = (*metrics)(nil)
+	_ app.Metrics         = (*metrics)(nil)
+	_ app.CACertsMetrics  = (*metrics)(nil)
+	_ app.RotationMetrics = (*metrics)(nil)
 )
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -53,8 +57,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		caExpiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meshplane_agent_cacerts_expiry_timestamp_seconds", Help: "When each held Istio intermediate CA expires (Unix time).",
 		}, []string{"namespace", "name"}),
+		rotations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshplane_agent_cacerts_rotations_total", Help: "Istio CA rotations (pods restarted after a new intermediate) that ended, by result: completed, superseded or abandoned.",
+		}, []string{"result"}),
+		podsBounced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshplane_agent_pods_bounced_total", Help: "Pods deleted to restart them on a new Istio intermediate CA, by phase: istiod, gateways or workloads.",
+		}, []string{"phase"}),
 	}
-	for _, c := range []prometheus.Collector{m.pushes, m.pushBytes, m.applied, m.applyErrors, m.connected, m.caIssued, m.caFailures, m.caConflicts, m.caExpiry} {
+	for _, c := range []prometheus.Collector{m.pushes, m.pushBytes, m.applied, m.applyErrors, m.connected, m.caIssued, m.caFailures, m.caConflicts, m.caExpiry, m.rotations, m.podsBounced} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -102,4 +112,10 @@ func (m *metrics) CACertsObserved(states []app.CACertsStatus) {
 		}
 	}
 	m.caConflicts.Set(float64(conflicts))
+}
+
+func (m *metrics) RotationFinished(result string) { m.rotations.WithLabelValues(result).Inc() }
+
+func (m *metrics) PodsBounced(phase string, n int) {
+	m.podsBounced.WithLabelValues(phase).Add(float64(n))
 }

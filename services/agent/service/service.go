@@ -277,11 +277,17 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 	renew := func(ctx context.Context) error { return identity.RunRenewal(ctx, renewer) }
 
 	// The istiod intermediate CAs that the output snapshots ask for; the
-	// key is made here and never leaves the cluster.
+	// key is made here and never leaves the cluster. After a new one, the
+	// mesh's pods are restarted in order when the snapshot asks for it.
+	disco := a.cfg.discoveryOptions()
 	caCerts := app.NewCACerts(
 		connectrpc.NewIntermediateSigner(registrationv1connect.NewRegistrationServiceClient(renewClient.c, renewClient.url, renewClient.options()...)),
 		kubeadapter.NewCASecrets(clients.Kube, a.cfg.Install, a.cfg.Cluster),
-		app.CACertsOptions{Leader: a.leader, Metrics: a.metrics, Log: a.log.With("duty", "cacerts")},
+		app.CACertsOptions{
+			Leader: a.leader, Metrics: a.metrics, Log: a.log.With("duty", "cacerts"),
+			Pods: kubeadapter.NewMeshPods(clients.Kube, nil), RotationMetrics: a.metrics,
+			GatewayLabels: []map[string]string{disco.IngressGatewayLabels, disco.EastWestGatewayLabels},
+		},
 	)
 	syncer.SetCACerts(caCerts)
 	admin.setCACerts(caCerts.Status)
