@@ -55,6 +55,16 @@ func InputVersion(s *snapshotv1.InputSnapshot) string {
 // OutputVersion returns the content hash of an output snapshot. Call
 // SortOutput first.
 func OutputVersion(s *snapshotv1.OutputSnapshot) string {
+	if v, ok := fastOutputVersion(s); ok {
+		return v
+	}
+	return contentVersion(s, outputVolatile)
+}
+
+// ReflectOutputVersion is OutputVersion computed through protobuf-go's
+// reflective deterministic encoding only: the definition that OutputVersion's
+// faster hand encoding must match, for tests.
+func ReflectOutputVersion(s *snapshotv1.OutputSnapshot) string {
 	return contentVersion(s, outputVolatile)
 }
 

@@ -1,0 +1,244 @@
+package snapshots
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"hash"
+	"slices"
+	"unicode/utf8"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// The output version is the SHA-256 of the deterministic protobuf encoding
+// of the snapshot's content (contentVersion). Outputs hold up to millions of
+// objects, and protobuf-go encodes their map fields through reflection and
+// into one buffer as large as the snapshot; fastOutputVersion writes the
+// same bytes straight into the hash instead, encoding Object and
+// ResourceStatus by hand. It covers the fields the messages had when it was
+// written (outputFields, objectFields, statusFields): when the schema has
+// more, or a message holds unknown fields or a string that is not UTF-8
+// (which protobuf refuses to encode), OutputVersion takes the reflective
+// path. TestFastOutputVersion checks the two agree byte for byte.
+
+var (
+	outputFields = map[protoreflect.FieldNumber]protoreflect.Name{
+		1: "cluster", 2: "version", 3: "generated_at", 4: "objects", 5: "statuses", 6: "input_versions",
+		7: "issued_certificates", 8: "wasm_filters", 9: "access_log_policies",
+	}
+	objectFields = map[protoreflect.FieldNumber]protoreflect.Name{
+		1: "api_version", 2: "kind", 3: "namespace", 4: "name", 5: "labels", 6: "annotations", 7: "spec",
+	}
+	statusFields = map[protoreflect.FieldNumber]protoreflect.Name{
+		1: "api_version", 2: "kind", 3: "namespace", 4: "name", 5: "observed_generation", 6: "status",
+	}
+	// fastOutputOK says the generated messages have exactly the fields
+	// the hand encoding knows.
+	fastOutputOK = sameFields((&snapshotv1.OutputSnapshot{}).ProtoReflect().Descriptor(), outputFields) &&
+		sameFields((&snapshotv1.Object{}).ProtoReflect().Descriptor(), objectFields) &&
+		sameFields((&snapshotv1.ResourceStatus{}).ProtoReflect().Descriptor(), statusFields)
+)
+
+func sameFields(md protoreflect.MessageDescriptor, want map[protoreflect.FieldNumber]protoreflect.Name) bool {
+	fs := md.Fields()
+	if fs.Len() != len(want) || md.Oneofs().Len() != 0 {
+		return false
+	}
+	for i := range fs.Len() {
+		fd := fs.Get(i)
+		if want[fd.Number()] != fd.Name() {
+			return false
+		}
+	}
+	return true
+}
+
+// hashWriter buffers encoded bytes in front of a hash.
+type hashWriter struct {
+	h   hash.Hash
+	buf []byte
+	ok  bool // false once something the fast path cannot encode was seen
+}
+
+func (w *hashWriter) flushIfLarge() {
+	if len(w.buf) >= 32<<10 {
+		w.h.Write(w.buf)
+		w.buf = w.buf[:0]
+	}
+}
+
+func (w *hashWriter) str(num protowire.Number, s string) {
+	if s == "" {
+		return
+	}
+	if !utf8.ValidString(s) {
+		w.ok = false
+	}
+	w.buf = protowire.AppendTag(w.buf, num, protowire.BytesType)
+	w.buf = protowire.AppendString(w.buf, s)
+}
+
+// large appends a bytes field; a long value goes to the hash without a
+// copy.
+func (w *hashWriter) large(num protowire.Number, b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	w.buf = protowire.AppendTag(w.buf, num, protowire.BytesType)
+	w.buf = protowire.AppendVarint(w.buf, uint64(len(b)))
+	if len(b) < 512 {
+		w.buf = append(w.buf, b...)
+		return
+	}
+	w.h.Write(w.buf)
+	w.buf = w.buf[:0]
+	w.h.Write(b)
+}
+
+func strSize(num protowire.Number, s string) int {
+	if s == "" {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeBytes(len(s))
+}
+
+func bytesSize(num protowire.Number, b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeBytes(len(b))
+}
+
+// mapEntrySize is the size of one map<string, string> entry's body.
+func mapEntrySize(k, v string) int {
+	return 1 + protowire.SizeBytes(len(k)) + 1 + protowire.SizeBytes(len(v))
+}
+
+func mapSize(num protowire.Number, m map[string]string) int {
+	n := 0
+	for k, v := range m {
+		n += protowire.SizeTag(num) + protowire.SizeBytes(mapEntrySize(k, v))
+	}
+	return n
+}
+
+// strMap appends a map<string, string> field with its entries in key
+// order, as deterministic protobuf encoding does; keys holds the scratch
+// slice for sorting.
+func (w *hashWriter) strMap(num protowire.Number, m map[string]string, keys *[]string) {
+	if len(m) == 0 {
+		return
+	}
+	ks := (*keys)[:0]
+	for k := range m {
+		ks = append(ks, k)
+	}
+	if len(ks) > 1 {
+		slices.Sort(ks)
+	}
+	*keys = ks
+	for _, k := range ks {
+		v := m[k]
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			w.ok = false
+		}
+		w.buf = protowire.AppendTag(w.buf, num, protowire.BytesType)
+		w.buf = protowire.AppendVarint(w.buf, uint64(mapEntrySize(k, v)))
+		w.buf = protowire.AppendTag(w.buf, 1, protowire.BytesType)
+		w.buf = protowire.AppendString(w.buf, k)
+		w.buf = protowire.AppendTag(w.buf, 2, protowire.BytesType)
+		w.buf = protowire.AppendString(w.buf, v)
+	}
+}
+
+func (w *hashWriter) object(o *snapshotv1.Object, keys *[]string) {
+	if o == nil || len(o.ProtoReflect().GetUnknown()) > 0 {
+		w.ok = false
+		return
+	}
+	size := strSize(1, o.GetApiVersion()) + strSize(2, o.GetKind()) + strSize(3, o.GetNamespace()) + strSize(4, o.GetName()) +
+		mapSize(5, o.GetLabels()) + mapSize(6, o.GetAnnotations()) + bytesSize(7, o.GetSpec())
+	w.buf = protowire.AppendTag(w.buf, 4, protowire.BytesType)
+	w.buf = protowire.AppendVarint(w.buf, uint64(size))
+	w.str(1, o.GetApiVersion())
+	w.str(2, o.GetKind())
+	w.str(3, o.GetNamespace())
+	w.str(4, o.GetName())
+	w.strMap(5, o.GetLabels(), keys)
+	w.strMap(6, o.GetAnnotations(), keys)
+	w.large(7, o.GetSpec())
+	w.flushIfLarge()
+}
+
+func (w *hashWriter) status(s *snapshotv1.ResourceStatus) {
+	if s == nil || len(s.ProtoReflect().GetUnknown()) > 0 {
+		w.ok = false
+		return
+	}
+	gen := s.GetObservedGeneration()
+	size := strSize(1, s.GetApiVersion()) + strSize(2, s.GetKind()) + strSize(3, s.GetNamespace()) + strSize(4, s.GetName()) +
+		bytesSize(6, s.GetStatus())
+	if gen != 0 {
+		size += protowire.SizeTag(5) + protowire.SizeVarint(uint64(gen))
+	}
+	w.buf = protowire.AppendTag(w.buf, 5, protowire.BytesType)
+	w.buf = protowire.AppendVarint(w.buf, uint64(size))
+	w.str(1, s.GetApiVersion())
+	w.str(2, s.GetKind())
+	w.str(3, s.GetNamespace())
+	w.str(4, s.GetName())
+	if gen != 0 {
+		w.buf = protowire.AppendTag(w.buf, 5, protowire.VarintType)
+		w.buf = protowire.AppendVarint(w.buf, uint64(gen))
+	}
+	w.large(6, s.GetStatus())
+	w.flushIfLarge()
+}
+
+// message appends a field holding m with protobuf's deterministic
+// encoding, for the small lists that are not worth encoding by hand.
+func (w *hashWriter) message(num protowire.Number, m proto.Message) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		w.ok = false
+		return
+	}
+	w.buf = protowire.AppendTag(w.buf, num, protowire.BytesType)
+	w.buf = protowire.AppendBytes(w.buf, b)
+	w.flushIfLarge()
+}
+
+// fastOutputVersion is OutputVersion without reflection; ok is false when
+// the output holds something only the reflective encoding handles.
+func fastOutputVersion(s *snapshotv1.OutputSnapshot) (version string, ok bool) {
+	if !fastOutputOK || s == nil {
+		return "", false
+	}
+	w := &hashWriter{h: sha256.New(), buf: make([]byte, 0, 40<<10), ok: true}
+	var keys []string
+	w.str(1, s.GetCluster())
+	for _, o := range s.GetObjects() {
+		w.object(o, &keys)
+	}
+	for _, st := range s.GetStatuses() {
+		w.status(st)
+	}
+	for _, c := range s.GetIssuedCertificates() {
+		w.message(7, c)
+	}
+	for _, f := range s.GetWasmFilters() {
+		w.message(8, f)
+	}
+	for _, p := range s.GetAccessLogPolicies() {
+		w.message(9, p)
+	}
+	if !w.ok {
+		return "", false
+	}
+	w.h.Write(w.buf)
+	var sum [sha256.Size]byte
+	return VersionPrefix + hex.EncodeToString(w.h.Sum(sum[:0])), true
+}

@@ -1,0 +1,108 @@
+package snapshots
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// TestFastOutputVersion checks that the hand encoding hashes the same bytes
+// as protobuf's deterministic encoding, over random outputs with empty,
+// long and non-ASCII strings, maps with empty keys and values, and every
+// list of the snapshot.
+func TestFastOutputVersion(t *testing.T) {
+	if !fastOutputOK {
+		t.Fatal("OutputSnapshot, Object or ResourceStatus has fields the hand encoding does not know: update outputhash.go (outputFields, objectFields, statusFields and the encoders)")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	str := func() string {
+		switch r.IntN(6) {
+		case 0:
+			return ""
+		case 1:
+			return "é✓" + strings.Repeat("x", r.IntN(300))
+		case 2:
+			return strings.Repeat("long-", 40+r.IntN(40))
+		default:
+			return fmt.Sprintf("s%d", r.IntN(1000))
+		}
+	}
+	strMap := func() map[string]string {
+		if r.IntN(4) == 0 {
+			return nil
+		}
+		m := map[string]string{}
+		for range r.IntN(6) {
+			m[str()] = str()
+		}
+		return m
+	}
+	bytes := func() []byte {
+		if r.IntN(4) == 0 {
+			return nil
+		}
+		return []byte(strings.Repeat(`{"a":1}`, r.IntN(200)))
+	}
+	for i := range 500 {
+		out := &snapshotv1.OutputSnapshot{Cluster: str(), Version: str(), GeneratedAt: timestamppb.Now(), InputVersions: strMap()}
+		for range r.IntN(20) {
+			out.Objects = append(out.Objects, &snapshotv1.Object{ApiVersion: str(), Kind: str(), Namespace: str(), Name: str(), Labels: strMap(), Annotations: strMap(), Spec: bytes()})
+		}
+		for range r.IntN(10) {
+			out.Statuses = append(out.Statuses, &snapshotv1.ResourceStatus{ApiVersion: str(), Kind: str(), Namespace: str(), Name: str(), ObservedGeneration: r.Int64N(1<<40) - 1<<39, Status: bytes()})
+		}
+		for range r.IntN(3) {
+			out.IssuedCertificates = append(out.IssuedCertificates, &snapshotv1.IssuedCertificate{Mesh: &commonv1.ObjectRef{Name: str(), Namespace: str()}, SecretName: str(), SecretNamespace: str()})
+		}
+		for range r.IntN(3) {
+			out.WasmFilters = append(out.WasmFilters, &snapshotv1.WasmFilterConfig{Name: str(), Url: str(), ConfigJson: bytes(), Priority: r.Int32N(10)})
+		}
+		for range r.IntN(3) {
+			out.AccessLogPolicies = append(out.AccessLogPolicies, &snapshotv1.AccessLogPolicyConfig{
+				Policy:                 &commonv1.ObjectRef{Name: str()},
+				WorkloadMatches:        []*snapshotv1.AccessLogPolicyConfig_WorkloadMatch{{Namespace: str(), Labels: strMap()}},
+				IncludedRequestHeaders: []string{str(), str()},
+			})
+		}
+		fast, ok := fastOutputVersion(out)
+		if !ok {
+			t.Fatalf("output %d: the fast path refused a valid output", i)
+		}
+		if want := contentVersion(out, outputVolatile); fast != want {
+			t.Fatalf("output %d: fast version %s, reflective %s", i, fast, want)
+		}
+	}
+}
+
+// TestFastOutputVersionFallsBack checks that what the hand encoding does not
+// cover goes the reflective way, which gives the same result as before.
+func TestFastOutputVersionFallsBack(t *testing.T) {
+	cases := map[string]*snapshotv1.OutputSnapshot{
+		"invalid UTF-8 name":  {Cluster: "c", Objects: []*snapshotv1.Object{{Name: "\xff"}}},
+		"invalid UTF-8 label": {Cluster: "c", Objects: []*snapshotv1.Object{{Name: "a", Labels: map[string]string{"k": "\xfe"}}}},
+		"nil object":          {Cluster: "c", Objects: []*snapshotv1.Object{nil}},
+		"nil status":          {Cluster: "c", Statuses: []*snapshotv1.ResourceStatus{nil}},
+	}
+	for name, out := range cases {
+		if _, ok := fastOutputVersion(out); ok {
+			t.Errorf("%s: the fast path took it", name)
+		}
+		if got, want := OutputVersion(out), contentVersion(out, outputVolatile); got != want {
+			t.Errorf("%s: OutputVersion %s, reflective %s", name, got, want)
+		}
+	}
+	withUnknown := &snapshotv1.Object{Name: "a"}
+	withUnknown.ProtoReflect().SetUnknown([]byte{0x78, 0x01}) // field 15, varint 1
+	out := &snapshotv1.OutputSnapshot{Cluster: "c", Objects: []*snapshotv1.Object{withUnknown}}
+	if _, ok := fastOutputVersion(out); ok {
+		t.Error("an object with unknown fields took the fast path")
+	}
+	if got, want := OutputVersion(out), contentVersion(out, outputVolatile); got != want {
+		t.Errorf("unknown fields: OutputVersion %s, reflective %s", got, want)
+	}
+}
