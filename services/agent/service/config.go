@@ -63,6 +63,11 @@ type Config struct {
 	Raft    RaftConfig
 	// Envoy configures the 9977 servers every replica runs.
 	Envoy EnvoyServersConfig
+	// RestartPods lets the leader restart istiod, the gateways and the
+	// workloads after a new Istio intermediate CA, when the output
+	// snapshot asks for it; RestartNamespaces limits it (empty: all).
+	RestartPods       bool
+	RestartNamespaces string
 
 	flags *platform.Flags
 }
@@ -85,6 +90,7 @@ func DefaultConfig() Config {
 		Replica:               cmp.Or(os.Getenv("POD_NAME"), host),
 		Raft:                  defaultRaftConfig(),
 		Envoy:                 defaultEnvoyServersConfig(),
+		RestartPods:           true,
 	}
 }
 
@@ -116,6 +122,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	f.String(&c.AdminAddr, "admin-addr", "address of /healthz, /readyz and /metrics")
 	f.String(&c.Namespace, "namespace", "namespace the agent runs in")
 	f.String(&c.Replica, "replica", "name of this replica (the pod name; default $POD_NAME, else the host name): its Raft server ID")
+	f.Bool(&c.RestartPods, "restart-pods", "restart istiod, then the gateways, then the workloads after a new Istio intermediate CA when the VirtualMesh asks for it (autoRestartPods)")
+	f.String(&c.RestartNamespaces, "restart-namespaces", "comma-separated namespaces whose pods --restart-pods may restart; empty means all")
 	c.Raft.addFlags(f)
 	c.Envoy.addFlags(f)
 }

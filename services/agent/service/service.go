@@ -280,12 +280,16 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 	// key is made here and never leaves the cluster. After a new one, the
 	// mesh's pods are restarted in order when the snapshot asks for it.
 	disco := a.cfg.discoveryOptions()
+	var pods app.MeshPods
+	if a.cfg.RestartPods {
+		pods = kubeadapter.NewMeshPods(clients.Kube, splitList(a.cfg.RestartNamespaces))
+	}
 	caCerts := app.NewCACerts(
 		connectrpc.NewIntermediateSigner(registrationv1connect.NewRegistrationServiceClient(renewClient.c, renewClient.url, renewClient.options()...)),
 		kubeadapter.NewCASecrets(clients.Kube, a.cfg.Install, a.cfg.Cluster),
 		app.CACertsOptions{
 			Leader: a.leader, Metrics: a.metrics, Log: a.log.With("duty", "cacerts"),
-			Pods: kubeadapter.NewMeshPods(clients.Kube, nil), RotationMetrics: a.metrics,
+			Pods: pods, RotationMetrics: a.metrics,
 			GatewayLabels: []map[string]string{disco.IngressGatewayLabels, disco.EastWestGatewayLabels},
 		},
 	)

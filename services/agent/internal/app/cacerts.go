@@ -507,7 +507,7 @@ func (c *CACerts) ensure(ctx context.Context, st *caState) time.Time {
 	if err != nil {
 		return c.fail(st, log, stage, err, now)
 	}
-	c.startRotation(&secret, ic, stored, held, d.Reason, serial, now, log)
+	superseded := c.startRotation(&secret, ic, stored, held, d.Reason, serial, now, log)
 	if held == nil {
 		err = c.store.Create(ctx, secret)
 	} else {
@@ -518,6 +518,9 @@ func (c *CACerts) ensure(ctx context.Context, st *caState) time.Time {
 	}
 	renewAt := domain.CACertsRenewAt(notBefore, notAfter, serial)
 	c.metrics.CACertsIssued(d.Reason)
+	if superseded {
+		c.rotationMetrics.RotationFinished(RotationSuperseded)
+	}
 	c.current(st, notAfter, renewAt, ic.GetRootGeneration())
 	log.Info("wrote the istiod intermediate CA", "reason", d.Reason, "expires", notAfter, "renew_at", renewAt, "rotation", secret.Annotations[domain.AnnotationRotationPhase])
 	if secret.Annotations[domain.AnnotationRotationPhase] != "" {

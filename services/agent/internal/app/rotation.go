@@ -120,8 +120,9 @@ func carryRoots(s *CASecret, heldRootPEM []byte) (string, error) {
 
 // startRotation prepares a freshly issued Secret: it carries the old roots
 // when the root changes (or a transition is still under way), and records
-// the rotation that restarts the pods when auto-restart is on.
-func (c *CACerts) startRotation(s *CASecret, ic *snapshotv1.IssuedCertificate, stored StoredSecret, held *domain.HeldCA, reason string, serial []byte, now time.Time, log *slog.Logger) {
+// the rotation that restarts the pods when auto-restart is on. It reports
+// whether the new Secret supersedes a rotation in progress.
+func (c *CACerts) startRotation(s *CASecret, ic *snapshotv1.IssuedCertificate, stored StoredSecret, held *domain.HeldCA, reason string, serial []byte, now time.Time, log *slog.Logger) (superseded bool) {
 	var prev domain.Rotation
 	if held != nil && held.Owned {
 		prev, _ = domain.ParseRotation(stored.Annotations)
@@ -136,7 +137,6 @@ func (c *CACerts) startRotation(s *CASecret, ic *snapshotv1.IssuedCertificate, s
 		newRoot = fp
 	}
 	if prev.Phase.Active() {
-		c.rotationMetrics.RotationFinished(RotationSuperseded)
 		log.Info("a rotation in progress is superseded by a new intermediate", "phase", prev.Phase, "serial", prev.Serial)
 	}
 	rot := domain.Rotation{Phase: domain.RotationNone, Serial: serialHex(serial), NewRoot: newRoot, StartedAt: now}
@@ -144,6 +144,7 @@ func (c *CACerts) startRotation(s *CASecret, ic *snapshotv1.IssuedCertificate, s
 		rot.Phase, rot.PhaseStartedAt = domain.RotationIstiod, now.Truncate(time.Second)
 	}
 	maps.Copy(s.Annotations, rot.Annotations())
+	return prev.Phase.Active()
 }
 
 // rotate drives the rotation recorded on a current Secret one step and

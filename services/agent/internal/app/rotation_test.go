@@ -452,3 +452,30 @@ func rootsOf(t *testing.T, s StoredSecret) []*x509.Certificate {
 	}
 	return roots
 }
+
+func TestRotationSupersededByANewerIntermediate(t *testing.T) {
+	f := newRotFixture(t)
+	ctx := context.Background()
+	f.m.SetDesired([]*snapshotv1.IssuedCertificate{autoIssued("root-1")})
+	f.m.Reconcile(ctx)
+	f.driveUntil(t, f.m, func() bool { return f.rotation(t).Phase == domain.RotationWorkloads })
+	first := f.rotation(t)
+
+	// A new root arrives mid-way: a new rotation starts over from istiod,
+	// and the pods restarted since the first still count as restarted
+	// only if they were created after the new one started.
+	f.signer.root, f.signer.rootKey = newTestRoot(t, f.clock.Now())
+	f.m.SetDesired([]*snapshotv1.IssuedCertificate{autoIssued("root-2")})
+	f.step(ctx, f.m)
+	r := f.rotation(t)
+	if r.Phase != domain.RotationIstiod || r.Serial == first.Serial || r.NewRoot == "" {
+		t.Fatalf("rotation after a newer intermediate %+v", r)
+	}
+	if f.rm.finished[RotationSuperseded] != 1 {
+		t.Errorf("finished %v, want one superseded", f.rm.finished)
+	}
+	f.driveUntil(t, f.m, func() bool { return f.rotation(t).Phase == domain.RotationDone })
+	if f.rm.finished[RotationCompleted] != 1 {
+		t.Errorf("finished %v, want one completed", f.rm.finished)
+	}
+}
