@@ -18,6 +18,7 @@ import (
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	observabilityv1 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
 	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
@@ -74,6 +75,16 @@ var kinds = map[string]kind{
 	"VirtualDestination": {"networking.meshplane.dev/v1", func(in *snapshotv1.InputSnapshot, md *commonv1.ObjectMeta, spec []byte) error {
 		s, err := decode(spec, &networkingv1.VirtualDestinationSpec{})
 		in.VirtualDestinations = append(in.VirtualDestinations, &networkingv1.VirtualDestination{Metadata: md, Spec: s})
+		return err
+	}},
+	"WasmDeploymentPolicy": {"networking.meshplane.dev/v1", func(in *snapshotv1.InputSnapshot, md *commonv1.ObjectMeta, spec []byte) error {
+		s, err := decode(spec, &networkingv1.WasmDeploymentPolicySpec{})
+		in.WasmDeploymentPolicies = append(in.WasmDeploymentPolicies, &networkingv1.WasmDeploymentPolicy{Metadata: md, Spec: s})
+		return err
+	}},
+	"AccessLogPolicy": {"observability.meshplane.dev/v1", func(in *snapshotv1.InputSnapshot, md *commonv1.ObjectMeta, spec []byte) error {
+		s, err := decode(spec, &observabilityv1.AccessLogPolicySpec{})
+		in.AccessLogPolicies = append(in.AccessLogPolicies, &observabilityv1.AccessLogPolicy{Metadata: md, Spec: s})
 		return err
 	}},
 	"Settings": {"settings.meshplane.dev/v1", func(in *snapshotv1.InputSnapshot, md *commonv1.ObjectMeta, spec []byte) error {

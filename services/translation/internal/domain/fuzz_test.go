@@ -3,11 +3,13 @@ package domain_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	observabilityv1 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
 	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
@@ -16,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	extensionsv1alpha1 "istio.io/api/extensions/v1alpha1"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 	securityv1beta1 "istio.io/api/security/v1beta1"
 )
@@ -287,10 +290,81 @@ func fuzzEstate(data []byte) map[string]*snapshotv1.InputSnapshot {
 		}
 		in.UserIstioObjects = append(in.UserIstioObjects, o)
 	}
+	// WasmDeploymentPolicies and AccessLogPolicies come last, for the same
+	// reason.
+	for i := range s.n(3) {
+		inputs[s.pick("east", "west")].WasmDeploymentPolicies = append(inputs["east"].WasmDeploymentPolicies, s.wasmPolicy(fmt.Sprintf("w%d", i)))
+	}
+	for i := range s.n(3) {
+		inputs[s.pick("east", "west")].AccessLogPolicies = append(inputs["west"].AccessLogPolicies, s.accessLogPolicy(fmt.Sprintf("l%d", i)))
+	}
 	for _, in := range inputs {
 		snapshots.SealInput(in)
 	}
 	return inputs
+}
+
+func (s *bytesSource) workloadSelectors() []*networkingv1.WorkloadSelector {
+	var out []*networkingv1.WorkloadSelector
+	for range s.n(3) {
+		out = append(out, &networkingv1.WorkloadSelector{Type: &networkingv1.WorkloadSelector_KubeWorkloadMatcher_{KubeWorkloadMatcher: &networkingv1.WorkloadSelector_KubeWorkloadMatcher{
+			Labels: s.labels(), Namespaces: s.strings("default", "other"), Clusters: s.strings("east", "west", "nowhere"),
+		}}})
+	}
+	return out
+}
+
+func (s *bytesSource) wasmPolicy(name string) *networkingv1.WasmDeploymentPolicy {
+	spec := &networkingv1.WasmDeploymentPolicySpec{WorkloadSelectors: s.workloadSelectors()}
+	for range s.n(4) {
+		f := &networkingv1.WasmDeploymentPolicySpec_WasmFilter{
+			Name:     s.pick("auth", "stats", "Bad_Name", ""),
+			RootId:   s.pick("", "root", "has space"),
+			Phase:    networkingv1.WasmDeploymentPolicySpec_WasmFilter_Phase(s.n(5)),
+			Priority: int32(s.n(3)) - 1,
+		}
+		switch s.n(3) {
+		case 0:
+			f.Source = &networkingv1.WasmDeploymentPolicySpec_WasmFilter_Http{Http: &networkingv1.WasmDeploymentPolicySpec_WasmFilter_HttpSource{
+				Url:    s.pick("https://example.com/f.wasm", "ftp://example.com/f.wasm", "http://", ""),
+				Sha256: s.pick("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "abc", ""),
+			}}
+		case 1:
+			f.Source = &networkingv1.WasmDeploymentPolicySpec_WasmFilter_OciImage{OciImage: s.pick("ghcr.io/example/f:1.0", "oci://ghcr.io/x/y", "no spaces please", "")}
+		}
+		spec.Filters = append(spec.Filters, f)
+	}
+	return &networkingv1.WasmDeploymentPolicy{
+		Metadata: &commonv1.ObjectMeta{Name: name, Namespace: s.pick("default", "other"), Generation: int64(s.byte())},
+		Spec:     spec,
+	}
+}
+
+func (s *bytesSource) accessLogPolicy(name string) *observabilityv1.AccessLogPolicy {
+	spec := &observabilityv1.AccessLogPolicySpec{
+		WorkloadSelectors:      s.workloadSelectors(),
+		IncludedRequestHeaders: s.strings("x-request-id", "bad header", ""),
+	}
+	for range s.n(3) {
+		f := &observabilityv1.AccessLogPolicySpec_Filter{}
+		switch s.n(4) {
+		case 0:
+			f.Type = &observabilityv1.AccessLogPolicySpec_Filter_StatusCodeMatcher{StatusCodeMatcher: &observabilityv1.AccessLogPolicySpec_StatusCodeMatcher{
+				Value: uint32(s.pick("500", "0", "404")[0]-'0') * 100, Comparator: observabilityv1.AccessLogPolicySpec_StatusCodeMatcher_Comparator(s.n(4)),
+			}}
+		case 1:
+			f.Type = &observabilityv1.AccessLogPolicySpec_Filter_HeaderMatcher{HeaderMatcher: &networkingv1.TrafficPolicySpec_HeaderMatcher{
+				Name: s.pick("x-debug", ""), Value: s.pick("1", "(", ".*"), Regex: s.bool(),
+			}}
+		case 2:
+			f.Type = &observabilityv1.AccessLogPolicySpec_Filter_PathPrefix{PathPrefix: s.pick("/api", "api", "")}
+		}
+		spec.Filters = append(spec.Filters, f)
+	}
+	return &observabilityv1.AccessLogPolicy{
+		Metadata: &commonv1.ObjectMeta{Name: name, Namespace: s.pick("default", "ops"), Generation: int64(s.byte())},
+		Spec:     spec,
+	}
 }
 
 func (s *bytesSource) virtualDestination(name string) *networkingv1.VirtualDestination {
@@ -460,6 +534,10 @@ func fuzzSeeds() [][]byte {
 		[]byte("\x01\x07\x13\x21\x02\x05\xf0\x33\x44\x01\x09\x88\x77\x66\x55\x44\x33\x22\x11\x00\x01\x02\x03\x05\x08\x0d"),
 		// Long enough to reach VirtualDestinations, Settings and user
 		// objects.
+		// These two reach WasmDeploymentPolicies (with WasmPlugins and
+		// ECDS filters written) and AccessLogPolicies.
+		{2, 0, 1, 0, 1, 2, 2, 2, 2, 3, 3, 0, 3, 1, 1, 1, 3, 1, 3, 2, 1, 1, 3, 2, 0, 0, 3, 0, 2, 3, 1, 1, 0, 3, 0, 3, 1, 1, 2, 0, 2, 3, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 3, 0, 3, 1, 1, 2, 3, 0, 1, 0, 3},
+		{3, 0, 0, 0, 1, 1, 0, 1, 0, 0, 3, 2, 1, 1, 0, 1, 0, 2, 2, 0, 0, 2, 3, 0, 0, 2, 2, 3, 1, 2, 0, 0, 0, 1, 2, 2, 1, 3, 0, 1, 0, 1, 1, 1, 2, 0, 2, 3, 1, 1, 2, 3, 3, 0, 1, 0, 3, 3, 3},
 		[]byte("a VirtualMesh with federation, two VirtualDestinations with static and locality failover, a shift to one, Settings and the users' own VirtualServices"),
 		{1, 1, 1, 0, 1, 2, 1, 3, 0, 1, 1, 0, 0, 0, 0, 1, 0, 1, 1, 0, 2, 0, 0, 1, 1, 0, 1, 2, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 2, 1, 1, 0, 1, 0, 2, 1, 0, 0, 1, 1, 2, 0, 1, 1, 2, 2, 1, 1, 0, 1, 0, 3, 1, 0, 2, 1},
 	}
@@ -506,6 +584,11 @@ func checkTranslation(t *testing.T, data []byte) {
 				}
 			case "Gateway":
 				err = protojson.Unmarshal(obj.GetSpec(), &networkingv1alpha3.Gateway{})
+			case "WasmPlugin":
+				var wp extensionsv1alpha1.WasmPlugin
+				if err = protojson.Unmarshal(obj.GetSpec(), &wp); err == nil {
+					err = checkWasmPlugin(&wp)
+				}
 			default:
 				err = fmt.Errorf("unexpected kind")
 			}
@@ -514,6 +597,16 @@ func checkTranslation(t *testing.T, data []byte) {
 			}
 			if obj.GetKind() == "VirtualService" {
 				checkVirtualService(t, obj.GetSpec())
+			}
+		}
+		for _, f := range o.GetWasmFilters() {
+			if !strings.HasPrefix(f.GetName(), "meshplane."+f.GetPolicy().GetNamespace()+"."+f.GetPolicy().GetName()+".") || len(f.GetWorkloads()) == 0 {
+				t.Fatalf("Wasm filter %s of %v for workloads %v", f.GetName(), f.GetPolicy(), f.GetWorkloads())
+			}
+		}
+		for _, p := range o.GetAccessLogPolicies() {
+			if len(p.GetWorkloads()) == 0 || len(p.GetWorkloadMatches()) == 0 {
+				t.Fatalf("access-log policy %v selects no workload in %s: the agent would apply it to every workload", p.GetPolicy(), c)
 			}
 		}
 		for _, st := range o.GetStatuses() {
@@ -537,6 +630,23 @@ func checkTranslation(t *testing.T, data []byte) {
 			}
 		}
 	}
+}
+
+// checkWasmPlugin checks what Istio's WasmPlugin CRD would reject.
+func checkWasmPlugin(wp *extensionsv1alpha1.WasmPlugin) error {
+	u := wp.GetUrl()
+	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "oci://") {
+		return fmt.Errorf("url %q has no http, https or oci scheme", u)
+	}
+	if sha := wp.GetSha256(); sha != "" && len(sha) != 64 {
+		return fmt.Errorf("sha256 %q is not 64 hex digits", sha)
+	}
+	for k, v := range wp.GetSelector().GetMatchLabels() {
+		if k == "" || strings.Contains(k+v, "*") {
+			return fmt.Errorf("selector label %q=%q", k, v)
+		}
+	}
+	return nil
 }
 
 // checkVirtualService checks what Istio's validation would reject: weights

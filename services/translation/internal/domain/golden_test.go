@@ -13,6 +13,7 @@ import (
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 )
 
@@ -122,8 +123,12 @@ func reversed(inputs map[string]*snapshotv1.InputSnapshot) map[string]*snapshotv
 			Destinations: slices.Clone(in.GetDestinations()), TrafficPolicies: slices.Clone(in.GetTrafficPolicies()),
 			VirtualMeshes: slices.Clone(in.GetVirtualMeshes()), AccessPolicies: slices.Clone(in.GetAccessPolicies()),
 			VirtualDestinations: slices.Clone(in.GetVirtualDestinations()), Settings: slices.Clone(in.GetSettings()),
-			UserIstioObjects: slices.Clone(in.GetUserIstioObjects()),
+			UserIstioObjects:       slices.Clone(in.GetUserIstioObjects()),
+			WasmDeploymentPolicies: slices.Clone(in.GetWasmDeploymentPolicies()),
+			AccessLogPolicies:      slices.Clone(in.GetAccessLogPolicies()),
 		}
+		slices.Reverse(r.WasmDeploymentPolicies)
+		slices.Reverse(r.AccessLogPolicies)
 		slices.Reverse(r.VirtualDestinations)
 		slices.Reverse(r.Settings)
 		slices.Reverse(r.UserIstioObjects)
@@ -177,6 +182,14 @@ func render(t *testing.T, outputs map[string]*snapshotv1.OutputSnapshot) any {
 			}
 			entry["issuedCertificates"] = certs
 		}
+		// The Wasm filters and access-log policies appear only when not
+		// empty, like issuedCertificates.
+		if err := addMessages(entry, "wasmFilters", o.GetWasmFilters()); err != nil {
+			t.Fatal(err)
+		}
+		if err := addMessages(entry, "accessLogPolicies", o.GetAccessLogPolicies()); err != nil {
+			t.Fatal(err)
+		}
 		doc[cluster] = entry
 	}
 	// Through JSON, so that numbers and empty values look exactly as they
@@ -190,4 +203,20 @@ func render(t *testing.T, outputs map[string]*snapshotv1.OutputSnapshot) any {
 		t.Fatal(err)
 	}
 	return generic
+}
+
+func addMessages[M proto.Message](entry map[string]any, key string, list []M) error {
+	if len(list) == 0 {
+		return nil
+	}
+	out := make([]any, 0, len(list))
+	for _, m := range list {
+		b, err := protojson.Marshal(m)
+		if err != nil {
+			return err
+		}
+		out = append(out, json.RawMessage(b))
+	}
+	entry[key] = out
+	return nil
 }

@@ -547,6 +547,8 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 			Cluster:            c,
 			InputVersions:      map[string]string{c: inputs[c].GetVersion()},
 			IssuedCertificates: old.GetIssuedCertificates(),
+			WasmFilters:        old.GetWasmFilters(),
+			AccessLogPolicies:  old.GetAccessLogPolicies(),
 			Objects:            make([]*snapshotv1.Object, 0, len(old.GetObjects())+len(added)),
 			Statuses:           make([]*snapshotv1.ResourceStatus, 0, len(old.GetStatuses())+len(newStatuses[c])),
 		}

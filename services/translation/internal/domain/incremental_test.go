@@ -107,6 +107,7 @@ func shallowInput(in *snapshotv1.InputSnapshot) *snapshotv1.InputSnapshot {
 		Meshes: in.GetMeshes(), Workloads: in.GetWorkloads(), Destinations: in.GetDestinations(),
 		VirtualMeshes: in.GetVirtualMeshes(), TrafficPolicies: in.GetTrafficPolicies(), AccessPolicies: in.GetAccessPolicies(),
 		VirtualDestinations: in.GetVirtualDestinations(), Settings: in.GetSettings(), UserIstioObjects: in.GetUserIstioObjects(),
+		WasmDeploymentPolicies: in.GetWasmDeploymentPolicies(), AccessLogPolicies: in.GetAccessLogPolicies(),
 	}
 }
 

@@ -192,6 +192,11 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 		}
 		outputs[vd.Key.Cluster].Statuses = append(outputs[vd.Key.Cluster].Statuses, st)
 	}
+	// WasmDeploymentPolicies and AccessLogPolicies; the incremental path
+	// leaves any change to them to a full translation.
+	if err := translateExtensions(inputs, ix, outputs, opts); err != nil {
+		return nil, nil, err
+	}
 	for _, out := range outputs {
 		snapshots.SealOutput(out)
 	}

@@ -39,6 +39,7 @@ var resources = map[string]string{
 	"PeerAuthentication":  "peerauthentications",
 	"ServiceEntry":        "serviceentries",
 	"Gateway":             "gateways",
+	"WasmPlugin":          "wasmplugins",
 }
 
 func TestGoldenObjectsPassIstioCRDs(t *testing.T) {
