@@ -3,9 +3,14 @@ package domain_test
 import (
 	"fmt"
 	"maps"
+	"os"
+	"runtime"
+	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
@@ -48,7 +53,13 @@ func federatedEstate(c, s, p int, fed *networkingv1.VirtualMeshSpec_Federation) 
 		vm.Spec.Meshes = append(vm.Spec.Meshes, &commonv1.ObjectRef{Name: m.GetMetadata().GetName(), Namespace: m.GetMetadata().GetNamespace()})
 		for si := range s {
 			name := fmt.Sprintf("svc-%04d", si)
-			in.Destinations = append(in.Destinations, fuzzDestination(cluster, name))
+			d := fuzzDestination(cluster, name)
+			if si%10 == 0 {
+				// A tenth of the services carry the label that selective
+				// federation exports.
+				d.GetSpec().GetKubeService().Labels["export"] = "true"
+			}
+			in.Destinations = append(in.Destinations, d)
 			for _, v := range []string{"v1", "v2"} {
 				in.Workloads = append(in.Workloads, fuzzWorkload(cluster, name+"-"+v, map[string]string{"app": name, "version": v}))
 			}
@@ -154,6 +165,113 @@ func BenchmarkTranslateFederated(b *testing.B) {
 			b.ReportMetric(float64(objects), "objects")
 		})
 	}
+}
+
+// selectiveExport is selective federation of the services labelled
+// export=true (a tenth of them in the reference estate) to every mesh.
+var selectiveExport = &networkingv1.VirtualMeshSpec_Federation{Mode: &networkingv1.VirtualMeshSpec_Federation_Selective_{Selective: &networkingv1.VirtualMeshSpec_Federation_Selective{
+	Selectors: []*networkingv1.VirtualMeshSpec_Federation_Selective_Selector{{
+		DestinationSelectors: []*networkingv1.DestinationSelector{{Type: &networkingv1.DestinationSelector_KubeServiceMatcher_{
+			KubeServiceMatcher: &networkingv1.DestinationSelector_KubeServiceMatcher{Labels: map[string]string{"export": "true"}},
+		}}},
+	}},
+}}}
+
+// BenchmarkTranslateReference100 is DESIGN.md §8's first target: a full
+// translation of 100 clusters x 1,000 services with 10,000 TrafficPolicies
+// and 5,000 AccessPolicies, a tenth of the services federated to every
+// other mesh (about two million output objects). Run it on one core:
+//
+//	go test -run '^$' -bench TranslateReference100 -cpu 1 -benchmem -count 5 .
+//
+// Besides time and allocations it reports the peak memory seen while
+// translating: peak-heap-B is the largest heap (live and not yet collected
+// objects) and peak-mapped-B the largest memory the Go runtime held from
+// the OS (heap and stacks, less what it returned), sampled every few
+// milliseconds from runtime/metrics; the estate's inputs are included.
+// VmHWM-B is the process's peak resident set so far, from /proc.
+func BenchmarkTranslateReference100(b *testing.B) {
+	const c, s, p = 100, 1000, 10000
+	b.Run(fmt.Sprintf("C=%d/S=%d/P=%d", c, s, p), func(b *testing.B) {
+		inputs := federatedEstate(c, s, p, selectiveExport)
+		runtime.GC()
+		b.ReportAllocs()
+		var objects int
+		peak := startPeakSampler()
+		for b.Loop() {
+			out, err := domain.Translate(inputs, domain.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			objects = 0
+			for _, o := range out {
+				objects += len(o.GetObjects())
+			}
+		}
+		heap, mapped := peak()
+		b.ReportMetric(float64(objects), "objects")
+		b.ReportMetric(float64(heap), "peak-heap-B")
+		b.ReportMetric(float64(mapped), "peak-mapped-B")
+		if hwm := vmHWM(); hwm > 0 {
+			b.ReportMetric(float64(hwm), "VmHWM-B")
+		}
+	})
+}
+
+// startPeakSampler samples the runtime's memory every 2 ms until the
+// returned function is called, which returns the largest heap and mapped
+// sizes seen.
+func startPeakSampler() func() (heap, mapped uint64) {
+	samples := []metrics.Sample{
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+	}
+	var maxHeap, maxMapped uint64
+	read := func() {
+		metrics.Read(samples)
+		maxHeap = max(maxHeap, samples[0].Value.Uint64())
+		maxMapped = max(maxMapped, samples[1].Value.Uint64()-samples[2].Value.Uint64())
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			read()
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() (uint64, uint64) {
+		close(stop)
+		<-done
+		read()
+		return maxHeap, maxMapped
+	}
+}
+
+// vmHWM is the process's peak resident set size in bytes, or 0 where
+// /proc does not say.
+func vmHWM() uint64 {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb * 1024
+		}
+	}
+	return 0
 }
 
 // TestReferenceEstate checks the benchmark's estate translates as meant:
