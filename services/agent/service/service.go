@@ -49,8 +49,9 @@ func WithRegistry(r *prometheus.Registry) Option { return func(a *Agent) { a.reg
 // cfg.AdminAddr.
 func WithAdminListener(ln net.Listener) Option { return func(a *Agent) { a.adminLn = ln } }
 
-// WithLeader gates the duties that must run once per cluster (for now the
-// Istio CA manager) on leader(). The default is always true: one replica.
+// WithLeader adds a gate on the Istio CA manager, which already runs only
+// on the leader (tests). The default is this replica's leadership: Raft's,
+// or always true without Raft.
 func WithLeader(leader func() bool) Option { return func(a *Agent) { a.leader = leader } }
 
 // Agent is a built agent.
