@@ -352,7 +352,14 @@ func (c *CACerts) writeRotation(ctx context.Context, stored StoredSecret, ic *sn
 	return nil
 }
 
+// setRotation publishes a copy of r: Status hands it to readers while the
+// pass goes on changing r.
 func (c *CACerts) setRotation(st *caState, r *RotationStatus) {
+	if r != nil {
+		cp := *r
+		cp.Bounced = maps.Clone(r.Bounced)
+		r = &cp
+	}
 	c.mu.Lock()
 	st.status.Rotation = r
 	c.mu.Unlock()
