@@ -195,10 +195,14 @@ func (g *group) add(id string) *member {
 }
 
 func (g *group) start(m *member, expect int) {
+	g.startWith(m, expect, 0)
+}
+
+func (g *group) startWith(m *member, expect int, memberTimeout time.Duration) {
 	n, err := New(Options{
 		ID: m.id, Transport: m.trans, Prober: prober{g: g, from: string(m.trans.LocalAddr())},
 		Discovery: g.discovery(), BootstrapExpect: expect, Refresh: 50 * time.Millisecond,
-		SnapshotThreshold: 4, Sink: m.sink,
+		SnapshotThreshold: 4, Sink: m.sink, MemberTimeout: memberTimeout,
 	})
 	if err != nil {
 		g.t.Fatal(err)
@@ -653,5 +657,92 @@ func TestDNSPeersFallBackToAddressRecords(t *testing.T) {
 	}
 	if _, err := (DNSPeers{Name: "no-such-peers.invalid", Port: 7000}).Addresses(t.Context()); err == nil {
 		t.Fatal("an unresolvable name gave no error")
+	}
+}
+
+// The leader removes a member that stays unreachable for longer than the
+// member timeout, and adds it back when it answers again.
+func TestLeaderRemovesMembersGoneTooLong(t *testing.T) {
+	g := newGroup(t)
+	ms := []*member{g.add("agent-a"), g.add("agent-b"), g.add("agent-c")}
+	for _, m := range ms {
+		g.startWith(m, 3, 300*time.Millisecond)
+	}
+	leader := byID(ms, g.waitRunning(t, ""))
+	var gone *member
+	for _, m := range ms {
+		if m != leader {
+			gone = m
+			break
+		}
+	}
+	g.partition(gone)
+	eventually(t, 20*time.Second, gone.id+" removed from the configuration", func() bool {
+		ids := configIDs(leader.node)
+		return len(ids) == 2 && !slices.Contains(ids, gone.id)
+	})
+	g.heal(gone)
+	eventually(t, 20*time.Second, gone.id+" added back", func() bool {
+		return slices.Contains(configIDs(leader.node), gone.id)
+	})
+	if r := g.rec.running(); len(r) != 1 {
+		t.Fatalf("duties run on %v", r)
+	}
+	g.rec.checkNoOverlap(t)
+}
+
+// Nobody is removed while discovery itself fails.
+func TestDiscoveryOutageRemovesNobody(t *testing.T) {
+	g := newGroup(t)
+	ms := []*member{g.add("agent-a"), g.add("agent-b"), g.add("agent-c")}
+	var fail sync.Mutex
+	failing := false
+	disc := g.discovery()
+	for _, m := range ms {
+		n, err := New(Options{
+			ID: m.id, Transport: m.trans, Prober: prober{g: g, from: string(m.trans.LocalAddr())},
+			Discovery: DiscoveryFunc(func(ctx context.Context) ([]string, error) {
+				fail.Lock()
+				defer fail.Unlock()
+				if failing {
+					return nil, errors.New("dns down")
+				}
+				return disc.Addresses(ctx)
+			}),
+			BootstrapExpect: 3, Refresh: 50 * time.Millisecond, MemberTimeout: 100 * time.Millisecond, Sink: m.sink,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.node = n
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { n.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	eventually(t, 20*time.Second, "a leader with three members", func() bool {
+		for _, m := range ms {
+			if m.node.IsLeader() && len(configIDs(m.node)) == 3 {
+				return true
+			}
+		}
+		return false
+	})
+	fail.Lock()
+	failing = true
+	fail.Unlock()
+	// Many refresh rounds, each longer than the member timeout.
+	var leader *member
+	for _, m := range ms {
+		if m.node.IsLeader() {
+			leader = m
+		}
+	}
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if ids := configIDs(leader.node); len(ids) != 3 {
+			t.Fatalf("members %v during a discovery outage", ids)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not synchronization
 	}
 }
