@@ -37,6 +37,10 @@ type federatedHost struct {
 	gw     *discoveryv1.MeshSpec_Gateway
 	client *mesh
 	vm     *virtualMesh
+	// parents of the client-side objects, and their annotations: the
+	// same for every client, so made once per destination and shared.
+	parents     []ParentRef
+	annotations map[string]string
 }
 
 // FederatedHostname is the name clients in other meshes use for a
@@ -87,20 +91,24 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 					continue
 				}
 				host := FederatedHostname(d.Key.Name, d.Key.Namespace, d.Key.Cluster, suffix)
-				any := false
+				dParent := ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster}
+				var parents []ParentRef
+				var annotations map[string]string
 				for _, client := range vm.Members {
 					if client.Key == server.Key || client.Key.Cluster == server.Key.Cluster || !exported(d, client) {
 						continue
 					}
-					any = true
-					byClient[client.Key.Cluster] = append(byClient[client.Key.Cluster], &federatedHost{host: host, dst: d, server: server, gw: gw, client: client, vm: vm})
+					if parents == nil {
+						parents = []ParentRef{vmParent, dParent}
+						annotations = parentsAnnotation(parents)
+					}
+					byClient[client.Key.Cluster] = append(byClient[client.Key.Cluster], &federatedHost{host: host, dst: d, server: server, gw: gw, client: client, vm: vm, parents: parents, annotations: annotations})
 				}
-				if !any {
+				if parents == nil {
 					continue
 				}
 				hosts = append(hosts, host)
 				vm.federated = append(vm.federated, d.Key)
-				dParent := ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster}
 				if len(d.Selector) > 0 {
 					e.add(IstioNetworkingV1, KindServiceEntry, ObjectKey{Cluster: server.Key.Cluster, Namespace: d.Key.Namespace, Name: host}, []ParentRef{vmParent, dParent},
 						&istiov1alpha3.ServiceEntry{
@@ -127,6 +135,7 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 				})
 		}
 	}
+	addrMemo := map[string]netip.Addr{}
 	warned := map[*mesh]bool{}
 	for _, cluster := range slices.Sorted(maps.Keys(byClient)) {
 		fhs := byClient[cluster]
@@ -147,22 +156,18 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 		}
 		for _, fh := range fhs {
 			at := ObjectKey{Cluster: cluster, Namespace: fh.client.Namespace, Name: fh.host}
-			parents := []ParentRef{
-				{Kind: parentKindVirtualMesh, Name: fh.vm.Key.Name, Namespace: fh.vm.Key.Namespace, Cluster: fh.vm.Key.Cluster},
-				{Kind: parentKindDestination, Name: fh.dst.Key.Name, Namespace: fh.dst.Key.Namespace, Cluster: fh.dst.Key.Cluster},
-			}
 			if e.has(IstioNetworkingV1, KindServiceEntry, at) {
-				e.add(IstioNetworkingV1, KindServiceEntry, at, parents, nil)
-				e.add(IstioNetworkingV1, KindDestinationRule, at, parents, nil)
+				e.add(IstioNetworkingV1, KindServiceEntry, at, fh.parents, nil)
+				e.add(IstioNetworkingV1, KindDestinationRule, at, fh.parents, nil)
 				continue
 			}
-			addr := federatedAddress(fh.host, used)
+			addr := memoFederatedAddress(fh.host, used, addrMemo)
 			enc, err := encodings.get(fh, addr)
 			if err != nil {
 				return err
 			}
-			e.addEncoded(IstioNetworkingV1, KindServiceEntry, at, parents, enc.se)
-			e.addEncoded(IstioNetworkingV1, KindDestinationRule, at, parents, enc.dr)
+			e.addShared(IstioNetworkingV1, KindServiceEntry, at, fh.parents, enc.se, fh.annotations)
+			e.addShared(IstioNetworkingV1, KindDestinationRule, at, fh.parents, enc.dr, fh.annotations)
 		}
 	}
 	return nil
@@ -308,23 +313,50 @@ func portProtocol(appProtocol, name string) string {
 // Istio's DNS proxy, which answers with it.
 func federatedAddress(host string, used map[netip.Addr]string) netip.Addr {
 	for i := 0; ; i++ {
-		seed := host
-		if i > 0 {
-			seed = fmt.Sprintf("%s#%d", host, i)
-		}
-		sum := sha256.Sum256([]byte(seed))
-		v := binary.BigEndian.Uint32(sum[:4])&0x0fffffff | 0xf0000000
-		if v == 0xffffffff { // the limited broadcast address
+		addr, ok := candidateAddress(host, i)
+		if !ok {
 			continue
 		}
-		var b [4]byte
-		binary.BigEndian.PutUint32(b[:], v)
-		addr := netip.AddrFrom4(b)
 		if _, taken := used[addr]; !taken {
 			used[addr] = host
 			return addr
 		}
 	}
+}
+
+// memoFederatedAddress is federatedAddress that remembers each host's
+// first candidate in memo: a host exported to many meshes is hashed once,
+// not once per mesh.
+func memoFederatedAddress(host string, used map[netip.Addr]string, memo map[string]netip.Addr) netip.Addr {
+	addr, ok := memo[host]
+	if !ok {
+		if addr, ok = candidateAddress(host, 0); !ok {
+			return federatedAddress(host, used)
+		}
+		memo[host] = addr
+	}
+	if _, taken := used[addr]; !taken {
+		used[addr] = host
+		return addr
+	}
+	return federatedAddress(host, used)
+}
+
+// candidateAddress is the i-th address tried for host; false for the
+// limited broadcast address, which is never used.
+func candidateAddress(host string, i int) (netip.Addr, bool) {
+	seed := host
+	if i > 0 {
+		seed = fmt.Sprintf("%s#%d", host, i)
+	}
+	sum := sha256.Sum256([]byte(seed))
+	v := binary.BigEndian.Uint32(sum[:4])&0x0fffffff | 0xf0000000
+	if v == 0xffffffff { // the limited broadcast address
+		return netip.Addr{}, false
+	}
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], v)
+	return netip.AddrFrom4(b), true
 }
 
 // federatedDestinations lists what a VirtualMesh federates, for its status.

@@ -9,7 +9,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -34,6 +33,31 @@ type Options struct {
 	// Namespace is the install's namespace, where the Settings named
 	// "settings" is read; any namespace when empty.
 	Namespace string
+
+	// labels holds the label map of each cluster's objects, which they
+	// share; set by withDefaults.
+	labels *labelMaps
+}
+
+// labelMaps gives the objects of one cluster one label map, instead of
+// one each: outputs hold up to millions of objects. Nothing modifies an
+// object's labels once it is made. Not safe for concurrent use: one
+// translation at a time (Incremental reuses its full translation's).
+type labelMaps struct {
+	install   string
+	byCluster map[string]map[string]string
+}
+
+func (l *labelMaps) get(install, cluster string) map[string]string {
+	if l == nil || l.install != install {
+		return map[string]string{snapshots.LabelManagedBy: install, snapshots.LabelCluster: cluster}
+	}
+	m, ok := l.byCluster[cluster]
+	if !ok {
+		m = map[string]string{snapshots.LabelManagedBy: install, snapshots.LabelCluster: cluster}
+		l.byCluster[cluster] = m
+	}
+	return m
 }
 
 func (o Options) withDefaults() Options {
@@ -46,6 +70,7 @@ func (o Options) withDefaults() Options {
 	if o.ManagementCluster == "" {
 		o.ManagementCluster = o.Install
 	}
+	o.labels = &labelMaps{install: o.Install, byCluster: map[string]map[string]string{}}
 	return o
 }
 
@@ -233,18 +258,26 @@ func destinationAuthorizationPolicies(outputs map[string]*snapshotv1.OutputSnaps
 
 // makeObject wraps an encoded spec as flush does.
 func makeObject(apiVersion, kind string, at ObjectKey, parents []ParentRef, specJSON []byte, opts Options) *snapshotv1.Object {
+	return makeObjectAnnotated(apiVersion, kind, at, parentsAnnotation(parents), specJSON, opts)
+}
+
+// makeObjectAnnotated is makeObject with the annotations already made;
+// objects may share them, as they share label maps.
+func makeObjectAnnotated(apiVersion, kind string, at ObjectKey, annotations map[string]string, specJSON []byte, opts Options) *snapshotv1.Object {
 	return &snapshotv1.Object{
-		ApiVersion: apiVersion,
-		Kind:       kind,
-		Namespace:  at.Namespace,
-		Name:       at.Name,
-		Labels: map[string]string{
-			snapshots.LabelManagedBy: opts.Install,
-			snapshots.LabelCluster:   at.Cluster,
-		},
-		Annotations: map[string]string{snapshots.AnnotationParents: Parents(parents...)},
+		ApiVersion:  apiVersion,
+		Kind:        kind,
+		Namespace:   at.Namespace,
+		Name:        at.Name,
+		Labels:      opts.labels.get(opts.Install, at.Cluster),
+		Annotations: annotations,
 		Spec:        specJSON,
 	}
+}
+
+// parentsAnnotation is the annotations of an object with these parents.
+func parentsAnnotation(parents []ParentRef) map[string]string {
+	return map[string]string{snapshots.AnnotationParents: Parents(parents...)}
 }
 
 // destinationObjects are the VirtualService (when policies set routes) and
@@ -284,18 +317,7 @@ func newObject(kind string, d *destination, policies []ObjectKey, spec proto.Mes
 	for _, p := range policies {
 		parents = append(parents, ParentRef{Kind: parentKindTraffic, Name: p.Name, Namespace: p.Namespace, Cluster: p.Cluster})
 	}
-	return &snapshotv1.Object{
-		ApiVersion: IstioNetworkingV1,
-		Kind:       kind,
-		Namespace:  d.Key.Namespace,
-		Name:       d.Key.Name,
-		Labels: map[string]string{
-			snapshots.LabelManagedBy: opts.Install,
-			snapshots.LabelCluster:   d.Key.Cluster,
-		},
-		Annotations: map[string]string{snapshots.AnnotationParents: Parents(parents...)},
-		Spec:        specJSON,
-	}, nil
+	return makeObjectAnnotated(IstioNetworkingV1, kind, d.Key, parentsAnnotation(parents), specJSON, opts), nil
 }
 
 // emitter gathers objects that several parents may ask for, such as one
@@ -304,7 +326,7 @@ func newObject(kind string, d *destination, policies []ObjectKey, spec proto.Mes
 // parents are merged.
 type emitter struct {
 	objects map[emitKey]*pendingObject
-	order   []emitKey
+	order   []*pendingObject
 }
 
 type emitKey struct {
@@ -313,9 +335,13 @@ type emitKey struct {
 }
 
 type pendingObject struct {
+	key     emitKey
 	parents []ParentRef
 	spec    proto.Message
 	raw     []byte // the spec already encoded, shared by identical objects
+	// annotations made from parents in advance, shared by identical
+	// objects; nil when parents were merged.
+	annotations map[string]string
 }
 
 func newEmitter() *emitter { return &emitter{objects: map[emitKey]*pendingObject{}} }
@@ -328,34 +354,50 @@ func (e *emitter) has(apiVersion, kind string, at ObjectKey) bool {
 func (e *emitter) add(apiVersion, kind string, at ObjectKey, parents []ParentRef, spec proto.Message) {
 	k := emitKey{apiVersion, kind, at}
 	if p, ok := e.objects[k]; ok {
-		p.parents = append(p.parents, parents...)
+		p.merge(parents)
 		return
 	}
-	e.objects[k] = &pendingObject{parents: slices.Clone(parents), spec: spec}
-	e.order = append(e.order, k)
+	p := &pendingObject{key: k, parents: slices.Clone(parents), spec: spec}
+	e.objects[k] = p
+	e.order = append(e.order, p)
+}
+
+func (p *pendingObject) merge(parents []ParentRef) {
+	p.parents = append(p.parents, parents...)
+	p.annotations = nil
 }
 
 // addEncoded is add for a spec already encoded with MarshalSpec. Objects
 // may share raw: nothing modifies it.
 func (e *emitter) addEncoded(apiVersion, kind string, at ObjectKey, parents []ParentRef, raw []byte) {
+	e.addShared(apiVersion, kind, at, slices.Clone(parents), raw, nil)
+}
+
+// addShared is addEncoded for parents that the caller no longer modifies
+// and may pass to several objects, with their annotations when made
+// already (parentsAnnotation(parents)), which the objects then share.
+func (e *emitter) addShared(apiVersion, kind string, at ObjectKey, parents []ParentRef, raw []byte, annotations map[string]string) {
 	k := emitKey{apiVersion, kind, at}
 	if p, ok := e.objects[k]; ok {
-		p.parents = append(p.parents, parents...)
+		p.merge(parents)
 		return
 	}
-	e.objects[k] = &pendingObject{parents: slices.Clone(parents), raw: raw}
-	e.order = append(e.order, k)
+	// The full slice expression makes a merge copy the parents instead of
+	// appending to a shared array.
+	p := &pendingObject{key: k, parents: parents[:len(parents):len(parents)], raw: raw, annotations: annotations}
+	e.objects[k] = p
+	e.order = append(e.order, p)
 }
 
 // flush encodes the objects into the outputs of their clusters. Objects for
 // a cluster without an output (no agent has reported for it) are dropped.
 func (e *emitter) flush(outputs map[string]*snapshotv1.OutputSnapshot, opts Options) error {
-	for _, k := range e.order {
+	for _, p := range e.order {
+		k := p.key
 		out, ok := outputs[k.at.Cluster]
 		if !ok {
 			continue
 		}
-		p := e.objects[k]
 		specJSON := p.raw
 		if specJSON == nil {
 			var err error
@@ -363,7 +405,11 @@ func (e *emitter) flush(outputs map[string]*snapshotv1.OutputSnapshot, opts Opti
 				return fmt.Errorf("%s %s/%s in %s: %w", k.kind, k.at.Namespace, k.at.Name, k.at.Cluster, err)
 			}
 		}
-		out.Objects = append(out.Objects, makeObject(k.apiVersion, k.kind, k.at, p.parents, specJSON, opts))
+		ann := p.annotations
+		if ann == nil {
+			ann = parentsAnnotation(p.parents)
+		}
+		out.Objects = append(out.Objects, makeObjectAnnotated(k.apiVersion, k.kind, k.at, ann, specJSON, opts))
 	}
 	return nil
 }
@@ -420,55 +466,64 @@ type ParentRef struct {
 // The encoding is what encoding/json gives for map[string][]ParentRef; it
 // is written by hand because every object carries one.
 func Parents(refs ...ParentRef) string {
-	byKind := map[string][]ParentRef{}
-	for _, r := range refs {
-		byKind[r.Kind] = append(byKind[r.Kind], r)
-	}
-	buf := make([]byte, 0, 64+len(refs)*96)
-	buf = append(buf, '{')
-	for i, k := range slices.Sorted(maps.Keys(byKind)) {
-		rs := byKind[k]
+	// Sorted by kind, then as each kind's list is sorted, so that equal
+	// refs are adjacent and each kind's refs follow one another.
+	var small [8]ParentRef
+	rs := append(small[:0], refs...)
+	if len(rs) > 1 {
 		slices.SortFunc(rs, func(a, b ParentRef) int {
-			return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+			return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 		})
 		rs = slices.Compact(rs)
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = appendJSONString(buf, k)
-		buf = append(buf, ':', '[')
-		for j, r := range rs {
-			if j > 0 {
-				buf = append(buf, ',')
-			}
-			buf = append(buf, `{"name":`...)
-			buf = appendJSONString(buf, r.Name)
-			if r.Namespace != "" {
-				buf = append(buf, `,"namespace":`...)
-				buf = appendJSONString(buf, r.Namespace)
-			}
-			if r.Cluster != "" {
-				buf = append(buf, `,"cluster":`...)
-				buf = appendJSONString(buf, r.Cluster)
-			}
-			buf = append(buf, '}')
-		}
-		buf = append(buf, ']')
 	}
-	buf = append(buf, '}')
-	return string(buf)
+	size := 2
+	for _, r := range rs {
+		size += len(r.Kind) + len(r.Name) + len(r.Namespace) + len(r.Cluster) + 48
+	}
+	var buf strings.Builder
+	buf.Grow(size)
+	buf.WriteByte('{')
+	for i, r := range rs {
+		switch {
+		case i == 0:
+		case r.Kind != rs[i-1].Kind:
+			buf.WriteString("],")
+		default:
+			buf.WriteByte(',')
+		}
+		if i == 0 || r.Kind != rs[i-1].Kind {
+			writeJSONString(&buf, r.Kind)
+			buf.WriteString(":[")
+		}
+		buf.WriteString(`{"name":`)
+		writeJSONString(&buf, r.Name)
+		if r.Namespace != "" {
+			buf.WriteString(`,"namespace":`)
+			writeJSONString(&buf, r.Namespace)
+		}
+		if r.Cluster != "" {
+			buf.WriteString(`,"cluster":`)
+			writeJSONString(&buf, r.Cluster)
+		}
+		buf.WriteByte('}')
+	}
+	if len(rs) > 0 {
+		buf.WriteByte(']')
+	}
+	buf.WriteByte('}')
+	return buf.String()
 }
 
-// appendJSONString appends s quoted as encoding/json quotes it. Kubernetes
-// names need no escaping; anything else goes through encoding/json.
-func appendJSONString(buf []byte, s string) []byte {
+// writeJSONString writes s quoted as encoding/json quotes it.
+func writeJSONString(buf *strings.Builder, s string) {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			b, _ := json.Marshal(s)
-			return append(buf, b...)
+			buf.Write(b)
+			return
 		}
 	}
-	buf = append(buf, '"')
-	buf = append(buf, s...)
-	return append(buf, '"')
+	buf.WriteByte('"')
+	buf.WriteString(s)
+	buf.WriteByte('"')
 }

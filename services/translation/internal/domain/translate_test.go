@@ -1,9 +1,12 @@
 package domain_test
 
 import (
+	"cmp"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
@@ -288,5 +291,26 @@ func TestParentsMatchesEncodingJSON(t *testing.T) {
 	}
 	if got, want := domain.Parents(), "{}"; got != want {
 		t.Errorf("Parents() = %s, want %s", got, want)
+	}
+
+	// More refs than fit the encoder's stack buffer, in three kinds, with
+	// duplicates.
+	var many []domain.ParentRef
+	grouped := map[string][]domain.ParentRef{}
+	for i := range 30 {
+		r := domain.ParentRef{Kind: string(rune('c' - i%3)), Name: fmt.Sprintf("n%02d", 29-i), Namespace: "ns", Cluster: fmt.Sprintf("c%d", i%2)}
+		many = append(many, r, r)
+		grouped[r.Kind] = append(grouped[r.Kind], domain.ParentRef{Name: r.Name, Namespace: r.Namespace, Cluster: r.Cluster})
+	}
+	for _, rs := range grouped {
+		slices.SortFunc(rs, func(a, b domain.ParentRef) int {
+			return cmp.Or(strings.Compare(a.Cluster, b.Cluster), strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+		})
+	}
+	if b, err = json.Marshal(grouped); err != nil {
+		t.Fatal(err)
+	}
+	if got := domain.Parents(many...); got != string(b) {
+		t.Errorf("Parents of 60 refs:\n%s\nwant\n%s", got, b)
 	}
 }
