@@ -87,3 +87,5 @@ replace github.com/meshplane/meshplane/cmd/meshplane => ../../cmd/meshplane
 replace github.com/meshplane/meshplane/test/e2e => ../../test/e2e
 
 replace github.com/meshplane/meshplane/libs/revocation => ../revocation
+
+replace github.com/meshplane/meshplane/examples/integration => ../../examples/integration

@@ -16,13 +16,14 @@ require (
 	connectrpc.com/grpcreflect v1.3.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/meshplane/meshplane/libs/pki v0.0.0-00010101000000-000000000000 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 )
 
 replace github.com/meshplane/meshplane/libs/gen => ../gen
@@ -50,3 +51,7 @@ replace github.com/meshplane/meshplane/cmd/meshctl => ../../cmd/meshctl
 replace github.com/meshplane/meshplane/cmd/meshplane => ../../cmd/meshplane
 
 replace github.com/meshplane/meshplane/test/e2e => ../../test/e2e
+
+replace github.com/meshplane/meshplane/libs/revocation => ../revocation
+
+replace github.com/meshplane/meshplane/examples/integration => ../../examples/integration
