@@ -188,7 +188,10 @@ type BouncePod struct {
 	Istiod      bool
 	Ready       bool
 	Terminating bool
-	CreatedAt   time.Time
+	// Finished: the pod succeeded or failed (a Job's); it is neither
+	// restarted nor waited for.
+	Finished  bool
+	CreatedAt time.Time
 }
 
 func (p BouncePod) revision() string {
@@ -236,6 +239,9 @@ func IstiodRevisions(pods []BouncePod, namespace string) []string {
 // PhaseOf says in which phase a pod is restarted; RotationNone for a pod
 // of another mesh or without a sidecar.
 func (s BounceScope) PhaseOf(p BouncePod) RotationPhase {
+	if p.Finished {
+		return RotationNone
+	}
 	if p.Istiod {
 		if p.Namespace == s.Namespace {
 			return RotationIstiod

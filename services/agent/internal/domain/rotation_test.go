@@ -72,6 +72,7 @@ func TestBounceScopePhaseOf(t *testing.T) {
 		{"workload", BouncePod{Namespace: "app", Sidecar: true, SidecarRevision: "default"}, RotationWorkloads},
 		{"other revision", BouncePod{Namespace: "app", Sidecar: true, SidecarRevision: "canary"}, RotationNone},
 		{"no sidecar", BouncePod{Namespace: "app"}, RotationNone},
+		{"finished job", BouncePod{Namespace: "app", Sidecar: true, Finished: true}, RotationNone},
 	} {
 		if got := s.PhaseOf(tc.p); got != tc.want {
 			t.Errorf("%s: phase %q, want %q", tc.name, got, tc.want)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/meshplane/meshplane/services/agent/internal/app"
 	"github.com/meshplane/meshplane/services/agent/internal/domain"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,6 +53,7 @@ func (m *MeshPods) List(ctx context.Context) ([]domain.BouncePod, error) {
 					Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Labels: p.Labels,
 					Controller: controllerOf(&p.ObjectMeta), Sidecar: c.Sidecar, SidecarRevision: c.SidecarRevision,
 					Istiod: c.DiscoveryImage != "", Ready: c.Ready, Terminating: p.DeletionTimestamp != nil,
+					Finished:  p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
 					CreatedAt: p.CreationTimestamp.Time,
 				})
 			}

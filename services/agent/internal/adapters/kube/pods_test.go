@@ -164,6 +164,16 @@ func TestCACertsRotationBouncesPodsInOrder(t *testing.T) {
 	}
 	createMeshPod(t, kc, "bookinfo", "canary-a", nil, map[string]string{domain.AnnotationSidecar: `{"revision":"canary"}`}, "canary-rs", "app", "istio-proxy")
 	createMeshPod(t, kc, "bookinfo", "plain-a", nil, nil, "plain-rs", "app")
+	// A Job's pod that has finished is neither restarted nor waited for.
+	createMeshPod(t, kc, "bookinfo", "job-a", nil, injected, "", "migrate", "istio-proxy")
+	job, err := kc.CoreV1().Pods("bookinfo").Get(t.Context(), "job-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}}
+	if _, err := kc.CoreV1().Pods("bookinfo").UpdateStatus(t.Context(), job, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	markReady(t, kc)
 	// Creation timestamps have a one-second resolution: the rotation
 	// starts in a later second than the pods it restarts.
