@@ -198,7 +198,13 @@ func TestAgentReplicasFailOver(t *testing.T) {
 	if lead, _ := leaders(ctx, rs); len(lead) != 1 || lead[0] != second {
 		t.Fatalf("after the failover %d replicas lead, want only %s", len(lead), second.name)
 	}
-	if !strings.Contains(second.proc.LogTail(1<<20), `"msg":"leading: starting the leader duties"`) {
+	logs := second.proc.LogTail(1 << 20)
+	if !strings.Contains(logs, `"msg":"leading: starting the leader duties"`) {
 		t.Errorf("%s did not log starting the leader duties", second.name)
+	}
+	// The first leader's credentials reached it through the Raft log: it
+	// did not register again.
+	if !strings.Contains(logs, `"msg":"using stored agent certificate"`) || strings.Contains(logs, `"msg":"registered"`) {
+		t.Errorf("%s registered again instead of using the replicated credentials", second.name)
 	}
 }

@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/meshplane/meshplane/services/agent/internal/adapters/files"
 	raftadapter "github.com/meshplane/meshplane/services/agent/internal/adapters/raft"
 	"github.com/meshplane/meshplane/services/agent/internal/app"
 	"github.com/prometheus/client_golang/prometheus"
@@ -132,6 +135,54 @@ type leadership struct {
 	status     func() raftadapter.Status
 	startDelay time.Duration
 	raft       bool
+	// replicateCredentials hands the agent's credentials to every replica
+	// (nil: not replicated).
+	replicateCredentials func(ctx context.Context, c app.Credentials) error
+}
+
+// credentialsKey derives the key that seals the agent's credentials in the
+// Raft log from the bootstrap token, which every replica mounts: without
+// the token nothing in the log reveals the agent's private key.
+func (a *Agent) credentialsKey() []byte {
+	tok, err := a.readToken()
+	if err != nil || tok == "" {
+		return nil
+	}
+	m := hmac.New(sha256.New, []byte(tok))
+	m.Write([]byte("meshplane agent raft credentials v1"))
+	return m.Sum(nil)
+}
+
+// credentialsSink keeps replicated credentials in this replica's state
+// directory, unless what it holds lasts longer.
+type credentialsSink struct{ store files.Credentials }
+
+func (s credentialsSink) SetCredentials(c app.Credentials) error {
+	ctx := context.Background()
+	if cur, err := s.store.Load(ctx); err == nil && cur.NotAfter.After(c.NotAfter) {
+		return nil
+	}
+	return s.store.Save(ctx, c)
+}
+
+// replicatingStore is the leader's credential store: what it saves (a
+// registration or a renewal) also goes to the other replicas.
+type replicatingStore struct {
+	files.Credentials
+	replicate func(ctx context.Context, c app.Credentials) error
+	log       *slog.Logger
+}
+
+func (s replicatingStore) Save(ctx context.Context, c app.Credentials) error {
+	if err := s.Credentials.Save(ctx, c); err != nil {
+		return err
+	}
+	if s.replicate != nil {
+		if err := s.replicate(ctx, c); err != nil {
+			s.log.Warn("replicating the agent credentials failed; the next leader may register again", "error", err)
+		}
+	}
+	return nil
 }
 
 func (a *Agent) newLeadership() (*leadership, error) {
@@ -172,23 +223,35 @@ func (a *Agent) newLeadership() (*leadership, error) {
 		disc = raftadapter.DNSPeers{Name: rc.PeersDNS, Port: p}
 	}
 	timing := raftadapter.LANTiming()
+	key := a.credentialsKey()
+	var creds raftadapter.CredentialsSink
+	if key != nil {
+		creds = credentialsSink{files.Credentials{Dir: a.cfg.StateDir}}
+	} else {
+		a.log.Info("no bootstrap token: the agent credentials are not replicated; each replica registers when it first leads")
+	}
 	node, err := raftadapter.New(raftadapter.Options{
 		ID: a.cfg.Replica, Dir: rc.Dir, Listener: ln, AdvertiseAddr: adv,
 		Discovery: disc, BootstrapExpect: rc.BootstrapExpect, MemberTimeout: rc.MemberTimeout, Refresh: rc.PeersRefresh,
 		Timing: timing, Sink: sink, Log: a.log.With("part", "raft"), LeaveOnShutdown: true,
+		Credentials: creds, CredentialsKey: key,
 	})
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
 	a.log.Info("raft started", "id", a.cfg.Replica, "address", adv, "dir", rc.Dir)
-	return &leadership{
+	l := &leadership{
 		Leadership: node, replicator: node, run: node.Run, status: node.Status,
 		// The old leader's lease: a leader cut off from its quorum has
 		// stepped down, and stopped its duties, by then.
 		startDelay: timing.LeaderLeaseTimeout,
 		raft:       true,
-	}, nil
+	}
+	if key != nil {
+		l.replicateCredentials = node.ReplicateCredentials
+	}
+	return l, nil
 }
 
 // memberReady reports whether a Raft replica is ready: it is a member of

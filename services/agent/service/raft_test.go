@@ -1,18 +1,25 @@
 package service
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"log/slog"
 	"net"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/meshplane/meshplane/libs/pki"
+	"github.com/meshplane/meshplane/services/agent/internal/adapters/files"
 	raftadapter "github.com/meshplane/meshplane/services/agent/internal/adapters/raft"
+	"github.com/meshplane/meshplane/services/agent/internal/app"
 )
 
 func TestConfigRaftFlags(t *testing.T) {
@@ -136,5 +143,63 @@ func TestSingleReplicaWithoutRaft(t *testing.T) {
 	}
 	if !lead.IsLeader() || lead.raft || lead.status().Leader != "solo" {
 		t.Fatalf("leadership %+v, status %+v", lead, lead.status())
+	}
+}
+
+func TestCredentialsKeyAndSink(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("mpbt_one\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Cluster, cfg.RelayAddr, cfg.RelayCAFile, cfg.TokenFile = "east", "relay:9900", "ca.pem", tokenFile
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1 := a.credentialsKey()
+	if len(k1) != 32 || bytes.Contains(k1, []byte("mpbt_one")) {
+		t.Fatalf("key %x", k1)
+	}
+	os.WriteFile(tokenFile, []byte("mpbt_two"), 0o600)
+	if bytes.Equal(a.credentialsKey(), k1) {
+		t.Fatal("two tokens give one key")
+	}
+	a.cfg.TokenFile = ""
+	if a.credentialsKey() != nil {
+		t.Fatal("a key without a token")
+	}
+
+	// The sink keeps whichever certificate lasts longer.
+	ca, err := pki.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(ttl time.Duration) app.Credentials {
+		t.Helper()
+		certPEM, keyPEM, err := ca.IssueKeyPair(pki.LeafOptions{ID: pki.ClusterID("meshplane.test", "east"), TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		certs, err := pki.ParseCertificates(certPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return app.Credentials{CertPEM: certPEM, KeyPEM: keyPEM, BundlePEM: ca.TrustBundlePEM(), NotAfter: certs[0].NotAfter}
+	}
+	sink := credentialsSink{files.Credentials{Dir: filepath.Join(dir, "state")}}
+	long, short := issue(2*time.Hour), issue(time.Hour)
+	for _, c := range []app.Credentials{long, short} {
+		if err := sink.SetCredentials(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := sink.store.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.CertPEM, long.CertPEM) {
+		t.Fatal("an older certificate replaced a newer one")
 	}
 }

@@ -202,9 +202,18 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 		return fmt.Errorf("registration client: %w", err)
 	}
 	registrar := connectrpc.NewRegistrar(registrationv1connect.NewRegistrationServiceClient(regClient.c, regClient.url, regClient.options()...), platform.Version)
-	identity := app.NewIdentity(a.cfg.Cluster, a.cfg.TrustDomain, a.readToken, files.Credentials{Dir: a.cfg.StateDir}, registrar, a.log)
+	// With Raft, the credentials a registration or renewal saves reach
+	// every replica, so that the next leader needs no bootstrap token.
+	store := replicatingStore{Credentials: files.Credentials{Dir: a.cfg.StateDir}, replicate: lead.replicateCredentials, log: a.log}
+	identity := app.NewIdentity(a.cfg.Cluster, a.cfg.TrustDomain, a.readToken, store, registrar, a.log)
 	if err := identity.Ensure(ctx); err != nil {
 		return fmt.Errorf("obtain identity: %w", err)
+	}
+	if lead.replicateCredentials != nil {
+		// Credentials this replica held already (from before Raft, say).
+		if cred, err := store.Load(ctx); err == nil {
+			store.Save(ctx, cred)
+		}
 	}
 	a.certs.setLeader(identity.Certificate)
 

@@ -89,7 +89,12 @@ type Options struct {
 	LeaveOnShutdown bool
 	// Sink receives every committed EnvoyConfig.
 	Sink app.EnvoyConfigSink
-	Log  *slog.Logger
+	// Credentials receives the agent's credentials that a leader
+	// replicated (ReplicateCredentials), sealed with CredentialsKey (32
+	// bytes). Both nil: credentials are not replicated.
+	Credentials    CredentialsSink
+	CredentialsKey []byte
+	Log            *slog.Logger
 }
 
 // Node is one replica's Raft node.
@@ -143,9 +148,13 @@ func New(o Options) (*Node, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	n := &Node{
-		o: o, fsm: &fsm{sink: o.Sink}, log: o.Log.With("raft_id", o.ID),
+		o: o, log: o.Log.With("raft_id", o.ID),
 		notify: make(chan bool, 16), observed: make(chan hraft.Observation, 16),
 		leaderCh: make(chan bool, 1), poke: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	n.fsm = &fsm{sink: o.Sink, creds: o.Credentials, key: o.CredentialsKey, log: n.log, latest: map[byte][]byte{}}
+	if o.CredentialsKey != nil && len(o.CredentialsKey) != 32 {
+		return nil, errors.New("raft: the credentials key must be 32 bytes")
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: logWriter{n.log}, DisableTime: true})
 
@@ -320,6 +329,30 @@ func (n *Node) Replicate(ctx context.Context, c app.EnvoyConfig) error {
 	}
 	if err := wait(ctx, n.raft.Apply(data, timeout)); err != nil {
 		return fmt.Errorf("replicate envoy config %s: %w", c.Version, err)
+	}
+	return nil
+}
+
+// ReplicateCredentials appends the agent's credentials to the log, sealed
+// with the credentials key, so that any replica that comes to lead uses
+// them rather than registering again. A follower returns ErrNotLeader.
+func (n *Node) ReplicateCredentials(ctx context.Context, c app.Credentials) error {
+	if n.o.CredentialsKey == nil {
+		return errors.New("raft: no credentials key")
+	}
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	data, err := encryptCredentials(n.o.CredentialsKey, c)
+	if err != nil {
+		return err
+	}
+	timeout := changeTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if err := wait(ctx, n.raft.Apply(data, timeout)); err != nil {
+		return fmt.Errorf("replicate agent credentials: %w", err)
 	}
 	return nil
 }

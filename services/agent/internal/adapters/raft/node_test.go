@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -126,6 +127,8 @@ type member struct {
 	node   *Node
 	trans  *hraft.InmemTransport
 	sink   *sink
+	key    []byte
+	creds  *credSink
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -203,6 +206,7 @@ func (g *group) startWith(m *member, expect int, memberTimeout time.Duration) {
 		ID: m.id, Transport: m.trans, Prober: prober{g: g, from: string(m.trans.LocalAddr())},
 		Discovery: g.discovery(), BootstrapExpect: expect, Refresh: 50 * time.Millisecond,
 		SnapshotThreshold: 4, Sink: m.sink, MemberTimeout: memberTimeout,
+		Credentials: m.creds, CredentialsKey: m.key,
 	})
 	if err != nil {
 		g.t.Fatal(err)
@@ -744,5 +748,107 @@ func TestDiscoveryOutageRemovesNobody(t *testing.T) {
 			t.Fatalf("members %v during a discovery outage", ids)
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval, not synchronization
+	}
+}
+
+// credSink records the credentials a replica receives.
+type credSink struct {
+	mu   sync.Mutex
+	last app.Credentials
+}
+
+func (c *credSink) SetCredentials(cr app.Credentials) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last = cr
+	return nil
+}
+
+func (c *credSink) cert() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.last.CertPEM)
+}
+
+// The leader's credentials reach every replica that holds the same key,
+// late joiners included, and never rest in the log in the clear.
+func TestCredentialsReachEveryReplicaSealed(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	g := newGroup(t)
+	ms := []*member{g.add("agent-a"), g.add("agent-b"), g.add("agent-c")}
+	for _, m := range ms {
+		m.key, m.creds = key, &credSink{}
+	}
+	// A replica with another key (another bootstrap token) cannot read them.
+	stranger := ms[2]
+	stranger.key = bytes.Repeat([]byte{9}, 32)
+	for _, m := range ms {
+		g.start(m, 3)
+	}
+	leader := byID(ms, g.waitRunning(t, ""))
+	cred := app.Credentials{CertPEM: []byte("CERT-1"), KeyPEM: []byte("-----BEGIN EC PRIVATE KEY-----\nsecret\n"), BundlePEM: []byte("CA"), NotAfter: time.Now().Add(time.Hour).UTC()}
+	if err := leader.node.ReplicateCredentials(t.Context(), cred); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m == stranger {
+			continue
+		}
+		eventually(t, 10*time.Second, m.id+" receiving the credentials", func() bool { return m.creds.cert() == "CERT-1" })
+		m.creds.mu.Lock()
+		got := m.creds.last
+		m.creds.mu.Unlock()
+		if string(got.KeyPEM) != string(cred.KeyPEM) || !got.NotAfter.Equal(cred.NotAfter) {
+			t.Fatalf("%s got %+v", m.id, got)
+		}
+	}
+	// The stranger has applied the entry (its envoy config shows it is in
+	// step) but its sink got nothing.
+	if err := leader.node.Replicate(t.Context(), envoyConfig("after-creds")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the stranger in step", func() bool { return stranger.sink.latest().Version == "after-creds" })
+	if c := stranger.creds.cert(); c != "" {
+		t.Fatalf("a replica with another key got credentials %q", c)
+	}
+	leader.node.fsm.mu.Lock()
+	raw := slices.Clone(leader.node.fsm.latest[entryCredentials])
+	leader.node.fsm.mu.Unlock()
+	if len(raw) == 0 || bytes.Contains(raw, []byte("PRIVATE KEY")) || bytes.Contains(raw, []byte("CERT-1")) {
+		t.Fatalf("the credentials entry is not sealed: %q", raw)
+	}
+
+	// A late joiner gets them from a snapshot.
+	if err := leader.node.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	late := g.add("agent-d")
+	late.key, late.creds = key, &credSink{}
+	g.start(late, 3)
+	eventually(t, 20*time.Second, "the late joiner receiving the credentials", func() bool { return late.creds.cert() == "CERT-1" })
+	if err := late.node.ReplicateCredentials(t.Context(), cred); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("ReplicateCredentials on a follower: %v, want ErrNotLeader", err)
+	}
+}
+
+func TestCredentialsSealing(t *testing.T) {
+	key := bytes.Repeat([]byte{1}, 32)
+	c := app.Credentials{CertPEM: []byte("c"), KeyPEM: []byte("k"), BundlePEM: []byte("b")}
+	sealed, err := encryptCredentials(key, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decryptCredentials(key, sealed); err != nil || string(got.KeyPEM) != "k" {
+		t.Fatalf("decrypt: %+v, %v", got, err)
+	}
+	if _, err := decryptCredentials(bytes.Repeat([]byte{2}, 32), sealed); err == nil {
+		t.Fatal("decrypted with another key")
+	}
+	sealed[len(sealed)-1] ^= 1
+	if _, err := decryptCredentials(key, sealed); err == nil {
+		t.Fatal("decrypted a tampered entry")
+	}
+	if _, err := encryptCredentials([]byte("short"), c); err == nil {
+		t.Fatal("sealed with a short key")
 	}
 }
