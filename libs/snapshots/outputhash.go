@@ -129,7 +129,30 @@ func mapSize(num protowire.Number, m map[string]string) int {
 // order, as deterministic protobuf encoding does; keys holds the scratch
 // slice for sorting.
 func (w *hashWriter) strMap(num protowire.Number, m map[string]string, keys *[]string) {
-	if len(m) == 0 {
+	switch len(m) {
+	case 0:
+		return
+	case 1:
+		for k, v := range m {
+			w.entry(num, k, v)
+		}
+		return
+	case 2:
+		var k0, k1 string
+		i := 0
+		for k := range m {
+			if i == 0 {
+				k0 = k
+			} else {
+				k1 = k
+			}
+			i++
+		}
+		if k1 < k0 {
+			k0, k1 = k1, k0
+		}
+		w.entry(num, k0, m[k0])
+		w.entry(num, k1, m[k1])
 		return
 	}
 	ks := (*keys)[:0]
@@ -141,17 +164,21 @@ func (w *hashWriter) strMap(num protowire.Number, m map[string]string, keys *[]s
 	}
 	*keys = ks
 	for _, k := range ks {
-		v := m[k]
-		if !utf8.ValidString(k) || !utf8.ValidString(v) {
-			w.ok = false
-		}
-		w.buf = protowire.AppendTag(w.buf, num, protowire.BytesType)
-		w.buf = protowire.AppendVarint(w.buf, uint64(mapEntrySize(k, v)))
-		w.buf = protowire.AppendTag(w.buf, 1, protowire.BytesType)
-		w.buf = protowire.AppendString(w.buf, k)
-		w.buf = protowire.AppendTag(w.buf, 2, protowire.BytesType)
-		w.buf = protowire.AppendString(w.buf, v)
+		w.entry(num, k, m[k])
 	}
+}
+
+// entry appends one entry of a map<string, string> field.
+func (w *hashWriter) entry(num protowire.Number, k, v string) {
+	if !utf8.ValidString(k) || !utf8.ValidString(v) {
+		w.ok = false
+	}
+	w.buf = protowire.AppendTag(w.buf, num, protowire.BytesType)
+	w.buf = protowire.AppendVarint(w.buf, uint64(mapEntrySize(k, v)))
+	w.buf = protowire.AppendTag(w.buf, 1, protowire.BytesType)
+	w.buf = protowire.AppendString(w.buf, k)
+	w.buf = protowire.AppendTag(w.buf, 2, protowire.BytesType)
+	w.buf = protowire.AppendString(w.buf, v)
 }
 
 func (w *hashWriter) object(o *snapshotv1.Object, keys *[]string) {
