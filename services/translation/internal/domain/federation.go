@@ -60,7 +60,12 @@ func FederatedHostname(name, namespace, cluster, suffix string) string {
 // a cluster of that name.
 func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]map[netip.Addr]string) error {
 	encodings := hostEncodings{}
-	byClient := map[string][]*federatedHost{} // by client cluster
+	// Each exported destination with its clients, in the order found.
+	type export struct {
+		host string
+		fhs  []*federatedHost
+	}
+	var exports []export
 	for _, vm := range vms.all {
 		fed := vm.Spec.GetFederation()
 		if len(vm.Errors) > 0 || fed == nil || len(vm.Members) < 2 {
@@ -94,6 +99,7 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 				dParent := ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster}
 				var parents []ParentRef
 				var annotations map[string]string
+				var fhs []*federatedHost
 				for _, client := range vm.Members {
 					if client.Key == server.Key || client.Key.Cluster == server.Key.Cluster || !exported(d, client) {
 						continue
@@ -102,11 +108,12 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 						parents = []ParentRef{vmParent, dParent}
 						annotations = parentsAnnotation(parents)
 					}
-					byClient[client.Key.Cluster] = append(byClient[client.Key.Cluster], &federatedHost{host: host, dst: d, server: server, gw: gw, client: client, vm: vm, parents: parents, annotations: annotations})
+					fhs = append(fhs, &federatedHost{host: host, dst: d, server: server, gw: gw, client: client, vm: vm, parents: parents, annotations: annotations})
 				}
 				if parents == nil {
 					continue
 				}
+				exports = append(exports, export{host: host, fhs: fhs})
 				hosts = append(hosts, host)
 				vm.federated = append(vm.federated, d.Key)
 				if len(d.Selector) > 0 {
@@ -135,8 +142,24 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 				})
 		}
 	}
+	// Each client's hosts must be in host order, then client mesh order:
+	// distributing the exports in host order leaves only ties on a host
+	// (two client meshes in one cluster) for the sort below.
+	slices.SortStableFunc(exports, func(a, b export) int { return strings.Compare(a.host, b.host) })
+	byClient := map[string][]*federatedHost{} // by client cluster
+	objects := 0
+	for _, x := range exports {
+		for _, fh := range x.fhs {
+			byClient[fh.client.Key.Cluster] = append(byClient[fh.client.Key.Cluster], fh)
+		}
+		objects += 2 * len(x.fhs)
+	}
+	e.grow(objects)
 	addrMemo := map[string]netip.Addr{}
 	warned := map[*mesh]bool{}
+	byHostThenClient := func(a, b *federatedHost) int {
+		return cmp.Or(strings.Compare(a.host, b.host), a.client.Key.compare(b.client.Key))
+	}
 	for _, cluster := range slices.Sorted(maps.Keys(byClient)) {
 		fhs := byClient[cluster]
 		for _, fh := range fhs {
@@ -146,9 +169,9 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 				as.Warnings = append(as.Warnings, "istiod's DNS proxying (ISTIO_META_DNS_CAPTURE) is off in this mesh; its workloads cannot resolve federated hostnames")
 			}
 		}
-		slices.SortFunc(fhs, func(a, b *federatedHost) int {
-			return cmp.Or(strings.Compare(a.host, b.host), a.client.Key.compare(b.client.Key))
-		})
+		if !slices.IsSortedFunc(fhs, byHostThenClient) {
+			slices.SortFunc(fhs, byHostThenClient)
+		}
 		used := addrs[cluster]
 		if used == nil {
 			used = map[netip.Addr]string{}
@@ -223,7 +246,8 @@ func (h hostEncodings) get(fh *federatedHost, addr netip.Addr) (*encodedHost, er
 
 // exportRule says whether a VirtualMesh exports destination d to mesh
 // client: every destination to every mesh when federation is permissive;
-// otherwise those a selective selector names, to the meshes it names.
+// otherwise those a selective selector names, to the meshes it names. The
+// function is not safe for concurrent use.
 func exportRule(ix *Index, vm *virtualMesh) func(d *destination, client *mesh) bool {
 	sel := vm.Spec.GetFederation().GetSelective()
 	if sel == nil {
@@ -250,9 +274,19 @@ func exportRule(ix *Index, vm *virtualMesh) func(d *destination, client *mesh) b
 		}
 		rules = append(rules, r)
 	}
+	// Callers ask about one destination for every client in turn: which
+	// rules select the last destination is kept.
+	var last *destination
+	selects := make([]bool, len(rules))
 	return func(d *destination, client *mesh) bool {
-		for _, r := range rules {
-			if (r.dests == nil || r.dests[d.Key]) && (r.meshes == nil || r.meshes[[2]string{client.Key.Namespace, client.Key.Name}]) {
+		if d != last {
+			last = d
+			for i, r := range rules {
+				selects[i] = r.dests == nil || r.dests[d.Key]
+			}
+		}
+		for i, r := range rules {
+			if selects[i] && (r.meshes == nil || r.meshes[[2]string{client.Key.Namespace, client.Key.Name}]) {
 				return true
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -345,6 +346,17 @@ type pendingObject struct {
 }
 
 func newEmitter() *emitter { return &emitter{objects: map[emitKey]*pendingObject{}} }
+
+// grow makes room for n more objects.
+func (e *emitter) grow(n int) {
+	if n < 1024 {
+		return
+	}
+	objects := make(map[emitKey]*pendingObject, len(e.objects)+n)
+	maps.Copy(objects, e.objects)
+	e.objects = objects
+	e.order = slices.Grow(e.order, n)
+}
 
 func (e *emitter) has(apiVersion, kind string, at ObjectKey) bool {
 	_, ok := e.objects[emitKey{apiVersion, kind, at}]
