@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"hash"
+	"reflect"
 	"slices"
 	"unicode/utf8"
 
@@ -61,6 +62,11 @@ type hashWriter struct {
 	h   hash.Hash
 	buf []byte
 	ok  bool // false once something the fast path cannot encode was seen
+
+	// The last label map encoded and its encoding: translation gives all
+	// objects of a cluster one label map.
+	labels    uintptr
+	labelsEnc []byte
 }
 
 func (w *hashWriter) flushIfLarge() {
@@ -186,18 +192,38 @@ func (w *hashWriter) object(o *snapshotv1.Object, keys *[]string) {
 		w.ok = false
 		return
 	}
+	labels := w.labelsEncoding(o.GetLabels(), keys)
 	size := strSize(1, o.GetApiVersion()) + strSize(2, o.GetKind()) + strSize(3, o.GetNamespace()) + strSize(4, o.GetName()) +
-		mapSize(5, o.GetLabels()) + mapSize(6, o.GetAnnotations()) + bytesSize(7, o.GetSpec())
+		len(labels) + mapSize(6, o.GetAnnotations()) + bytesSize(7, o.GetSpec())
 	w.buf = protowire.AppendTag(w.buf, 4, protowire.BytesType)
 	w.buf = protowire.AppendVarint(w.buf, uint64(size))
 	w.str(1, o.GetApiVersion())
 	w.str(2, o.GetKind())
 	w.str(3, o.GetNamespace())
 	w.str(4, o.GetName())
-	w.strMap(5, o.GetLabels(), keys)
+	w.buf = append(w.buf, labels...)
 	w.strMap(6, o.GetAnnotations(), keys)
 	w.large(7, o.GetSpec())
 	w.flushIfLarge()
+}
+
+// labelsEncoding is the encoding of an object's labels field, kept for
+// the next object with the same map.
+func (w *hashWriter) labelsEncoding(m map[string]string, keys *[]string) []byte {
+	if len(m) == 0 {
+		return nil
+	}
+	p := reflect.ValueOf(m).Pointer()
+	if p == w.labels {
+		return w.labelsEnc
+	}
+	// Encode with the shared buffer's code, then move the bytes aside.
+	start := len(w.buf)
+	w.strMap(5, m, keys)
+	w.labelsEnc = append(w.labelsEnc[:0], w.buf[start:]...)
+	w.buf = w.buf[:start]
+	w.labels = p
+	return w.labelsEnc
 }
 
 func (w *hashWriter) status(s *snapshotv1.ResourceStatus) {

@@ -51,7 +51,12 @@ func TestFastOutputVersion(t *testing.T) {
 	for i := range 500 {
 		out := &snapshotv1.OutputSnapshot{Cluster: str(), Version: str(), GeneratedAt: timestamppb.Now(), InputVersions: strMap()}
 		for range r.IntN(20) {
-			out.Objects = append(out.Objects, &snapshotv1.Object{ApiVersion: str(), Kind: str(), Namespace: str(), Name: str(), Labels: strMap(), Annotations: strMap(), Spec: bytes()})
+			o := &snapshotv1.Object{ApiVersion: str(), Kind: str(), Namespace: str(), Name: str(), Labels: strMap(), Annotations: strMap(), Spec: bytes()}
+			if n := len(out.Objects); n > 0 && r.IntN(2) == 0 {
+				// Objects share label maps, as translation's do.
+				o.Labels = out.Objects[n-1].Labels
+			}
+			out.Objects = append(out.Objects, o)
 		}
 		for range r.IntN(10) {
 			out.Statuses = append(out.Statuses, &snapshotv1.ResourceStatus{ApiVersion: str(), Kind: str(), Namespace: str(), Name: str(), ObservedGeneration: r.Int64N(1<<40) - 1<<39, Status: bytes()})
