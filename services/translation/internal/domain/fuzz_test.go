@@ -563,13 +563,24 @@ func checkTranslation(t *testing.T, data []byte) {
 		if got := snapshots.OutputVersion(o); got != o.GetVersion() {
 			t.Fatalf("%s: version %s is not the content hash %s", c, o.GetVersion(), got)
 		}
+		if got := snapshots.ReflectOutputVersion(o); got != o.GetVersion() {
+			t.Fatalf("%s: version %s differs from the one of protobuf's own encoding, %s", c, o.GetVersion(), got)
+		}
 		for _, obj := range o.GetObjects() {
 			var err error
 			switch obj.GetKind() {
 			case "VirtualService":
 				err = protojson.Unmarshal(obj.GetSpec(), &networkingv1alpha3.VirtualService{})
 			case "DestinationRule":
-				err = protojson.Unmarshal(obj.GetSpec(), &networkingv1alpha3.DestinationRule{})
+				var dr networkingv1alpha3.DestinationRule
+				if err = protojson.Unmarshal(obj.GetSpec(), &dr); err == nil {
+					// The hand encoding of simple DestinationRules gives
+					// protojson's bytes.
+					var want []byte
+					if want, err = domain.MarshalSpecReflect(&dr); err == nil && string(want) != string(obj.GetSpec()) {
+						err = fmt.Errorf("spec differs from protojson's %s", want)
+					}
+				}
 			case "AuthorizationPolicy":
 				var ap securityv1beta1.AuthorizationPolicy
 				if err = protojson.Unmarshal(obj.GetSpec(), &ap); err == nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	istiov1alpha3 "istio.io/api/networking/v1alpha3"
 )
 
 // Options are the install-wide settings translation needs.
@@ -453,6 +454,16 @@ func warnPlaintext(tr *trafficTranslation, vms *virtualMeshes, d *destination) {
 // whitespace on purpose; compacting removes it, so that the bytes, and with
 // them the snapshot version, are the same in every process.
 func MarshalSpec(m proto.Message) ([]byte, error) {
+	if dr, ok := m.(*istiov1alpha3.DestinationRule); ok {
+		if b, ok := simpleDestinationRuleJSON(dr); ok {
+			return b, nil
+		}
+	}
+	return marshalSpecReflect(m)
+}
+
+// marshalSpecReflect is MarshalSpec through protojson, for every spec.
+func marshalSpecReflect(m proto.Message) ([]byte, error) {
 	raw, err := protojson.Marshal(m)
 	if err != nil {
 		return nil, err

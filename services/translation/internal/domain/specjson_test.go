@@ -1,0 +1,64 @@
+package domain
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	istiov1alpha3 "istio.io/api/networking/v1alpha3"
+)
+
+// TestSimpleDestinationRuleJSON checks the hand encoding of simple
+// DestinationRules against protojson, and that it leaves every other
+// DestinationRule to protojson.
+func TestSimpleDestinationRuleJSON(t *testing.T) {
+	hosts := []string{"reviews.default.svc.cluster.local", "svc-0001.default.svc.cluster-042.global", "*.example.com", "a_b-C.9", "x"}
+	var modes []istiov1alpha3.ClientTLSSettings_TLSmode
+	for n := range istiov1alpha3.ClientTLSSettings_TLSmode_name {
+		modes = append(modes, istiov1alpha3.ClientTLSSettings_TLSmode(n))
+	}
+	for _, host := range hosts {
+		for _, mode := range modes {
+			dr := &istiov1alpha3.DestinationRule{Host: host, TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: mode}}}
+			got, ok := simpleDestinationRuleJSON(dr)
+			if !ok {
+				t.Fatalf("%s %s: not taken by the hand encoding", host, mode)
+			}
+			want, err := marshalSpecReflect(dr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("%s %s: hand encoding %s, protojson %s", host, mode, got, want)
+			}
+		}
+	}
+	notSimple := map[string]*istiov1alpha3.DestinationRule{
+		"no host":        {TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}}},
+		"host to escape": {Host: `a"b<c>`, TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}}},
+		"no policy":      {Host: "a"},
+		"no tls":         {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{}},
+		"subsets":        {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{}}, Subsets: []*istiov1alpha3.Subset{{Name: "v1"}}},
+		"export to":      {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{}}, ExportTo: []string{"."}},
+		"outlier":        {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{}, OutlierDetection: &istiov1alpha3.OutlierDetection{}}},
+		"tls sni":        {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_SIMPLE, Sni: "x"}}},
+		"tls skip":       {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{InsecureSkipVerify: wrapperspb.Bool(true)}}},
+		"unknown mode":   {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: 99}}},
+	}
+	for name, dr := range notSimple {
+		if b, ok := simpleDestinationRuleJSON(dr); ok {
+			t.Errorf("%s: taken by the hand encoding as %s", name, b)
+		}
+		got, err := MarshalSpec(dr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := marshalSpecReflect(dr); string(got) != string(want) {
+			t.Errorf("%s: MarshalSpec %s, protojson %s", name, got, want)
+		}
+	}
+	unknown := &istiov1alpha3.DestinationRule{Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{}}}
+	unknown.ProtoReflect().SetUnknown([]byte{0xf8, 0x01, 0x01}) // field 31, varint 1
+	if _, ok := simpleDestinationRuleJSON(unknown); ok {
+		t.Error("a DestinationRule with unknown fields was taken by the hand encoding")
+	}
+}
