@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
@@ -8,6 +9,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
@@ -59,7 +61,7 @@ func FederatedHostname(name, namespace, cluster, suffix string) string {
 // SNI names the federated hostname, and AUTO_PASSTHROUGH routes it only to
 // a cluster of that name.
 func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]map[netip.Addr]string) error {
-	encodings := hostEncodings{}
+	encodings := newHostEncodings()
 	// Each exported destination with its clients, in the order found.
 	type export struct {
 		host string
@@ -204,29 +206,23 @@ type encodedHost struct {
 	se, dr []byte
 }
 
-type hostEncodings map[string]*encodedHost
+type hostEncodings struct {
+	byHost map[string]*encodedHost
+	// ServiceEntry encodings with placeholders for the host and the
+	// address, by everything else the ServiceEntry holds: the hosts of
+	// one server mesh usually differ in nothing else.
+	templates map[string]*specTemplate
+}
 
-func (h hostEncodings) get(fh *federatedHost, addr netip.Addr) (*encodedHost, error) {
-	if enc, ok := h[fh.host]; ok && enc.addr == addr {
+func newHostEncodings() *hostEncodings {
+	return &hostEncodings{byHost: map[string]*encodedHost{}, templates: map[string]*specTemplate{}}
+}
+
+func (h *hostEncodings) get(fh *federatedHost, addr netip.Addr) (*encodedHost, error) {
+	if enc, ok := h.byHost[fh.host]; ok && enc.addr == addr {
 		return enc, nil
 	}
-	ports := serviceEntryPorts(fh.dst)
-	ep := &istiov1alpha3.WorkloadEntry{Address: fh.gw.GetExternalAddress(), Ports: map[string]uint32{}}
-	for _, p := range ports {
-		ep.Ports[p.GetName()] = fh.gw.GetExternalTlsPort()
-	}
-	res := istiov1alpha3.ServiceEntry_DNS
-	if _, err := netip.ParseAddr(fh.gw.GetExternalAddress()); err == nil {
-		res = istiov1alpha3.ServiceEntry_STATIC
-	}
-	se, err := MarshalSpec(&istiov1alpha3.ServiceEntry{
-		Hosts:      []string{fh.host},
-		Addresses:  []string{addr.String()},
-		Ports:      ports,
-		Location:   istiov1alpha3.ServiceEntry_MESH_INTERNAL,
-		Resolution: res,
-		Endpoints:  []*istiov1alpha3.WorkloadEntry{ep},
-	})
+	se, err := h.serviceEntry(fh, addr)
 	if err != nil {
 		return nil, fmt.Errorf("ServiceEntry for %s: %w", fh.host, err)
 	}
@@ -238,10 +234,112 @@ func (h hostEncodings) get(fh *federatedHost, addr netip.Addr) (*encodedHost, er
 		return nil, fmt.Errorf("DestinationRule for %s: %w", fh.host, err)
 	}
 	enc := &encodedHost{addr: addr, se: se, dr: dr}
-	if _, ok := h[fh.host]; !ok {
-		h[fh.host] = enc
+	if _, ok := h.byHost[fh.host]; !ok {
+		h.byHost[fh.host] = enc
 	}
 	return enc, nil
+}
+
+// Placeholders of the ServiceEntry templates.
+const (
+	hostPlaceholder    = "host.placeholder.meshplane.dev"
+	addressPlaceholder = "address.placeholder.meshplane.dev"
+)
+
+// serviceEntry encodes the client-side ServiceEntry of fh with address
+// addr: from the template of its kind when the host needs no escaping in
+// JSON (the bytes MarshalSpec gives; the fuzz test checks them against
+// protojson), else with MarshalSpec.
+func (h *hostEncodings) serviceEntry(fh *federatedHost, addr netip.Addr) ([]byte, error) {
+	ports := serviceEntryPorts(fh.dst)
+	build := func(host, address string) *istiov1alpha3.ServiceEntry {
+		ep := &istiov1alpha3.WorkloadEntry{Address: fh.gw.GetExternalAddress(), Ports: map[string]uint32{}}
+		for _, p := range ports {
+			ep.Ports[p.GetName()] = fh.gw.GetExternalTlsPort()
+		}
+		res := istiov1alpha3.ServiceEntry_DNS
+		if _, err := netip.ParseAddr(fh.gw.GetExternalAddress()); err == nil {
+			res = istiov1alpha3.ServiceEntry_STATIC
+		}
+		return &istiov1alpha3.ServiceEntry{
+			Hosts:      []string{host},
+			Addresses:  []string{address},
+			Ports:      ports,
+			Location:   istiov1alpha3.ServiceEntry_MESH_INTERNAL,
+			Resolution: res,
+			Endpoints:  []*istiov1alpha3.WorkloadEntry{ep},
+		}
+	}
+	address := addr.String()
+	if !plainJSONString(fh.host) || !plainJSONString(address) {
+		return MarshalSpec(build(fh.host, address))
+	}
+	var key strings.Builder
+	key.WriteString(fh.gw.GetExternalAddress())
+	key.WriteByte(0)
+	key.WriteString(strconv.FormatUint(uint64(fh.gw.GetExternalTlsPort()), 10))
+	for _, p := range ports {
+		key.WriteByte(0)
+		key.WriteString(strconv.FormatUint(uint64(p.GetNumber()), 10))
+		key.WriteByte(0)
+		key.WriteString(p.GetName())
+		key.WriteByte(0)
+		key.WriteString(p.GetProtocol())
+	}
+	t, ok := h.templates[key.String()]
+	if !ok {
+		raw, err := MarshalSpec(build(hostPlaceholder, addressPlaceholder))
+		if err != nil {
+			return nil, err
+		}
+		t = newSpecTemplate(raw, hostPlaceholder, addressPlaceholder)
+		h.templates[key.String()] = t
+	}
+	if t == nil {
+		return MarshalSpec(build(fh.host, address))
+	}
+	return t.fill(fh.host, address), nil
+}
+
+// specTemplate is an encoded spec cut at two placeholder strings, which
+// appear in it once each, quoted.
+type specTemplate struct {
+	parts         [3][]byte
+	firstIsSecond bool // the second placeholder comes first
+}
+
+// newSpecTemplate cuts raw at placeholders a and b, or returns nil when
+// either is not found exactly once.
+func newSpecTemplate(raw []byte, a, b string) *specTemplate {
+	qa, qb := []byte(`"`+a+`"`), []byte(`"`+b+`"`)
+	if bytes.Count(raw, qa) != 1 || bytes.Count(raw, qb) != 1 {
+		return nil
+	}
+	ia, ib := bytes.Index(raw, qa), bytes.Index(raw, qb)
+	t := &specTemplate{}
+	first, firstLen, second, secondLen := ia, len(qa), ib, len(qb)
+	if ib < ia {
+		t.firstIsSecond = true
+		first, firstLen, second, secondLen = ib, len(qb), ia, len(qa)
+	}
+	// Keep the quotes in the parts.
+	t.parts[0] = raw[:first+1]
+	t.parts[1] = raw[first+firstLen-1 : second+1]
+	t.parts[2] = raw[second+secondLen-1:]
+	return t
+}
+
+// fill writes the template with a and b, which must need no escaping.
+func (t *specTemplate) fill(a, b string) []byte {
+	if t.firstIsSecond {
+		a, b = b, a
+	}
+	out := make([]byte, 0, len(t.parts[0])+len(a)+len(t.parts[1])+len(b)+len(t.parts[2]))
+	out = append(out, t.parts[0]...)
+	out = append(out, a...)
+	out = append(out, t.parts[1]...)
+	out = append(out, b...)
+	return append(out, t.parts[2]...)
 }
 
 // exportRule says whether a VirtualMesh exports destination d to mesh

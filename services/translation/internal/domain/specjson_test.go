@@ -62,3 +62,38 @@ func TestSimpleDestinationRuleJSON(t *testing.T) {
 		t.Error("a DestinationRule with unknown fields was taken by the hand encoding")
 	}
 }
+
+// TestSpecTemplate checks that a template gives the bytes of the spec
+// encoded with the values in place, whichever placeholder comes first, and
+// that a placeholder found twice or not at all gives no template.
+func TestSpecTemplate(t *testing.T) {
+	spec := func(host, address string) []byte {
+		b, err := MarshalSpec(&istiov1alpha3.ServiceEntry{
+			Hosts: []string{host}, Addresses: []string{address},
+			Ports:      []*istiov1alpha3.ServicePort{{Number: 9080, Name: "http", Protocol: "HTTP"}},
+			Resolution: istiov1alpha3.ServiceEntry_DNS,
+			Endpoints:  []*istiov1alpha3.WorkloadEntry{{Address: "east.example.com", Ports: map[string]uint32{"http": 15443}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	raw := spec(hostPlaceholder, addressPlaceholder)
+	for _, order := range [][2]string{{hostPlaceholder, addressPlaceholder}, {addressPlaceholder, hostPlaceholder}} {
+		tmpl := newSpecTemplate(raw, order[0], order[1])
+		if tmpl == nil {
+			t.Fatalf("no template for %s", raw)
+		}
+		a, b := "reviews.default.svc.east.global", "240.1.2.3"
+		if order[0] == addressPlaceholder {
+			a, b = b, a
+		}
+		if got, want := string(tmpl.fill(a, b)), string(spec("reviews.default.svc.east.global", "240.1.2.3")); got != want {
+			t.Errorf("filled template %s, want %s", got, want)
+		}
+	}
+	if newSpecTemplate(spec(hostPlaceholder, hostPlaceholder), hostPlaceholder, addressPlaceholder) != nil {
+		t.Error("a template was made with a placeholder found twice and the other missing")
+	}
+}
