@@ -110,15 +110,16 @@ type Node struct {
 	log      *slog.Logger
 
 	// started is set once raft is assigned: probes may arrive before.
-	started  atomic.Bool
-	leaving  atomic.Bool
-	leader   atomic.Bool
-	changes  atomic.Uint64
-	leaderCh chan bool
-	poke     chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
-	stopErr  error
+	started   atomic.Bool
+	leaving   atomic.Bool
+	leader    atomic.Bool
+	changes   atomic.Uint64
+	leaderCh  chan bool
+	publishMu sync.Mutex
+	poke      chan struct{}
+	done      chan struct{}
+	stopOnce  sync.Once
+	stopErr   error
 }
 
 var (
@@ -273,12 +274,7 @@ func (n *Node) watch() {
 			} else {
 				n.log.Info("raft: this replica no longer leads", "term", n.raft.CurrentTerm())
 			}
-			// The channel holds only the latest value.
-			select {
-			case <-n.leaderCh:
-			default:
-			}
-			n.leaderCh <- v
+			n.publish(v)
 		case o := <-n.observed:
 			lo := o.Data.(hraft.LeaderObservation)
 			id := string(lo.LeaderID)
@@ -293,6 +289,18 @@ func (n *Node) watch() {
 			}
 		}
 	}
+}
+
+// publish puts v in LeaderCh, which holds only the latest value. It never
+// blocks: watch and Shutdown both publish.
+func (n *Node) publish(v bool) {
+	n.publishMu.Lock()
+	defer n.publishMu.Unlock()
+	select {
+	case <-n.leaderCh:
+	default:
+	}
+	n.leaderCh <- v
 }
 
 // LeaderCh implements app.Leadership. It has one reader: the duty runner.
@@ -635,16 +643,14 @@ func (n *Node) Status() Status {
 // stores. It is safe to call more than once.
 func (n *Node) Shutdown() error {
 	n.stopOnce.Do(func() {
-		close(n.done)
 		n.raft.DeregisterObserver(n.observer)
+		// watch keeps draining NotifyCh, which Raft blocks on, until
+		// Raft has stopped.
 		n.stopErr = n.raft.Shutdown().Error()
+		close(n.done)
 		n.close()
 		if n.leader.Swap(false) {
-			select {
-			case <-n.leaderCh:
-			default:
-			}
-			n.leaderCh <- false
+			n.publish(false)
 		}
 	})
 	return n.stopErr

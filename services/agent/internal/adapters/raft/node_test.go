@@ -718,7 +718,9 @@ func TestDiscoveryOutageRemovesNobody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		g.mu.Lock()
 		m.node = n
+		g.mu.Unlock()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { n.Run(ctx); close(done) }()
