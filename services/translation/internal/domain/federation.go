@@ -149,14 +149,11 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 	// (two client meshes in one cluster) for the sort below.
 	slices.SortStableFunc(exports, func(a, b export) int { return strings.Compare(a.host, b.host) })
 	byClient := map[string][]*federatedHost{} // by client cluster
-	objects := 0
 	for _, x := range exports {
 		for _, fh := range x.fhs {
 			byClient[fh.client.Key.Cluster] = append(byClient[fh.client.Key.Cluster], fh)
 		}
-		objects += 2 * len(x.fhs)
 	}
-	e.grow(objects)
 	addrMemo := map[string]netip.Addr{}
 	warned := map[*mesh]bool{}
 	byHostThenClient := func(a, b *federatedHost) int {
@@ -164,6 +161,7 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 	}
 	for _, cluster := range slices.Sorted(maps.Keys(byClient)) {
 		fhs := byClient[cluster]
+		e.grow(cluster, 2*len(fhs))
 		for _, fh := range fhs {
 			if !fh.client.SmartDNS && !warned[fh.client] {
 				warned[fh.client] = true

@@ -327,8 +327,17 @@ func newObject(kind string, d *destination, policies []ObjectKey, spec proto.Mes
 // spec asked for wins (callers ask in a deterministic order) and the
 // parents are merged.
 type emitter struct {
-	objects map[emitKey]*pendingObject
-	order   []*pendingObject
+	// The objects by cluster: outputs of many clusters hold millions of
+	// objects, and one cluster's fit the CPU caches better.
+	shards map[string]map[shardKey]*pendingObject
+	order  []*pendingObject
+	// The shard used last, as callers add many objects to one cluster.
+	lastCluster string
+	last        map[shardKey]*pendingObject
+}
+
+type shardKey struct {
+	apiVersion, kind, namespace, name string
 }
 
 type emitKey struct {
@@ -346,32 +355,50 @@ type pendingObject struct {
 	annotations map[string]string
 }
 
-func newEmitter() *emitter { return &emitter{objects: map[emitKey]*pendingObject{}} }
+func newEmitter() *emitter {
+	return &emitter{shards: map[string]map[shardKey]*pendingObject{}}
+}
 
-// grow makes room for n more objects.
-func (e *emitter) grow(n int) {
+func (e *emitter) shard(cluster string) map[shardKey]*pendingObject {
+	if e.last != nil && cluster == e.lastCluster {
+		return e.last
+	}
+	m, ok := e.shards[cluster]
+	if !ok {
+		m = map[shardKey]*pendingObject{}
+		e.shards[cluster] = m
+	}
+	e.lastCluster, e.last = cluster, m
+	return m
+}
+
+// grow makes room for n more objects in cluster.
+func (e *emitter) grow(cluster string, n int) {
+	e.order = slices.Grow(e.order, n)
 	if n < 1024 {
 		return
 	}
-	objects := make(map[emitKey]*pendingObject, len(e.objects)+n)
-	maps.Copy(objects, e.objects)
-	e.objects = objects
-	e.order = slices.Grow(e.order, n)
+	old := e.shard(cluster)
+	m := make(map[shardKey]*pendingObject, len(old)+n)
+	maps.Copy(m, old)
+	e.shards[cluster] = m
+	e.last = m
 }
 
 func (e *emitter) has(apiVersion, kind string, at ObjectKey) bool {
-	_, ok := e.objects[emitKey{apiVersion, kind, at}]
+	_, ok := e.shard(at.Cluster)[shardKey{apiVersion, kind, at.Namespace, at.Name}]
 	return ok
 }
 
 func (e *emitter) add(apiVersion, kind string, at ObjectKey, parents []ParentRef, spec proto.Message) {
-	k := emitKey{apiVersion, kind, at}
-	if p, ok := e.objects[k]; ok {
+	m := e.shard(at.Cluster)
+	sk := shardKey{apiVersion, kind, at.Namespace, at.Name}
+	if p, ok := m[sk]; ok {
 		p.merge(parents)
 		return
 	}
-	p := &pendingObject{key: k, parents: slices.Clone(parents), spec: spec}
-	e.objects[k] = p
+	p := &pendingObject{key: emitKey{apiVersion, kind, at}, parents: slices.Clone(parents), spec: spec}
+	m[sk] = p
 	e.order = append(e.order, p)
 }
 
@@ -390,15 +417,16 @@ func (e *emitter) addEncoded(apiVersion, kind string, at ObjectKey, parents []Pa
 // and may pass to several objects, with their annotations when made
 // already (parentsAnnotation(parents)), which the objects then share.
 func (e *emitter) addShared(apiVersion, kind string, at ObjectKey, parents []ParentRef, raw []byte, annotations map[string]string) {
-	k := emitKey{apiVersion, kind, at}
-	if p, ok := e.objects[k]; ok {
+	m := e.shard(at.Cluster)
+	sk := shardKey{apiVersion, kind, at.Namespace, at.Name}
+	if p, ok := m[sk]; ok {
 		p.merge(parents)
 		return
 	}
 	// The full slice expression makes a merge copy the parents instead of
 	// appending to a shared array.
-	p := &pendingObject{key: k, parents: parents[:len(parents):len(parents)], raw: raw, annotations: annotations}
-	e.objects[k] = p
+	p := &pendingObject{key: emitKey{apiVersion, kind, at}, parents: parents[:len(parents):len(parents)], raw: raw, annotations: annotations}
+	m[sk] = p
 	e.order = append(e.order, p)
 }
 
