@@ -193,8 +193,20 @@ func (w *hashWriter) object(o *snapshotv1.Object, keys *[]string) {
 		return
 	}
 	labels := w.labelsEncoding(o.GetLabels(), keys)
+	// Most objects have one annotation: read it once.
+	ann := o.GetAnnotations()
+	var annK, annV string
+	var annSize int
+	if len(ann) == 1 {
+		for k, v := range ann {
+			annK, annV = k, v
+		}
+		annSize = protowire.SizeTag(6) + protowire.SizeBytes(mapEntrySize(annK, annV))
+	} else {
+		annSize = mapSize(6, ann)
+	}
 	size := strSize(1, o.GetApiVersion()) + strSize(2, o.GetKind()) + strSize(3, o.GetNamespace()) + strSize(4, o.GetName()) +
-		len(labels) + mapSize(6, o.GetAnnotations()) + bytesSize(7, o.GetSpec())
+		len(labels) + annSize + bytesSize(7, o.GetSpec())
 	w.buf = protowire.AppendTag(w.buf, 4, protowire.BytesType)
 	w.buf = protowire.AppendVarint(w.buf, uint64(size))
 	w.str(1, o.GetApiVersion())
@@ -202,7 +214,11 @@ func (w *hashWriter) object(o *snapshotv1.Object, keys *[]string) {
 	w.str(3, o.GetNamespace())
 	w.str(4, o.GetName())
 	w.buf = append(w.buf, labels...)
-	w.strMap(6, o.GetAnnotations(), keys)
+	if len(ann) == 1 {
+		w.entry(6, annK, annV)
+	} else {
+		w.strMap(6, ann, keys)
+	}
 	w.large(7, o.GetSpec())
 	w.flushIfLarge()
 }
