@@ -65,7 +65,7 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 	// Each exported destination with its clients, in the order found.
 	type export struct {
 		host string
-		fhs  []*federatedHost
+		fhs  []federatedHost // one allocation for all clients
 	}
 	var exports []export
 	for _, vm := range vms.all {
@@ -101,7 +101,7 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 				dParent := ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster}
 				var parents []ParentRef
 				var annotations map[string]string
-				var fhs []*federatedHost
+				var fhs []federatedHost
 				for _, client := range vm.Members {
 					if client.Key == server.Key || client.Key.Cluster == server.Key.Cluster || !exported(d, client) {
 						continue
@@ -110,7 +110,7 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 						parents = []ParentRef{vmParent, dParent}
 						annotations = parentsAnnotation(parents)
 					}
-					fhs = append(fhs, &federatedHost{host: host, dst: d, server: server, gw: gw, client: client, vm: vm, parents: parents, annotations: annotations})
+					fhs = append(fhs, federatedHost{host: host, dst: d, server: server, gw: gw, client: client, vm: vm, parents: parents, annotations: annotations})
 				}
 				if parents == nil {
 					continue
@@ -150,7 +150,8 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 	slices.SortStableFunc(exports, func(a, b export) int { return strings.Compare(a.host, b.host) })
 	byClient := map[string][]*federatedHost{} // by client cluster
 	for _, x := range exports {
-		for _, fh := range x.fhs {
+		for i := range x.fhs {
+			fh := &x.fhs[i]
 			byClient[fh.client.Key.Cluster] = append(byClient[fh.client.Key.Cluster], fh)
 		}
 	}
