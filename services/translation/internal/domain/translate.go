@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
@@ -224,12 +226,38 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 	if err := translateExtensions(inputs, ix, outputs, opts); err != nil {
 		return nil, nil, err
 	}
-	for _, out := range outputs {
-		snapshots.SealOutput(out)
-	}
+	sealOutputs(outputs)
 	applied := &Applied{inputs: inputs, ix: ix, traffic: tr, policies: policies, access: access, accessPs: accessPolicies, vms: vms, vds: vds}
 	res := &Result{Outputs: outputs, LastGood: next, Applied: applied}
 	return res, &incState{opts: opts, result: res, set: set, users: users, destObjs: destObjs, apObjs: apObjs, apShared: apShared}, nil
+}
+
+// sealOutputs seals every output, on as many goroutines as Go may run at
+// once: each output is sorted and hashed on its own, and they share
+// nothing that is written (label maps, annotations and specs they share
+// are only read).
+func sealOutputs(outputs map[string]*snapshotv1.OutputSnapshot) {
+	workers := min(runtime.GOMAXPROCS(0), len(outputs))
+	if workers < 2 {
+		for _, out := range outputs {
+			snapshots.SealOutput(out)
+		}
+		return
+	}
+	next := make(chan *snapshotv1.OutputSnapshot)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for out := range next {
+				snapshots.SealOutput(out)
+			}
+		})
+	}
+	for _, out := range outputs {
+		next <- out
+	}
+	close(next)
+	wg.Wait()
 }
 
 // destinationAuthorizationPolicies finds the AuthorizationPolicy written
