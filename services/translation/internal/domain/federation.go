@@ -175,7 +175,7 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 		}
 		used := addrs[cluster]
 		if used == nil {
-			used = map[netip.Addr]string{}
+			used = make(map[netip.Addr]string, len(fhs))
 			addrs[cluster] = used
 		}
 		for _, fh := range fhs {
