@@ -62,6 +62,8 @@ type Config struct {
 	// ManagementDebounce is how long the management cluster's resources
 	// must be quiet before a change is pushed.
 	ManagementDebounce time.Duration
+	// AccessLogs bound the access-log buffers.
+	AccessLogs AccessLogOptions
 
 	flags *platform.Flags
 }
@@ -72,7 +74,7 @@ func DefaultConfig() Config {
 	tr := platform.NewClientOptions()
 	tr.Addr = "translation:9903"
 	return Config{Install: snapshots.DefaultInstall, Replica: host, Redis: snapshots.NewRedisOptions(), Translation: tr, FlushInterval: time.Second, StaleAfter: 5 * time.Minute,
-		WatchManagement: "auto", ManagementDebounce: 100 * time.Millisecond}
+		WatchManagement: "auto", ManagementDebounce: 100 * time.Millisecond, AccessLogs: DefaultAccessLogOptions()}
 }
 
 // AddFlags registers the configuration's flags.
@@ -87,6 +89,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of the management cluster (default: in-cluster)")
 	c.flags.String(&c.KubeContext, "kube-context", "kubeconfig context of the management cluster (default: the current one)")
 	c.flags.Duration(&c.ManagementDebounce, "management-debounce", "how long the management cluster's resources must be quiet before a change is pushed")
+	c.addAccessLogFlags()
 	c.Redis.AddFlags(fs)
 	c.Translation.AddFlags(fs, "translation")
 }
@@ -115,7 +118,7 @@ func (c *Config) Validate() error {
 	if c.ManagementDebounce <= 0 {
 		errs = append(errs, errors.New("--management-debounce must be positive"))
 	}
-	errs = append(errs, c.Redis.Validate())
+	errs = append(errs, c.AccessLogs.Validate(), c.Redis.Validate())
 	return errors.Join(errs...)
 }
 
@@ -209,7 +212,10 @@ type Service struct {
 	mgmt     *app.Management
 	outputs  app.OutputSource
 	statuses app.StatusWriter
-	log      *slog.Logger
+	// logs holds the access logs agents push; logsHandler serves them.
+	logs        *app.AccessLogs
+	logsHandler *connectrpc.AccessLogHandler
+	log         *slog.Logger
 }
 
 // New builds the service.
@@ -273,6 +279,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if err := s.buildManagement(cfg, d); err != nil {
 		return nil, err
 	}
+	if err := s.buildAccessLogs(cfg, d); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -315,7 +324,7 @@ func (s *Service) Clusters() []ClusterState { return s.ingestor.Clusters() }
 // Mount registers the service's handlers on srv. Agents push for their own
 // cluster; the queries are for management services and tools.
 func (s *Service) Mount(srv *platform.Server) {
-	srv.Handle(ingestv1connect.NewIngestServiceHandler(s.handler, srv.HandlerOptions()...))
+	srv.Handle(ingestv1connect.NewIngestServiceHandler(connectrpc.WithAccessLogs(s.handler, s.logsHandler), srv.HandlerOptions()...))
 	srv.RegisterServices(ingestv1connect.IngestServiceName)
 	srv.AddAccessPolicy(platform.AccessPolicy{
 		ingestv1connect.IngestServicePushProcedure:             platform.AllowCluster,
@@ -324,6 +333,8 @@ func (s *Service) Mount(srv *platform.Server) {
 		ingestv1connect.IngestServiceListMeshesProcedure:       platform.AllowService,
 		ingestv1connect.IngestServiceListWorkloadsProcedure:    platform.AllowService,
 		ingestv1connect.IngestServiceListDestinationsProcedure: platform.AllowService,
+		ingestv1connect.IngestServicePushAccessLogsProcedure:   platform.AllowCluster,
+		ingestv1connect.IngestServiceWatchAccessLogsProcedure:  platform.AllowService,
 	})
 }
 
@@ -352,6 +363,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.revoked != nil {
 		wg.Go(func() { _ = s.revoked.Run(ctx) })
 	}
+	wg.Go(func() { _ = s.logs.RunBus(ctx) })
 	if s.mgmt != nil {
 		wg.Go(func() {
 			if err := s.mgmt.Run(ctx); err != nil {

@@ -15,7 +15,7 @@ func toConnect(err error) error {
 	switch {
 	case errors.As(err, &ce):
 		return ce
-	case errors.Is(err, app.ErrInvalidSnapshot):
+	case errors.Is(err, app.ErrInvalidSnapshot), errors.Is(err, app.ErrInvalidAccessLogs):
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	case errors.Is(err, app.ErrReservedCluster):
 		return connect.NewError(connect.CodePermissionDenied, err)
