@@ -26,8 +26,12 @@ func (v *validator) positiveDuration(path string, d *durationpb.Duration) {
 	if d == nil {
 		return
 	}
-	if err := d.CheckValid(); err != nil {
-		v.add(path, "invalid duration: %v", err)
+	if d.CheckValid() != nil {
+		// Our own words, not protobuf's error text: protobuf varies its
+		// spacing between builds on purpose, and statuses are part of the
+		// output's content hash, which every replica must agree on.
+		v.add(path, "invalid duration (seconds %d, nanos %d): seconds must be within ±315576000000, nanos within ±999999999, with the same sign",
+			d.GetSeconds(), d.GetNanos())
 		return
 	}
 	switch dur := d.AsDuration(); {

@@ -7,6 +7,7 @@ import (
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 func TestValidateTrafficPolicy(t *testing.T) {
@@ -72,6 +73,19 @@ func TestValidateTrafficPolicy(t *testing.T) {
 				t.Errorf("errors:\n%q\nwant:\n%q", got, tc.want)
 			}
 		})
+	}
+}
+
+// An invalid duration (which protojson cannot even parse, but the wire
+// format can carry) is reported in our own words, so that the status, part
+// of the output's content hash, is the same whatever build of protobuf runs.
+func TestValidateInvalidDuration(t *testing.T) {
+	spec := &networkingv1.TrafficPolicySpec{Policy: &networkingv1.TrafficPolicySpec_Policy{
+		RequestTimeout: &durationpb.Duration{Seconds: 1, Nanos: -1},
+	}}
+	want := []string{"spec.policy.requestTimeout: invalid duration (seconds 1, nanos -1): seconds must be within ±315576000000, nanos within ±999999999, with the same sign"}
+	if got := domain.ValidateTrafficPolicy(spec); !slices.Equal(got, want) {
+		t.Errorf("errors:\n%q\nwant:\n%q", got, want)
 	}
 }
 
