@@ -99,6 +99,7 @@ and a management service certificate: --ca-file, --cert-file and
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.HiddenDefaultCmd = false
 	root.AddCommand(
+		newAccessLogsCmd(),
 		newCheckCmd(),
 		newClusterCmd(),
 		newDescribeCmd(),
