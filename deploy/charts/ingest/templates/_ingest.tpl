@@ -22,6 +22,18 @@
 {{- with .Values.flushInterval }}
 - --flush-interval={{ . }}
 {{- end }}
+{{- with .Values.accessLogs.bufferSize }}
+- --accesslog-buffer={{ . }}
+{{- end }}
+{{- with .Values.accessLogs.watcherQueue }}
+- --accesslog-watcher-queue={{ . }}
+{{- end }}
+{{- with .Values.accessLogs.maxBatch }}
+- --accesslog-max-batch={{ . }}
+{{- end }}
+{{- with .Values.accessLogs.maxEntryBytes }}
+- --accesslog-max-entry-bytes={{ . }}
+{{- end }}
 {{- if .Values.managementCluster.watch }}
 - --watch-management-cluster=true
 {{- with .Values.managementCluster.name }}
