@@ -21,6 +21,12 @@ func names(s *snapshotv1.InputSnapshot) []string {
 	for _, ap := range s.GetAccessPolicies() {
 		out = append(out, ap.GetMetadata().GetName())
 	}
+	for _, wp := range s.GetWasmDeploymentPolicies() {
+		out = append(out, wp.GetMetadata().GetName())
+	}
+	for _, lp := range s.GetAccessLogPolicies() {
+		out = append(out, lp.GetMetadata().GetName())
+	}
 	slices.Sort(out)
 	return out
 }
@@ -45,6 +51,21 @@ apiVersion: networking.meshplane.dev/v1
 kind: AccessPolicy
 metadata: {name: allow, namespace: bookinfo}
 spec: {}
+---
+apiVersion: networking.meshplane.dev/v1
+kind: WasmDeploymentPolicy
+metadata: {name: jwt, namespace: bookinfo}
+spec:
+  filters:
+  - name: jwt
+    ociImage: ghcr.io/example/jwt:1.0
+---
+apiVersion: observability.meshplane.dev/v1
+kind: AccessLogPolicy
+metadata: {name: errors, namespace: bookinfo}
+spec:
+  filters:
+  - statusCodeMatcher: {value: 500, comparator: GE}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -95,7 +116,7 @@ subjects:
 		if err != nil {
 			t.Fatal(err)
 		}
-		check(t, r, []string{"allow", "retries"})
+		check(t, r, []string{"allow", "errors", "jwt", "retries"})
 	})
 	t.Run("TrafficPolicies only", func(t *testing.T) {
 		cfg, err := c.ConfigFor("ingest")
