@@ -49,6 +49,8 @@ func TestRenderGolden(t *testing.T) {
 		{"bookinfo-strict", []string{"-f", "testdata/render/bookinfo", "--cluster", "west", "--strict"}, 1},
 		// A translation golden input, as it is.
 		{"golden-invalid-policy", []string{"-f", "../../services/translation/testdata/golden/invalid-policy/input.yaml"}, 0},
+		// WasmPlugins, and the statuses of WasmDeploymentPolicies.
+		{"golden-wasm-deployment", []string{"-f", "../../services/translation/testdata/golden/wasm-deployment/input.yaml", "--show-status"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := meshctlOffline(t, append([]string{"render"}, tc.args...)...)
