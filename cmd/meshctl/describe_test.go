@@ -103,19 +103,7 @@ func startTranslation(t *testing.T) *translationServer {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		select {
-		case <-tick.C:
-		case <-t.Context().Done():
-			t.Fatalf("test ended waiting for %s", what)
-		}
-	}
+	platformtest.Eventually(t, 20*time.Second, what, cond)
 }
 
 func (s *translationServer) meshctl(t *testing.T, args ...string) (stdout, stderr string, code int) {

@@ -68,20 +68,13 @@ func TestAccessLogsAcrossReplicas(t *testing.T) {
 	// Both replicas follow the channel before anything is pushed: pub/sub
 	// keeps nothing for late subscribers.
 	rc := r.Client(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, 10*time.Second, "both replicas subscribed to the access-log channel", func() bool {
 		n, err := rc.PubSubNumSub(ctx, "meshplane:{meshplane}:accesslogs").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n["meshplane:{meshplane}:accesslogs"] >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d replicas subscribed to the access-log channel, want 2", n["meshplane:{meshplane}:accesslogs"])
-		}
-		time.Sleep(10 * time.Millisecond) // polling Redis, not waiting for a guess
-	}
+		return n["meshplane:{meshplane}:accesslogs"] >= 2
+	})
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()

@@ -185,19 +185,7 @@ func clusterState(t *testing.T, c ingestv1connect.IngestServiceClient, cluster s
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		select {
-		case <-tick.C:
-		case <-t.Context().Done():
-			t.Fatalf("test ended waiting for %s", what)
-		}
-	}
+	platformtest.Eventually(t, timeout, what, cond)
 }
 
 func TestPush(t *testing.T) {

@@ -131,19 +131,7 @@ func wantCode(t *testing.T, err error, want connect.Code) {
 // eventually polls cond until it holds, for at most 10 seconds.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		select {
-		case <-tick.C:
-		case <-t.Context().Done():
-			t.Fatalf("test ended waiting for %s", what)
-		}
-	}
+	platformtest.Eventually(t, 10*time.Second, what, cond)
 }
 
 // waitOutput waits until GetOutputSnapshot returns an output for cluster

@@ -158,10 +158,7 @@ func TestAccessLogsRunResendsAFailedBatchOnTheNextSender(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx, first, second) }()
 	a.Accept(reviewsPod, entries("/1", "/2"))
-	deadline := time.Now().Add(10 * time.Second)
-	for len(second.sent()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, 10*time.Second, func() bool { return len(second.sent()) > 0 }, "the failed batch resent on the second sender")
 	got := second.sent()
 	if len(got) != 1 || !equalStrings(got[0], []string{"/1", "/2"}) {
 		t.Errorf("second sender got %v, want the failed batch [/1 /2]", got)

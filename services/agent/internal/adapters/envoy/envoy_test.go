@@ -2,6 +2,7 @@ package envoy_test
 
 import (
 	"context"
+	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"log/slog"
 	"net"
 	"net/http"
@@ -71,13 +72,7 @@ func serve(t testing.TB, o envoy.ServerOptions) *grpc.ClientConn {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	platformtest.Eventually(t, 15*time.Second, what, cond)
 }
 
 // ingestServer is a real Connect server (HTTP/2 over TLS on 127.0.0.1)

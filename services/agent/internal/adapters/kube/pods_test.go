@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"io"
 	"log/slog"
 	"slices"
@@ -91,13 +92,7 @@ func (c *podController) settle(t *testing.T) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	platformtest.Eventually(t, 30*time.Second, what, cond)
 }
 
 // markReady sets the Ready condition on every pod that lacks it, through

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"net"
 	"slices"
 	"sync"
@@ -19,13 +20,7 @@ import (
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not synchronization
-	}
+	platformtest.Eventually(t, d, what, cond)
 }
 
 // recorder is a leader duty that records when it runs, per node.
@@ -525,10 +520,17 @@ func TestTCPReplicasFailOverAndRestartFromDisk(t *testing.T) {
 	// The killed replica restarts from its BoltDB state on the same port:
 	// it does not bootstrap again, follows the new leader and catches up.
 	addr := leader.ln.Addr().String()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Skipf("could not listen on %s again: %v", addr, err)
-	}
+	// The old socket may take a moment to go; wait for the port, and fail
+	// (not skip) if it never frees.
+	var ln net.Listener
+	var lnErr error
+	eventually(t, 10*time.Second, "listening on "+addr+" again (last error: see below)", func() bool {
+		ln, lnErr = net.Listen("tcp", addr)
+		if lnErr != nil {
+			t.Logf("listen on %s: %v", addr, lnErr)
+		}
+		return lnErr == nil
+	})
 	leader.ln, leader.sink = ln, &sink{}
 	var peers StaticPeers
 	for _, m := range ms {
@@ -654,7 +656,7 @@ func TestGracefulStopLeavesTheGroup(t *testing.T) {
 func TestDNSPeersFallBackToAddressRecords(t *testing.T) {
 	addrs, err := DNSPeers{Name: "localhost", Port: 7000}.Addresses(t.Context())
 	if err != nil {
-		t.Skipf("localhost does not resolve here: %v", err)
+		t.Fatalf("localhost does not resolve: %v; this test needs a resolver that knows localhost (an /etc/hosts entry)", err)
 	}
 	if !slices.Contains(addrs, "127.0.0.1:7000") && !slices.Contains(addrs, "[::1]:7000") {
 		t.Fatalf("addresses %v hold no loopback with port 7000", addrs)
@@ -744,12 +746,21 @@ func TestDiscoveryOutageRemovesNobody(t *testing.T) {
 			leader = m
 		}
 	}
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) {
+	// Membership must hold for the whole second: check it on every tick.
+	window := time.NewTimer(time.Second)
+	defer window.Stop()
+	tick := time.NewTicker(platformtest.PollInterval)
+	defer tick.Stop()
+	for {
 		if ids := configIDs(leader.node); len(ids) != 3 {
 			t.Fatalf("members %v during a discovery outage", ids)
 		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronization
+		select {
+		case <-tick.C:
+			continue
+		case <-window.C:
+		}
+		break
 	}
 }
 
