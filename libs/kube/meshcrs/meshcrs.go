@@ -180,8 +180,8 @@ func (k Kind) Decode(r *Resources, u *unstructured.Unstructured, cluster string)
 		}
 		spec = b
 	}
-	if err := k.add(r, ObjectMeta(u, cluster), spec); err != nil {
-		if field := fieldAt(spec, err); field != "" {
+	if err := k.DecodeSpec(r, ObjectMeta(u, cluster), spec); err != nil {
+		if field := FieldAt(spec, err); field != "" {
 			return fmt.Errorf("field spec.%s: %w", field, err)
 		}
 		return fmt.Errorf("spec: %w", err)
@@ -189,12 +189,20 @@ func (k Kind) Decode(r *Resources, u *unstructured.Unstructured, cluster string)
 	return nil
 }
 
+// DecodeSpec decodes spec, the resource's spec as JSON (empty for none),
+// and adds the resource with metadata md to r. The error is protojson's:
+// FieldAt names the field it is about.
+func (k Kind) DecodeSpec(r *Resources, md *commonv1.ObjectMeta, spec []byte) error {
+	return k.add(r, md, spec)
+}
+
 var errPosition = regexp.MustCompile(`\(line (\d+):(\d+)\)`)
 
-// fieldAt turns the position in a protojson error into the JSON path of the
-// offending field: protojson names the position, not the field, and spec is
-// compact JSON on one line.
-func fieldAt(spec []byte, err error) string {
+// FieldAt turns the position in a protojson error into the JSON path
+// ("a.b[2].c") of the offending field: protojson names the position, not
+// the field, and spec is compact JSON on one line. It is empty when the
+// error names no position.
+func FieldAt(spec []byte, err error) string {
 	m := errPosition.FindStringSubmatch(err.Error())
 	if m == nil || m[1] != "1" {
 		return ""

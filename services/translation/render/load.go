@@ -10,17 +10,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
-	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
-	observabilityv1 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
-	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/kube/meshcrs"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -56,42 +52,11 @@ func decode[M proto.Message](spec []byte, m M) (M, error) {
 	return m, protojson.Unmarshal(spec, m)
 }
 
-var kinds = map[string]kind{
-	"VirtualMesh": {"networking.meshplane.dev/v1", func(in *snapshotv1.InputSnapshot, md *commonv1.ObjectMeta, spec []byte) error {
-		s, err := decode(spec, &networkingv1.VirtualMeshSpec{})
-		in.VirtualMeshes = append(in.VirtualMeshes, &networkingv1.VirtualMesh{Metadata: md, Spec: s})
-		return err
-	}},
-	"TrafficPolicy": {"networking.meshplane.dev/v1", func(in *snapshotv1.InputSnapshot, md *commonv1.ObjectMeta, spec []byte) error {
-		s, err := decode(spec, &networkingv1.TrafficPolicySpec{})
-		in.TrafficPolicies = append(in.TrafficPolicies, &networkingv1.TrafficPolicy{Metadata: md, Spec: s})
-		return err
-	}},
-	"AccessPolicy": {"networking.meshplane.dev/v1", func(in *snapshotv1.InputSnapshot, md *commonv1.ObjectMeta, spec []byte) error {
-		s, err := decode(spec, &networkingv1.AccessPolicySpec{})
-		in.AccessPolicies = append(in.AccessPolicies, &networkingv1.AccessPolicy{Metadata: md, Spec: s})
-		return err
-	}},
-	"VirtualDestination": {"networking.meshplane.dev/v1", func(in *snapshotv1.InputSnapshot, md *commonv1.ObjectMeta, spec []byte) error {
-		s, err := decode(spec, &networkingv1.VirtualDestinationSpec{})
-		in.VirtualDestinations = append(in.VirtualDestinations, &networkingv1.VirtualDestination{Metadata: md, Spec: s})
-		return err
-	}},
-	"WasmDeploymentPolicy": {"networking.meshplane.dev/v1", func(in *snapshotv1.InputSnapshot, md *commonv1.ObjectMeta, spec []byte) error {
-		s, err := decode(spec, &networkingv1.WasmDeploymentPolicySpec{})
-		in.WasmDeploymentPolicies = append(in.WasmDeploymentPolicies, &networkingv1.WasmDeploymentPolicy{Metadata: md, Spec: s})
-		return err
-	}},
-	"AccessLogPolicy": {"observability.meshplane.dev/v1", func(in *snapshotv1.InputSnapshot, md *commonv1.ObjectMeta, spec []byte) error {
-		s, err := decode(spec, &observabilityv1.AccessLogPolicySpec{})
-		in.AccessLogPolicies = append(in.AccessLogPolicies, &observabilityv1.AccessLogPolicy{Metadata: md, Spec: s})
-		return err
-	}},
-	"Settings": {"settings.meshplane.dev/v1", func(in *snapshotv1.InputSnapshot, md *commonv1.ObjectMeta, spec []byte) error {
-		s, err := decode(spec, &settingsv1.SettingsSpec{})
-		in.Settings = append(in.Settings, &settingsv1.Settings{Metadata: md, Spec: s})
-		return err
-	}},
+// discoveryKinds are the discovered kinds, which agents report and only
+// render reads from manifests. The user resources (VirtualMesh,
+// TrafficPolicy, ...) are decoded by libs/kube/meshcrs, as the agent and
+// ingest decode them from the API server.
+var discoveryKinds = map[string]kind{
 	"Mesh": {"discovery.meshplane.dev/v1", func(in *snapshotv1.InputSnapshot, md *commonv1.ObjectMeta, spec []byte) error {
 		s, err := decode(spec, &discoveryv1.MeshSpec{})
 		in.Meshes = append(in.Meshes, &discoveryv1.Mesh{Metadata: md, Spec: s})
@@ -109,11 +74,32 @@ var kinds = map[string]kind{
 	}},
 }
 
+// lookup finds a kind render reads by its name.
+func lookup(name string) (kind, bool) {
+	for _, k := range meshcrs.Kinds() {
+		if k.Kind == name {
+			return kind{apiVersion: k.APIVersion(), add: func(in *snapshotv1.InputSnapshot, md *commonv1.ObjectMeta, spec []byte) error {
+				var r meshcrs.Resources
+				if err := k.DecodeSpec(&r, md, spec); err != nil {
+					return err
+				}
+				r.AddTo(in)
+				return nil
+			}}, true
+		}
+	}
+	k, ok := discoveryKinds[name]
+	return k, ok
+}
+
 // Kinds lists the manifest kinds render reads, sorted.
 func Kinds() []string {
-	out := make([]string, 0, len(kinds))
-	for k := range kinds {
+	out := make([]string, 0, len(discoveryKinds)+len(meshcrs.Kinds()))
+	for k := range discoveryKinds {
 		out = append(out, k)
+	}
+	for _, k := range meshcrs.Kinds() {
+		out = append(out, k.Kind)
 	}
 	slices.Sort(out)
 	return out
@@ -321,7 +307,7 @@ func (l *loader) object(where, dirCluster string, js []byte) error {
 	if m.Metadata.Namespace != "" {
 		id = fmt.Sprintf("%s %s/%s", m.Kind, m.Metadata.Namespace, m.Metadata.Name)
 	}
-	k, ok := kinds[m.Kind]
+	k, ok := lookup(m.Kind)
 	group, _, _ := strings.Cut(m.APIVersion, "/")
 	switch {
 	case !strings.HasSuffix(group, "meshplane.dev") || group == "multicluster.meshplane.dev":
@@ -381,17 +367,7 @@ func describe(js []byte, prefix string, err error) string {
 	msg := strings.ReplaceAll(err.Error(), "\u00a0", " ")
 	msg = strings.TrimPrefix(errPosition.ReplaceAllString(msg, ""), "proto: ")
 	msg = strings.TrimPrefix(strings.TrimSpace(strings.ReplaceAll(msg, "  ", " ")), ": ")
-	m := errPosition.FindStringSubmatch(err.Error())
-	if m == nil || m[1] != "1" {
-		return "field " + dotted(prefix, "") + ": " + msg
-	}
-	col, _ := strconv.Atoi(m[2])
-	off := 0
-	for i := 1; i < col && off < len(js); i++ {
-		_, size := utf8.DecodeRune(js[off:])
-		off += size
-	}
-	return "field " + dotted(prefix, pathAt(js, off)) + ": " + msg
+	return "field " + dotted(prefix, meshcrs.FieldAt(js, err)) + ": " + msg
 }
 
 func dotted(prefix, path string) string {
@@ -414,82 +390,4 @@ func describeJSON(js []byte, err error) string {
 		return fmt.Sprintf("field %s: want %s, got %s", te.Field, te.Type, te.Value)
 	}
 	return err.Error()
-}
-
-type frame struct {
-	array     bool
-	key       string
-	idx       int
-	expectKey bool
-}
-
-// valueDone moves a container on past one complete value.
-func (f *frame) valueDone() {
-	if f.array {
-		f.idx++
-	} else {
-		f.expectKey = true
-	}
-}
-
-// pathAt returns the path ("a.b[2].c") of the key or value at byte offset
-// off of JSON.
-func pathAt(data []byte, off int) string {
-	var stack []*frame
-	path := func() string {
-		var b strings.Builder
-		for _, f := range stack {
-			if f.array {
-				fmt.Fprintf(&b, "[%d]", f.idx)
-				continue
-			}
-			if b.Len() > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(f.key)
-		}
-		return b.String()
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	for {
-		before := int(dec.InputOffset())
-		tok, err := dec.Token()
-		if err != nil {
-			return path()
-		}
-		after := int(dec.InputOffset())
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		hit := before <= off && off < after
-		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
-			if hit {
-				return path()
-			}
-			stack = stack[:len(stack)-1]
-			if len(stack) > 0 {
-				stack[len(stack)-1].valueDone()
-			}
-			continue
-		}
-		if key, ok := tok.(string); ok && top != nil && !top.array && top.expectKey {
-			top.key, top.expectKey = key, false
-			if hit {
-				return path()
-			}
-			continue
-		}
-		if hit {
-			return path()
-		}
-		if d, ok := tok.(json.Delim); ok {
-			stack = append(stack, &frame{array: d == '[', expectKey: d == '{'})
-			continue
-		}
-		if top != nil {
-			top.valueDone()
-		}
-	}
 }
