@@ -323,16 +323,5 @@ func accessPolicyStatus(p *accessPolicy) (*snapshotv1.ResourceStatus, error) {
 		s.LastKnownGood = true
 		s.Errors = append(s.Errors, lastGoodMessage(p.lastGood.Generation))
 	}
-	raw, err := MarshalSpec(s)
-	if err != nil {
-		return nil, fmt.Errorf("status of AccessPolicy %s: %w", p.Key, err)
-	}
-	return &snapshotv1.ResourceStatus{
-		ApiVersion:         NetworkingV1,
-		Kind:               KindAccessPolicy,
-		Namespace:          p.Key.Namespace,
-		Name:               p.Key.Name,
-		ObservedGeneration: p.Meta.GetGeneration(),
-		Status:             raw,
-	}, nil
+	return resourceStatus(NetworkingV1, KindAccessPolicy, p.Key, p.Meta.GetGeneration(), s)
 }

@@ -145,16 +145,5 @@ func settingsStatus(s *settingsObject) (*snapshotv1.ResourceStatus, error) {
 		st.State = commonv1.ApprovalState_INVALID
 		st.Errors = append(st.Errors, cmp.Or(s.ignored, "not read"))
 	}
-	raw, err := MarshalSpec(st)
-	if err != nil {
-		return nil, fmt.Errorf("status of Settings %s: %w", s.Key, err)
-	}
-	return &snapshotv1.ResourceStatus{
-		ApiVersion:         SettingsV1,
-		Kind:               KindSettings,
-		Namespace:          s.Key.Namespace,
-		Name:               s.Key.Name,
-		ObservedGeneration: s.Meta.GetGeneration(),
-		Status:             raw,
-	}, nil
+	return resourceStatus(SettingsV1, KindSettings, s.Key, s.Meta.GetGeneration(), st)
 }

@@ -506,6 +506,19 @@ func warnPlaintext(tr *trafficTranslation, vms *virtualMeshes, d *destination) {
 	}
 }
 
+// resourceStatus encodes st as the status to write to one user resource,
+// the resource of kind at key, computed for generation.
+func resourceStatus(apiVersion, kind string, key ObjectKey, generation int64, st proto.Message) (*snapshotv1.ResourceStatus, error) {
+	raw, err := MarshalSpec(st)
+	if err != nil {
+		return nil, fmt.Errorf("status of %s %s: %w", kind, key, err)
+	}
+	return &snapshotv1.ResourceStatus{
+		ApiVersion: apiVersion, Kind: kind, Namespace: key.Namespace, Name: key.Name,
+		ObservedGeneration: generation, Status: raw,
+	}, nil
+}
+
 // MarshalSpec encodes an Istio spec as compact JSON. protojson adds random
 // whitespace on purpose; compacting removes it, so that the bytes, and with
 // them the snapshot version, are the same in every process.

@@ -541,16 +541,5 @@ func virtualDestinationStatus(vd *virtualDestination) (*snapshotv1.ResourceStatu
 	for _, b := range vd.backing {
 		s.SelectedDestinations = append(s.SelectedDestinations, &commonv1.ClusterObjectRef{Name: b.dst.Key.Name, Namespace: b.dst.Key.Namespace, Cluster: b.dst.Key.Cluster})
 	}
-	raw, err := MarshalSpec(s)
-	if err != nil {
-		return nil, fmt.Errorf("status of VirtualDestination %s: %w", vd.Key, err)
-	}
-	return &snapshotv1.ResourceStatus{
-		ApiVersion:         NetworkingV1,
-		Kind:               KindVirtualDestination,
-		Namespace:          vd.Key.Namespace,
-		Name:               vd.Key.Name,
-		ObservedGeneration: vd.Meta.GetGeneration(),
-		Status:             raw,
-	}, nil
+	return resourceStatus(NetworkingV1, KindVirtualDestination, vd.Key, vd.Meta.GetGeneration(), s)
 }

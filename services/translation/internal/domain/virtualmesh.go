@@ -236,16 +236,5 @@ func virtualMeshStatus(vm *virtualMesh) (*snapshotv1.ResourceStatus, error) {
 			s.Errors = append(s.Errors, as.Errors...)
 		}
 	}
-	raw, err := MarshalSpec(s)
-	if err != nil {
-		return nil, fmt.Errorf("status of VirtualMesh %s: %w", vm.Key, err)
-	}
-	return &snapshotv1.ResourceStatus{
-		ApiVersion:         NetworkingV1,
-		Kind:               KindVirtualMesh,
-		Namespace:          vm.Key.Namespace,
-		Name:               vm.Key.Name,
-		ObservedGeneration: vm.Meta.GetGeneration(),
-		Status:             raw,
-	}, nil
+	return resourceStatus(NetworkingV1, KindVirtualMesh, vm.Key, vm.Meta.GetGeneration(), s)
 }

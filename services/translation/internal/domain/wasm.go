@@ -385,16 +385,5 @@ func extensionStatus(apiVersion, kind string, key ObjectKey, md *commonv1.Object
 	for _, w := range ws {
 		s.Workloads = append(s.Workloads, &commonv1.ClusterObjectRef{Name: w.Key.Name, Namespace: w.Key.Namespace, Cluster: w.Key.Cluster})
 	}
-	raw, err := MarshalSpec(s)
-	if err != nil {
-		return nil, fmt.Errorf("status of %s %s: %w", kind, key, err)
-	}
-	return &snapshotv1.ResourceStatus{
-		ApiVersion:         apiVersion,
-		Kind:               kind,
-		Namespace:          key.Namespace,
-		Name:               key.Name,
-		ObservedGeneration: md.GetGeneration(),
-		Status:             raw,
-	}, nil
+	return resourceStatus(apiVersion, kind, key, md.GetGeneration(), s)
 }
