@@ -6,6 +6,7 @@ import (
 	"hash"
 	"reflect"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
@@ -310,4 +311,30 @@ func fastOutputVersion(s *snapshotv1.OutputSnapshot) (version string, ok bool) {
 	w.h.Write(w.buf)
 	var sum [sha256.Size]byte
 	return VersionPrefix + hex.EncodeToString(w.h.Sum(sum[:0])), true
+}
+
+// CompareObjects orders the objects of an output as SortOutput does: by
+// API version, kind, namespace and name.
+func CompareObjects(a, b *snapshotv1.Object) int {
+	if c := strings.Compare(a.GetApiVersion(), b.GetApiVersion()); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.GetKind(), b.GetKind()); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.GetNamespace(), b.GetNamespace()); c != 0 {
+		return c
+	}
+	return strings.Compare(a.GetName(), b.GetName())
+}
+
+// strictlySorted says whether objs are in CompareObjects order with no two
+// equal.
+func strictlySorted(objs []*snapshotv1.Object) bool {
+	for i := 1; i < len(objs); i++ {
+		if CompareObjects(objs[i-1], objs[i]) >= 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -186,7 +186,7 @@ func (a *Applied) destinationStatus(d *destination) *discoveryv1.DestinationStat
 		exported := exportRule(a.ix, vm)
 		suffix := cmp.Or(vm.Spec.GetFederation().GetHostnameSuffix(), DefaultHostnameSuffix)
 		for _, client := range vm.Members {
-			if client.Key.Cluster == d.Key.Cluster || !exported(d, client) {
+			if client.Key.Cluster == d.Key.Cluster || !exported.exports(d, client) {
 				continue
 			}
 			s.FederatedHostnames = append(s.FederatedHostnames, &discoveryv1.DestinationStatus_FederatedHostname{

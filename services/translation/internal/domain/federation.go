@@ -30,19 +30,30 @@ const (
 	defaultEastWestTLSPort = 15443
 )
 
-// federatedHost is one destination of a server mesh made available to one
-// client mesh.
-type federatedHost struct {
+// exportedDest is one destination of a server mesh that one VirtualMesh
+// exports, with what its client-side objects share in every client mesh.
+type exportedDest struct {
 	host   string
 	dst    *destination
 	server *mesh
 	gw     *discoveryv1.MeshSpec_Gateway
-	client *mesh
 	vm     *virtualMesh
 	// parents of the client-side objects, and their annotations: the
 	// same for every client, so made once per destination and shared.
 	parents     []ParentRef
 	annotations map[string]string
+	// addr0 is the first address candidate of host (ok0 when there is
+	// one), enc the encoding last used for it: most clients get both.
+	addr0 netip.Addr
+	ok0   bool
+	enc   *encodedHost
+}
+
+// federatedHost is one destination of a server mesh made available to one
+// client mesh.
+type federatedHost struct {
+	*exportedDest
+	client *mesh
 }
 
 // FederatedHostname is the name clients in other meshes use for a
@@ -60,7 +71,7 @@ func FederatedHostname(name, namespace, cluster, suffix string) string {
 // the federated hostname the local workloads as endpoints: the client's
 // SNI names the federated hostname, and AUTO_PASSTHROUGH routes it only to
 // a cluster of that name.
-func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]map[netip.Addr]string) error {
+func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]*addrSet) error {
 	encodings := newHostEncodings()
 	// Each exported destination with its clients, in the order found.
 	type export struct {
@@ -94,25 +105,26 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 			}
 			var hosts []string
 			for _, d := range ix.byCluster[server.Key.Cluster] {
-				if d.Mesh != server.Key {
+				if d.Mesh != server.Key || !exported.exportsAny(d) {
 					continue
 				}
 				host := FederatedHostname(d.Key.Name, d.Key.Namespace, d.Key.Cluster, suffix)
 				dParent := ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster}
-				var parents []ParentRef
-				var annotations map[string]string
+				var x *exportedDest
 				var fhs []federatedHost
 				for _, client := range vm.Members {
-					if client.Key == server.Key || client.Key.Cluster == server.Key.Cluster || !exported(d, client) {
+					if client.Key == server.Key || client.Key.Cluster == server.Key.Cluster || !exported.exports(d, client) {
 						continue
 					}
-					if parents == nil {
-						parents = []ParentRef{vmParent, dParent}
-						annotations = parentsAnnotation(parents)
+					if x == nil {
+						parents := []ParentRef{vmParent, dParent}
+						x = &exportedDest{host: host, dst: d, server: server, gw: gw, vm: vm, parents: parents, annotations: parentsAnnotation(parents)}
+						x.addr0, x.ok0 = candidateAddress(host, 0)
+						fhs = make([]federatedHost, 0, len(vm.Members)-1)
 					}
-					fhs = append(fhs, federatedHost{host: host, dst: d, server: server, gw: gw, client: client, vm: vm, parents: parents, annotations: annotations})
+					fhs = append(fhs, federatedHost{exportedDest: x, client: client})
 				}
-				if parents == nil {
+				if x == nil {
 					continue
 				}
 				exports = append(exports, export{host: host, fhs: fhs})
@@ -148,21 +160,28 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 	// distributing the exports in host order leaves only ties on a host
 	// (two client meshes in one cluster) for the sort below.
 	slices.SortStableFunc(exports, func(a, b export) int { return strings.Compare(a.host, b.host) })
-	byClient := map[string][]*federatedHost{} // by client cluster
+	byClient := map[string][]federatedHost{} // by client cluster
+	counts := map[string]int{}
 	for _, x := range exports {
-		for i := range x.fhs {
-			fh := &x.fhs[i]
-			byClient[fh.client.Key.Cluster] = append(byClient[fh.client.Key.Cluster], fh)
+		for _, fh := range x.fhs {
+			counts[fh.client.Key.Cluster]++
 		}
 	}
-	addrMemo := map[string]netip.Addr{}
+	for _, x := range exports {
+		for _, fh := range x.fhs {
+			c := fh.client.Key.Cluster
+			if byClient[c] == nil {
+				byClient[c] = make([]federatedHost, 0, counts[c])
+			}
+			byClient[c] = append(byClient[c], fh)
+		}
+	}
 	warned := map[*mesh]bool{}
-	byHostThenClient := func(a, b *federatedHost) int {
+	byHostThenClient := func(a, b federatedHost) int {
 		return cmp.Or(strings.Compare(a.host, b.host), a.client.Key.compare(b.client.Key))
 	}
 	for _, cluster := range slices.Sorted(maps.Keys(byClient)) {
 		fhs := byClient[cluster]
-		e.grow(cluster, 2*len(fhs))
 		for _, fh := range fhs {
 			if !fh.client.SmartDNS && !warned[fh.client] {
 				warned[fh.client] = true
@@ -175,26 +194,46 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 		}
 		used := addrs[cluster]
 		if used == nil {
-			used = make(map[netip.Addr]string, len(fhs))
+			used = newAddrSet(len(fhs))
 			addrs[cluster] = used
 		}
+		b := e.federatedBlock(cluster, len(fhs))
 		for _, fh := range fhs {
 			at := ObjectKey{Cluster: cluster, Namespace: fh.client.Namespace, Name: fh.host}
-			if e.has(IstioNetworkingV1, KindServiceEntry, at) {
+			// The same host for another client mesh of this cluster in the
+			// same namespace, or an object the emitter has already.
+			if p := b.lastWithHost(at.Namespace, at.Name); p != nil {
+				p.merge(0, fh.parents)
+				p.merge(1, fh.parents)
+				continue
+			}
+			if e.hasOwn(IstioNetworkingV1, KindServiceEntry, at) {
 				e.add(IstioNetworkingV1, KindServiceEntry, at, fh.parents, nil)
 				e.add(IstioNetworkingV1, KindDestinationRule, at, fh.parents, nil)
 				continue
 			}
-			addr := memoFederatedAddress(fh.host, used, addrMemo)
-			enc, err := encodings.get(fh, addr)
-			if err != nil {
-				return err
+			addr := fh.address(used)
+			enc := fh.enc
+			if enc == nil || enc.addr != addr {
+				var err error
+				if enc, err = encodings.get(fh.exportedDest, addr); err != nil {
+					return err
+				}
+				fh.enc = enc
 			}
-			e.addShared(IstioNetworkingV1, KindServiceEntry, at, fh.parents, enc.se, fh.annotations)
-			e.addShared(IstioNetworkingV1, KindDestinationRule, at, fh.parents, enc.dr, fh.annotations)
+			e.addFederated(b, at.Namespace, fh.exportedDest, enc)
 		}
 	}
 	return nil
+}
+
+// address is federatedAddress for the host in a client cluster that has
+// given out used: the host's first candidate when it is free.
+func (x *exportedDest) address(used *addrSet) netip.Addr {
+	if x.ok0 && used.add(x.addr0) {
+		return x.addr0
+	}
+	return federatedAddress(x.host, used)
 }
 
 // encodedHost holds the client-side specs of one federated host, which
@@ -217,7 +256,7 @@ func newHostEncodings() *hostEncodings {
 	return &hostEncodings{byHost: map[string]*encodedHost{}, templates: map[string]*specTemplate{}}
 }
 
-func (h *hostEncodings) get(fh *federatedHost, addr netip.Addr) (*encodedHost, error) {
+func (h *hostEncodings) get(fh *exportedDest, addr netip.Addr) (*encodedHost, error) {
 	if enc, ok := h.byHost[fh.host]; ok && enc.addr == addr {
 		return enc, nil
 	}
@@ -249,7 +288,7 @@ const (
 // addr: from the template of its kind when the host needs no escaping in
 // JSON (the bytes MarshalSpec gives; the fuzz test checks them against
 // protojson), else with MarshalSpec.
-func (h *hostEncodings) serviceEntry(fh *federatedHost, addr netip.Addr) ([]byte, error) {
+func (h *hostEncodings) serviceEntry(fh *exportedDest, addr netip.Addr) ([]byte, error) {
 	ports := serviceEntryPorts(fh.dst)
 	build := func(host, address string) *istiov1alpha3.ServiceEntry {
 		ep := &istiov1alpha3.WorkloadEntry{Address: fh.gw.GetExternalAddress(), Ports: map[string]uint32{}}
@@ -341,22 +380,32 @@ func (t *specTemplate) fill(a, b string) []byte {
 	return append(out, t.parts[2]...)
 }
 
-// exportRule says whether a VirtualMesh exports destination d to mesh
+// exportRules say whether a VirtualMesh exports destination d to mesh
 // client: every destination to every mesh when federation is permissive;
-// otherwise those a selective selector names, to the meshes it names. The
-// function is not safe for concurrent use.
-func exportRule(ix *Index, vm *virtualMesh) func(d *destination, client *mesh) bool {
+// otherwise those a selective selector names, to the meshes it names. They
+// are not safe for concurrent use.
+type exportRules struct {
+	rules []exportSelector // nil: permissive
+	// Callers ask about one destination for every client in turn: which
+	// rules select the last destination is kept.
+	last    *destination
+	selects []bool
+	any     bool // some rule selects last
+}
+
+type exportSelector struct {
+	dests  map[ObjectKey]bool // nil: every destination
+	meshes map[[2]string]bool // nil: every mesh
+}
+
+func exportRule(ix *Index, vm *virtualMesh) *exportRules {
 	sel := vm.Spec.GetFederation().GetSelective()
 	if sel == nil {
-		return func(*destination, *mesh) bool { return true }
+		return &exportRules{}
 	}
-	type rule struct {
-		dests  map[ObjectKey]bool // nil: every destination
-		meshes map[[2]string]bool // nil: every mesh
-	}
-	var rules []rule
+	var rules []exportSelector
 	for _, s := range sel.GetSelectors() {
-		var r rule
+		var r exportSelector
 		if len(s.GetDestinationSelectors()) > 0 {
 			r.dests = map[ObjectKey]bool{}
 			for _, d := range ix.selectDestinations(s.GetDestinationSelectors(), vm.Key) {
@@ -371,24 +420,42 @@ func exportRule(ix *Index, vm *virtualMesh) func(d *destination, client *mesh) b
 		}
 		rules = append(rules, r)
 	}
-	// Callers ask about one destination for every client in turn: which
-	// rules select the last destination is kept.
-	var last *destination
-	selects := make([]bool, len(rules))
-	return func(d *destination, client *mesh) bool {
-		if d != last {
-			last = d
-			for i, r := range rules {
-				selects[i] = r.dests == nil || r.dests[d.Key]
-			}
-		}
-		for i, r := range rules {
-			if selects[i] && (r.meshes == nil || r.meshes[[2]string{client.Key.Namespace, client.Key.Name}]) {
-				return true
-			}
-		}
-		return false
+	return &exportRules{rules: rules, selects: make([]bool, len(rules))}
+}
+
+// exportsAny says whether d may be exported to some mesh: when it is
+// false, exports is false for every client.
+func (x *exportRules) exportsAny(d *destination) bool {
+	if x.selects == nil {
+		return true
 	}
+	x.lookAt(d)
+	return x.any
+}
+
+func (x *exportRules) lookAt(d *destination) {
+	if d == x.last {
+		return
+	}
+	x.last, x.any = d, false
+	for i, r := range x.rules {
+		x.selects[i] = r.dests == nil || r.dests[d.Key]
+		x.any = x.any || x.selects[i]
+	}
+}
+
+// exports says whether d is exported to client.
+func (x *exportRules) exports(d *destination, client *mesh) bool {
+	if x.selects == nil {
+		return true
+	}
+	x.lookAt(d)
+	for i, r := range x.rules {
+		if x.selects[i] && (r.meshes == nil || r.meshes[[2]string{client.Key.Namespace, client.Key.Name}]) {
+			return true
+		}
+	}
+	return false
 }
 
 // federationGateway is the east-west gateway that other meshes reach the
@@ -442,35 +509,79 @@ func portProtocol(appProtocol, name string) string {
 // on a collision with an address in used. Clients need one because a
 // ServiceEntry for a hostname that DNS cannot resolve is reached through
 // Istio's DNS proxy, which answers with it.
-func federatedAddress(host string, used map[netip.Addr]string) netip.Addr {
+func federatedAddress(host string, used *addrSet) netip.Addr {
 	for i := 0; ; i++ {
 		addr, ok := candidateAddress(host, i)
 		if !ok {
 			continue
 		}
-		if _, taken := used[addr]; !taken {
-			used[addr] = host
+		if used.add(addr) {
 			return addr
 		}
 	}
 }
 
-// memoFederatedAddress is federatedAddress that remembers each host's
-// first candidate in memo: a host exported to many meshes is hashed once,
-// not once per mesh.
-func memoFederatedAddress(host string, used map[netip.Addr]string, memo map[string]netip.Addr) netip.Addr {
-	addr, ok := memo[host]
-	if !ok {
-		if addr, ok = candidateAddress(host, 0); !ok {
-			return federatedAddress(host, used)
+// addrSet is the virtual addresses given out in one cluster. Federation
+// gives out one per federated host in every client cluster: an open
+// addressing table of IPv4 addresses costs a fraction of a map's inserts.
+type addrSet struct {
+	slots []uint32 // 0 is free; no address given out is 0.0.0.0
+	n     int
+	other map[netip.Addr]struct{} // any other address
+}
+
+func newAddrSet(hint int) *addrSet {
+	size := 64
+	for size < 2*hint {
+		size *= 2
+	}
+	return &addrSet{slots: make([]uint32, size)}
+}
+
+// add adds addr and says whether it was not in the set yet.
+func (s *addrSet) add(addr netip.Addr) bool {
+	if !addr.Is4() || addr.As4() == [4]byte{} {
+		if _, ok := s.other[addr]; ok {
+			return false
 		}
-		memo[host] = addr
+		if s.other == nil {
+			s.other = map[netip.Addr]struct{}{}
+		}
+		s.other[addr] = struct{}{}
+		return true
 	}
-	if _, taken := used[addr]; !taken {
-		used[addr] = host
-		return addr
+	b := addr.As4()
+	v := binary.BigEndian.Uint32(b[:])
+	if 2*(s.n+1) > len(s.slots) {
+		s.grow()
 	}
-	return federatedAddress(host, used)
+	mask := uint32(len(s.slots) - 1)
+	for i := (v * 0x9e3779b1) & mask; ; i = (i + 1) & mask {
+		switch s.slots[i] {
+		case v:
+			return false
+		case 0:
+			s.slots[i] = v
+			s.n++
+			return true
+		}
+	}
+}
+
+func (s *addrSet) grow() {
+	old := s.slots
+	s.slots = make([]uint32, 2*len(old))
+	mask := uint32(len(s.slots) - 1)
+	for _, v := range old {
+		if v == 0 {
+			continue
+		}
+		i := (v * 0x9e3779b1) & mask
+		for s.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		s.slots[i] = v
+	}
 }
 
 // candidateAddress is the i-th address tried for host; false for the

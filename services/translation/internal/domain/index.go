@@ -2,13 +2,13 @@ package domain
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // ObjectKey names a namespaced object in a cluster.
@@ -83,10 +83,13 @@ func NewIndex(inputs map[string]*snapshotv1.InputSnapshot, clusterDomain string)
 		workloadsByCluster: map[string][]*workload{},
 	}
 	ix.indexMeshes(inputs)
-	// Two entries for one object (an agent bug, or a resync race) are
-	// resolved by content, so that list order cannot change the result.
-	dests := map[ObjectKey]*discoveryv1.Destination{}
-	works := map[ObjectKey]*discoveryv1.Workload{}
+	var nd, nw int
+	for _, in := range inputs {
+		nd += len(in.GetDestinations())
+		nw += len(in.GetWorkloads())
+	}
+	dests := make([]keyed[*discoveryv1.Destination], 0, nd)
+	works := make([]keyed[*discoveryv1.Workload], 0, nw)
 	for _, cluster := range sortedKeys(inputs) {
 		in := inputs[cluster]
 		for _, d := range in.GetDestinations() {
@@ -94,29 +97,29 @@ func NewIndex(inputs map[string]*snapshotv1.InputSnapshot, clusterDomain string)
 			if ref.GetName() == "" || ref.GetNamespace() == "" {
 				continue
 			}
-			key := ObjectKey{Cluster: cluster, Namespace: ref.GetNamespace(), Name: ref.GetName()}
-			if old, dup := dests[key]; !dup || compareContent(d, old) < 0 {
-				dests[key] = d
-			}
+			dests = append(dests, keyed[*discoveryv1.Destination]{ObjectKey{Cluster: cluster, Namespace: ref.GetNamespace(), Name: ref.GetName()}, d})
 		}
 		for _, w := range in.GetWorkloads() {
 			key := workloadKey(cluster, w)
 			if key.Name == "" {
 				continue
 			}
-			if old, dup := works[key]; !dup || compareContent(w, old) < 0 {
-				works[key] = w
-			}
+			works = append(works, keyed[*discoveryv1.Workload]{key, w})
 		}
 	}
-	for key, d := range dests {
+	dests, works = sortedUnique(dests), sortedUnique(works)
+	ix.byKey = make(map[ObjectKey]*destination, len(dests))
+	ix.destinations = make([]*destination, 0, len(dests))
+	for _, kd := range dests {
+		key, d := kd.key, kd.v
 		ks := d.GetSpec().GetKubeService()
 		host := ks.GetHostname()
 		if host == "" {
-			host = fmt.Sprintf("%s.%s.svc.%s", key.Name, key.Namespace, clusterDomain)
+			host = key.Name + "." + key.Namespace + ".svc." + clusterDomain
 		}
 		dst := &destination{Key: key, Host: host, Labels: ks.GetLabels(), Selector: ks.GetWorkloadSelectorLabels(), Subsets: ks.GetSubsets(), PortInfo: ks.GetPorts(), Region: ks.GetRegion()}
 		dst.Zone = singleZone(ks)
+		dst.Ports = make([]uint32, 0, len(ks.GetPorts()))
 		for _, p := range ks.GetPorts() {
 			dst.Ports = append(dst.Ports, p.GetPort())
 			if t := p.GetTargetPortNumber(); t != 0 {
@@ -128,24 +131,23 @@ func NewIndex(inputs map[string]*snapshotv1.InputSnapshot, clusterDomain string)
 		}
 		dst.Mesh = ix.meshOf(key.Cluster, d.GetSpec().GetMesh())
 		ix.byKey[key] = dst
+		ix.destinations = append(ix.destinations, dst)
 	}
-	for key, w := range works {
-		k := w.GetSpec().GetKubernetes()
-		ix.workloads = append(ix.workloads, &workload{
-			Key: key, Labels: k.GetPodLabels(), ServiceAccount: k.GetServiceAccountName(),
-			Mesh: ix.meshOf(key.Cluster, w.GetSpec().GetMesh()),
-		})
+	ix.workloads = make([]*workload, 0, len(works))
+	all := make([]workload, len(works)) // one allocation for all
+	for i, kw := range works {
+		k := kw.v.GetSpec().GetKubernetes()
+		all[i] = workload{
+			Key: kw.key, Labels: k.GetPodLabels(), ServiceAccount: k.GetServiceAccountName(),
+			Mesh: ix.meshOf(kw.key.Cluster, kw.v.GetSpec().GetMesh()),
+		}
+		ix.workloads = append(ix.workloads, &all[i])
 	}
-	for _, d := range ix.byKey {
-		ix.destinations = append(ix.destinations, d)
-	}
-	slices.SortFunc(ix.destinations, func(a, b *destination) int { return a.Key.compare(b.Key) })
 	for _, d := range ix.destinations {
 		ix.byCluster[d.Key.Cluster] = append(ix.byCluster[d.Key.Cluster], d)
 		nk := [2]string{d.Key.Cluster, d.Key.Namespace}
 		ix.byClusterNS[nk] = append(ix.byClusterNS[nk], d)
 	}
-	slices.SortFunc(ix.workloads, func(a, b *workload) int { return a.Key.compare(b.Key) })
 	for _, w := range ix.workloads {
 		nk := [2]string{w.Key.Cluster, w.Key.Namespace}
 		ix.workloadsByNS[nk] = append(ix.workloadsByNS[nk], w)
@@ -156,6 +158,40 @@ func NewIndex(inputs map[string]*snapshotv1.InputSnapshot, clusterDomain string)
 		}
 	}
 	return ix
+}
+
+// keyed is an entity of an input with its key.
+type keyed[T proto.Message] struct {
+	key ObjectKey
+	v   T
+}
+
+// sortedUnique sorts entities by key and keeps one of each key: two
+// entries for one object (an agent bug, or a resync race) are resolved by
+// content, so that list order cannot change the result. Inputs are
+// sorted already, and then nothing is moved.
+func sortedUnique[T proto.Message](list []keyed[T]) []keyed[T] {
+	sorted := true
+	for i := 1; i < len(list) && sorted; i++ {
+		sorted = list[i-1].key.compare(list[i].key) < 0
+	}
+	if sorted {
+		return list
+	}
+	slices.SortStableFunc(list, func(a, b keyed[T]) int { return a.key.compare(b.key) })
+	out := list[:0]
+	for _, e := range list {
+		if n := len(out); n > 0 && out[n-1].key == e.key {
+			// The first of the least content wins, as it did in input
+			// order.
+			if compareContent(e.v, out[n-1].v) < 0 {
+				out[n-1] = e
+			}
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // workloadsIn returns the workloads in any of clusters and any of

@@ -9,8 +9,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"net/netip"
 	"runtime"
 	"slices"
 	"strings"
@@ -169,7 +167,7 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 	e := newEmitter()
 	emitMeshWide(e, vms)
 	access.emit(e)
-	addrs := map[string]map[netip.Addr]string{}
+	addrs := map[string]*addrSet{}
 	if err := emitFederation(e, ix, vms, addrs); err != nil {
 		return nil, nil, err
 	}
@@ -226,6 +224,7 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 	if err := translateExtensions(inputs, ix, outputs, opts); err != nil {
 		return nil, nil, err
 	}
+	placeFederated(outputs, e)
 	sealOutputs(outputs)
 	applied := &Applied{inputs: inputs, ix: ix, traffic: tr, policies: policies, access: access, accessPs: accessPolicies, vms: vms, vds: vds}
 	res := &Result{Outputs: outputs, LastGood: next, Applied: applied}
@@ -362,6 +361,9 @@ type emitter struct {
 	// The shard used last, as callers add many objects to one cluster.
 	lastCluster string
 	last        map[shardKey]*pendingObject
+	// The client-side objects of federation by client cluster, which are
+	// most objects: kept out of the shards, see federatedBlock.
+	federated map[string]*federatedBlock
 }
 
 type shardKey struct {
@@ -381,10 +383,13 @@ type pendingObject struct {
 	// annotations made from parents in advance, shared by identical
 	// objects; nil when parents were merged.
 	annotations map[string]string
+	// segment, when not nil, makes this a place in the order instead of
+	// an object: where the pairs [from, to) of a federated block go.
+	segment *federatedSegment
 }
 
 func newEmitter() *emitter {
-	return &emitter{shards: map[string]map[shardKey]*pendingObject{}}
+	return &emitter{shards: map[string]map[shardKey]*pendingObject{}, federated: map[string]*federatedBlock{}}
 }
 
 func (e *emitter) shard(cluster string) map[shardKey]*pendingObject {
@@ -400,20 +405,9 @@ func (e *emitter) shard(cluster string) map[shardKey]*pendingObject {
 	return m
 }
 
-// grow makes room for n more objects in cluster.
-func (e *emitter) grow(cluster string, n int) {
-	e.order = slices.Grow(e.order, n)
-	if n < 1024 {
-		return
-	}
-	old := e.shard(cluster)
-	m := make(map[shardKey]*pendingObject, len(old)+n)
-	maps.Copy(m, old)
-	e.shards[cluster] = m
-	e.last = m
-}
-
-func (e *emitter) has(apiVersion, kind string, at ObjectKey) bool {
+// hasOwn says whether the emitter has the object outside the federated
+// blocks.
+func (e *emitter) hasOwn(apiVersion, kind string, at ObjectKey) bool {
 	_, ok := e.shard(at.Cluster)[shardKey{apiVersion, kind, at.Namespace, at.Name}]
 	return ok
 }
@@ -423,6 +417,10 @@ func (e *emitter) add(apiVersion, kind string, at ObjectKey, parents []ParentRef
 	sk := shardKey{apiVersion, kind, at.Namespace, at.Name}
 	if p, ok := m[sk]; ok {
 		p.merge(parents)
+		return
+	}
+	if fp, k := e.federatedPair(apiVersion, kind, at); fp != nil {
+		fp.merge(k, parents)
 		return
 	}
 	p := &pendingObject{key: emitKey{apiVersion, kind, at}, parents: slices.Clone(parents), spec: spec}
@@ -435,33 +433,140 @@ func (p *pendingObject) merge(parents []ParentRef) {
 	p.annotations = nil
 }
 
-// addEncoded is add for a spec already encoded with MarshalSpec. Objects
-// may share raw: nothing modifies it.
-func (e *emitter) addEncoded(apiVersion, kind string, at ObjectKey, parents []ParentRef, raw []byte) {
-	e.addShared(apiVersion, kind, at, slices.Clone(parents), raw, nil)
+// federatedBlock holds the client-side ServiceEntry and DestinationRule
+// of every host federated to one cluster: one pair per host and client
+// namespace. There are millions in large estates, so they are not in the
+// emitter's maps: callers add them in host order, which keeps each
+// host's pairs together for lookups, and flush writes the objects of a
+// block at once, into one array.
+type federatedBlock struct {
+	cluster string
+	pairs   []federatedPair // in the order added, and so by host
+	// The segments of pairs in the emitter's order: pairs are added in one
+	// run per cluster unless an object of the emitter's own comes between.
+	segments []*federatedSegment
+	// namespace is that of every pair when oneNamespace.
+	namespace    string
+	oneNamespace bool
+
+	// Made by flush when the cluster has an output: the DestinationRules
+	// of the pairs, then their ServiceEntries, in the pairs' order.
+	objects []snapshotv1.Object
 }
 
-// addShared is addEncoded for parents that the caller no longer modifies
-// and may pass to several objects, with their annotations when made
-// already (parentsAnnotation(parents)), which the objects then share.
-func (e *emitter) addShared(apiVersion, kind string, at ObjectKey, parents []ParentRef, raw []byte, annotations map[string]string) {
-	m := e.shard(at.Cluster)
-	sk := shardKey{apiVersion, kind, at.Namespace, at.Name}
-	if p, ok := m[sk]; ok {
-		p.merge(parents)
-		return
+type federatedSegment struct {
+	block    *federatedBlock
+	from, to int
+	// at is where the segment's objects go among the output's other
+	// objects in the emitter's order; set by flush.
+	at int
+}
+
+// federatedPair is a ServiceEntry and a DestinationRule at
+// (namespace, x.host) in the block's cluster.
+type federatedPair struct {
+	namespace string
+	x         *exportedDest // the name, parents and annotations
+	enc       *encodedHost  // the specs
+	// merged are the parents of the ServiceEntry and the DestinationRule
+	// once others were merged into x's.
+	merged *[2][]ParentRef
+}
+
+// federatedBlock returns the block of cluster, making room for n pairs.
+func (e *emitter) federatedBlock(cluster string, n int) *federatedBlock {
+	b := e.federated[cluster]
+	if b == nil {
+		b = &federatedBlock{cluster: cluster, oneNamespace: true}
+		e.federated[cluster] = b
 	}
-	// The full slice expression makes a merge copy the parents instead of
-	// appending to a shared array.
-	p := &pendingObject{key: emitKey{apiVersion, kind, at}, parents: parents[:len(parents):len(parents)], raw: raw, annotations: annotations}
-	m[sk] = p
-	e.order = append(e.order, p)
+	b.pairs = slices.Grow(b.pairs, n)
+	return b
+}
+
+// addFederated adds the pair of x at namespace to b. The caller adds pairs
+// in host order and makes sure the emitter has neither object yet.
+func (e *emitter) addFederated(b *federatedBlock, namespace string, x *exportedDest, enc *encodedHost) {
+	if len(b.pairs) == 0 {
+		b.namespace = namespace
+	} else if namespace != b.namespace {
+		b.oneNamespace = false
+	}
+	if n := len(b.segments); n == 0 || e.order[len(e.order)-1].segment != b.segments[n-1] {
+		seg := &federatedSegment{block: b, from: len(b.pairs), to: len(b.pairs)}
+		b.segments = append(b.segments, seg)
+		e.order = append(e.order, &pendingObject{segment: seg})
+	}
+	b.pairs = append(b.pairs, federatedPair{namespace: namespace, x: x, enc: enc})
+	b.segments[len(b.segments)-1].to++
+}
+
+// lastWithHost finds the pair at (namespace, host) among the pairs of the
+// last host added.
+func (b *federatedBlock) lastWithHost(namespace, host string) *federatedPair {
+	for i := len(b.pairs) - 1; i >= 0 && b.pairs[i].x.host == host; i-- {
+		if b.pairs[i].namespace == namespace {
+			return &b.pairs[i]
+		}
+	}
+	return nil
+}
+
+// federatedPair finds the pair holding the object, and which of the two
+// it is.
+func (e *emitter) federatedPair(apiVersion, kind string, at ObjectKey) (*federatedPair, int) {
+	b := e.federated[at.Cluster]
+	if b == nil || apiVersion != IstioNetworkingV1 {
+		return nil, 0
+	}
+	var k int
+	switch kind {
+	case KindServiceEntry:
+		k = 0
+	case KindDestinationRule:
+		k = 1
+	default:
+		return nil, 0
+	}
+	i, _ := slices.BinarySearchFunc(b.pairs, at.Name, func(p federatedPair, host string) int { return strings.Compare(p.x.host, host) })
+	for ; i < len(b.pairs) && b.pairs[i].x.host == at.Name; i++ {
+		if b.pairs[i].namespace == at.Namespace {
+			return &b.pairs[i], k
+		}
+	}
+	return nil, 0
+}
+
+// merge adds parents to those of the pair's ServiceEntry (k 0) or
+// DestinationRule (k 1).
+func (p *federatedPair) merge(k int, parents []ParentRef) {
+	if p.merged == nil {
+		shared := p.x.parents[:len(p.x.parents):len(p.x.parents)]
+		p.merged = &[2][]ParentRef{shared, shared}
+	}
+	p.merged[k] = append(p.merged[k], parents...)
+}
+
+// annotations are those of the pair's object k.
+func (p *federatedPair) annotations(k int) map[string]string {
+	if p.merged == nil {
+		return p.x.annotations
+	}
+	return parentsAnnotation(p.merged[k])
 }
 
 // flush encodes the objects into the outputs of their clusters. Objects for
 // a cluster without an output (no agent has reported for it) are dropped.
+// The federated blocks' objects are not added to the outputs yet: see
+// placeFederated.
 func (e *emitter) flush(outputs map[string]*snapshotv1.OutputSnapshot, opts Options) error {
 	for _, p := range e.order {
+		if p.segment != nil {
+			if out, ok := outputs[p.segment.block.cluster]; ok {
+				p.segment.flush(out, opts)
+			}
+			continue
+		}
 		k := p.key
 		out, ok := outputs[k.at.Cluster]
 		if !ok {
@@ -481,6 +586,94 @@ func (e *emitter) flush(outputs map[string]*snapshotv1.OutputSnapshot, opts Opti
 		out.Objects = append(out.Objects, makeObjectAnnotated(k.apiVersion, k.kind, k.at, ann, specJSON, opts))
 	}
 	return nil
+}
+
+// flush makes the objects of the segment's pairs.
+func (s *federatedSegment) flush(out *snapshotv1.OutputSnapshot, opts Options) {
+	b := s.block
+	n := len(b.pairs)
+	if b.objects == nil {
+		b.objects = make([]snapshotv1.Object, 2*n)
+	}
+	s.at = len(out.Objects)
+	labels := opts.labels.get(opts.Install, b.cluster)
+	for i := s.from; i < s.to; i++ {
+		p := &b.pairs[i]
+		dr, se := &b.objects[i], &b.objects[n+i]
+		se.ApiVersion, se.Kind, se.Namespace, se.Name = IstioNetworkingV1, KindServiceEntry, p.namespace, p.x.host
+		se.Labels, se.Annotations, se.Spec = labels, p.annotations(0), p.enc.se
+		dr.ApiVersion, dr.Kind, dr.Namespace, dr.Name = IstioNetworkingV1, KindDestinationRule, p.namespace, p.x.host
+		dr.Labels, dr.Annotations, dr.Spec = labels, p.annotations(1), p.enc.dr
+	}
+}
+
+// placeFederated adds the objects of the federated blocks to the outputs
+// (after every other object is in), in the output's order when that
+// costs only a merge: sorting two million objects is most of sealing.
+// The order is then the one SortOutput gives for the emitter's order,
+// since no two objects have the same key. When two do, the objects are
+// added in the emitter's order, as the other objects are, for SortOutput
+// to order as it always has.
+func placeFederated(outputs map[string]*snapshotv1.OutputSnapshot, e *emitter) {
+	for _, cluster := range sortedKeys(e.federated) {
+		b := e.federated[cluster]
+		out, ok := outputs[cluster]
+		if !ok || b.objects == nil {
+			continue
+		}
+		n := len(b.pairs)
+		// The pairs are in host order: in the output's order when they
+		// have one namespace, DestinationRules before ServiceEntries.
+		fed := make([]*snapshotv1.Object, 2*n)
+		for i := range fed {
+			fed[i] = &b.objects[i]
+		}
+		if !b.oneNamespace {
+			slices.SortFunc(fed, snapshots.CompareObjects)
+		}
+		others := slices.Clone(out.Objects)
+		slices.SortFunc(others, snapshots.CompareObjects)
+		if merged, ok := mergeObjects(others, fed); ok {
+			out.Objects = merged
+			continue
+		}
+		inOrder := make([]*snapshotv1.Object, 0, len(out.Objects)+2*n)
+		prev := 0
+		for _, s := range b.segments {
+			inOrder = append(inOrder, out.Objects[prev:s.at]...)
+			for i := s.from; i < s.to; i++ {
+				inOrder = append(inOrder, &b.objects[n+i], &b.objects[i])
+			}
+			prev = s.at
+		}
+		out.Objects = append(inOrder, out.Objects[prev:]...)
+	}
+}
+
+// mergeObjects merges a and b, each sorted with snapshots.CompareObjects
+// and b without two equal keys; ok is false when two objects have the
+// same key.
+func mergeObjects(a, b []*snapshotv1.Object) (merged []*snapshotv1.Object, ok bool) {
+	for i := 1; i < len(a); i++ {
+		if snapshots.CompareObjects(a[i-1], a[i]) == 0 {
+			return nil, false
+		}
+	}
+	merged = make([]*snapshotv1.Object, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		switch c := snapshots.CompareObjects(a[0], b[0]); {
+		case c < 0:
+			merged = append(merged, a[0])
+			a = a[1:]
+		case c > 0:
+			merged = append(merged, b[0])
+			b = b[1:]
+		default:
+			return nil, false
+		}
+	}
+	merged = append(merged, a...)
+	return append(merged, b...), true
 }
 
 // warnPlaintextInStrictMesh warns a TrafficPolicy that disables mTLS to a

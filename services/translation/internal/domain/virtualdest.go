@@ -383,7 +383,7 @@ func (d *destination) locality() string {
 // SNI of the VirtualDestination hostname to the ServiceEntry there). Each
 // endpoint carries its service's locality. used holds the virtual
 // addresses already given out per cluster.
-func emitVirtualDestinations(e *emitter, ix *Index, vds *virtualDestinations, used map[string]map[netip.Addr]string) {
+func emitVirtualDestinations(e *emitter, ix *Index, vds *virtualDestinations, used map[string]*addrSet) {
 	gatewayHosts := map[*mesh][]string{}
 	for _, vd := range vds.all {
 		if !vd.valid() {
@@ -438,7 +438,7 @@ func emitVirtualDestinations(e *emitter, ix *Index, vds *virtualDestinations, us
 				res = istiov1alpha3.ServiceEntry_DNS
 			}
 			if used[m.Key.Cluster] == nil {
-				used[m.Key.Cluster] = map[netip.Addr]string{}
+				used[m.Key.Cluster] = newAddrSet(0)
 			}
 			at := ObjectKey{Cluster: m.Key.Cluster, Namespace: m.Namespace, Name: host}
 			e.add(IstioNetworkingV1, KindServiceEntry, at, parents, &istiov1alpha3.ServiceEntry{
