@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -64,10 +65,67 @@ type hashWriter struct {
 	buf []byte
 	ok  bool // false once something the fast path cannot encode was seen
 
+	maps *mapEncodings
 	// The last label map encoded and its encoding: translation gives all
 	// objects of a cluster one label map.
 	labels    uintptr
 	labelsEnc []byte
+	// Strings checked to be UTF-8 last, by field: objects in a row share
+	// their API version, kind and namespace. A string's bytes never change.
+	valid [5]string
+}
+
+// mapEncodings keeps the encodings of label and annotation maps for the
+// next objects with the same map: translation gives every object of a
+// cluster one label map, and the objects it writes for one destination in
+// every cluster one annotation map. A map is known by its address, so none
+// may be modified, or freed, while the encodings are kept.
+type mapEncodings struct {
+	byKey map[uintptr][]byte // by the map's address plus the field number (< 8)
+	arena []byte             // where the encodings are kept
+	// The annotation maps of the objects of the last output, in order,
+	// and those of this one so far: the outputs of one translation hold
+	// mostly the same in the same order, so the next is predicted from
+	// there without a look-up in byKey.
+	last, this []mapUse
+	next       int // in last
+}
+
+type mapUse struct {
+	key uintptr
+	enc []byte
+}
+
+// keep copies b aside.
+func (e *mapEncodings) keep(b []byte) []byte {
+	if len(b) > 4<<10 {
+		return slices.Clone(b)
+	}
+	if cap(e.arena)-len(e.arena) < len(b) {
+		e.arena = make([]byte, 0, 64<<10)
+	}
+	start := len(e.arena)
+	e.arena = append(e.arena, b...)
+	return e.arena[start:len(e.arena):len(e.arena)]
+}
+
+// predict finds key at the next place in the last output's order, or one
+// place off: an object more or less than in the last output. Otherwise it
+// takes the key to replace the next one.
+func (e *mapEncodings) predict(key uintptr) ([]byte, bool) {
+	for _, i := range [3]int{e.next, e.next + 1, e.next - 1} {
+		if i >= 0 && i < len(e.last) && e.last[i].key == key {
+			e.next = i + 1
+			return e.last[i].enc, true
+		}
+	}
+	e.next++
+	return nil, false
+}
+
+// nextOutput starts the order of the next output.
+func (e *mapEncodings) nextOutput() {
+	e.last, e.this, e.next = e.this, e.last[:0], 0
 }
 
 func (w *hashWriter) flushIfLarge() {
@@ -81,7 +139,15 @@ func (w *hashWriter) str(num protowire.Number, s string) {
 	if s == "" {
 		return
 	}
-	if !utf8.ValidString(s) {
+	if num < protowire.Number(len(w.valid)) {
+		if last := w.valid[num]; len(last) != len(s) || unsafe.StringData(last) != unsafe.StringData(s) {
+			if utf8.ValidString(s) {
+				w.valid[num] = s
+			} else {
+				w.ok = false
+			}
+		}
+	} else if !utf8.ValidString(s) {
 		w.ok = false
 	}
 	w.buf = protowire.AppendTag(w.buf, num, protowire.BytesType)
@@ -194,20 +260,9 @@ func (w *hashWriter) object(o *snapshotv1.Object, keys *[]string) {
 		return
 	}
 	labels := w.labelsEncoding(o.GetLabels(), keys)
-	// Most objects have one annotation: read it once.
-	ann := o.GetAnnotations()
-	var annK, annV string
-	var annSize int
-	if len(ann) == 1 {
-		for k, v := range ann {
-			annK, annV = k, v
-		}
-		annSize = protowire.SizeTag(6) + protowire.SizeBytes(mapEntrySize(annK, annV))
-	} else {
-		annSize = mapSize(6, ann)
-	}
+	ann := w.annotationsEncoding(o.GetAnnotations(), keys)
 	size := strSize(1, o.GetApiVersion()) + strSize(2, o.GetKind()) + strSize(3, o.GetNamespace()) + strSize(4, o.GetName()) +
-		len(labels) + annSize + bytesSize(7, o.GetSpec())
+		len(labels) + len(ann) + bytesSize(7, o.GetSpec())
 	w.buf = protowire.AppendTag(w.buf, 4, protowire.BytesType)
 	w.buf = protowire.AppendVarint(w.buf, uint64(size))
 	w.str(1, o.GetApiVersion())
@@ -215,17 +270,13 @@ func (w *hashWriter) object(o *snapshotv1.Object, keys *[]string) {
 	w.str(3, o.GetNamespace())
 	w.str(4, o.GetName())
 	w.buf = append(w.buf, labels...)
-	if len(ann) == 1 {
-		w.entry(6, annK, annV)
-	} else {
-		w.strMap(6, ann, keys)
-	}
+	w.buf = append(w.buf, ann...)
 	w.large(7, o.GetSpec())
 	w.flushIfLarge()
 }
 
-// labelsEncoding is the encoding of an object's labels field, kept for
-// the next object with the same map.
+// labelsEncoding is mapEncoding for an object's labels, with the last
+// map used checked first.
 func (w *hashWriter) labelsEncoding(m map[string]string, keys *[]string) []byte {
 	if len(m) == 0 {
 		return nil
@@ -234,13 +285,60 @@ func (w *hashWriter) labelsEncoding(m map[string]string, keys *[]string) []byte 
 	if p == w.labels {
 		return w.labelsEnc
 	}
+	enc, valid := w.mapEncoding(5, m, keys)
+	if valid {
+		w.labels, w.labelsEnc = p, enc
+	}
+	return enc
+}
+
+// annotationsEncoding is mapEncoding for an object's annotations,
+// predicted from the order of the last output.
+func (w *hashWriter) annotationsEncoding(m map[string]string, keys *[]string) []byte {
+	p := reflect.ValueOf(m).Pointer()
+	if p == 0 {
+		return nil
+	}
+	key := p | 6
+	enc, ok := w.maps.predict(key)
+	if !ok {
+		if enc, ok = w.mapEncoding(6, m, keys); !ok {
+			return enc
+		}
+	}
+	w.maps.this = append(w.maps.this, mapUse{key, enc})
+	return enc
+}
+
+// mapEncoding is the encoding of field num holding m, kept for the next
+// object with the same map unless m has a string that is not UTF-8
+// (valid is false then, and so is w.ok).
+func (w *hashWriter) mapEncoding(num protowire.Number, m map[string]string, keys *[]string) (enc []byte, valid bool) {
+	p := reflect.ValueOf(m).Pointer()
+	if p == 0 {
+		return nil, true
+	}
+	// A map's address is a multiple of 8 at least.
+	key := p | uintptr(num&7)
+	if enc, ok := w.maps.byKey[key]; ok {
+		return enc, true
+	}
 	// Encode with the shared buffer's code, then move the bytes aside.
+	ok := w.ok
+	w.ok = true
 	start := len(w.buf)
-	w.strMap(5, m, keys)
-	w.labelsEnc = append(w.labelsEnc[:0], w.buf[start:]...)
+	w.strMap(num, m, keys)
+	enc = w.maps.keep(w.buf[start:])
 	w.buf = w.buf[:start]
-	w.labels = p
-	return w.labelsEnc
+	valid = w.ok
+	if valid {
+		if w.maps.byKey == nil {
+			w.maps.byKey = map[uintptr][]byte{}
+		}
+		w.maps.byKey[key] = enc
+	}
+	w.ok = valid && ok
+	return enc, valid
 }
 
 func (w *hashWriter) status(s *snapshotv1.ResourceStatus) {
@@ -281,13 +379,36 @@ func (w *hashWriter) message(num protowire.Number, m proto.Message) {
 	w.flushIfLarge()
 }
 
+// OutputSealer seals outputs in turn, as SealOutput does, and keeps the
+// encodings of their label and annotation maps from one output to the
+// next: the outputs of one translation share most of them. The maps of
+// the outputs it sealed must be neither modified nor freed while it is in
+// use: keep it for the outputs of one translation. The zero value is
+// ready to use; it is not safe for concurrent use.
+type OutputSealer struct {
+	maps mapEncodings
+}
+
+// Seal sorts s and sets its version, as SealOutput does.
+func (z *OutputSealer) Seal(s *snapshotv1.OutputSnapshot) string {
+	SortOutput(s)
+	z.maps.nextOutput()
+	v, ok := fastOutputVersion(s, &z.maps)
+	if !ok {
+		v = contentVersion(s, outputVolatile)
+	}
+	s.Version = v
+	return v
+}
+
 // fastOutputVersion is OutputVersion without reflection; ok is false when
-// the output holds something only the reflective encoding handles.
-func fastOutputVersion(s *snapshotv1.OutputSnapshot) (version string, ok bool) {
+// the output holds something only the reflective encoding handles. maps
+// may hold encodings of maps of s already.
+func fastOutputVersion(s *snapshotv1.OutputSnapshot, maps *mapEncodings) (version string, ok bool) {
 	if !fastOutputOK || s == nil {
 		return "", false
 	}
-	w := &hashWriter{h: sha256.New(), buf: make([]byte, 0, 40<<10), ok: true}
+	w := &hashWriter{h: sha256.New(), buf: make([]byte, 0, 40<<10), ok: true, maps: maps}
 	var keys []string
 	w.str(1, s.GetCluster())
 	for _, o := range s.GetObjects() {

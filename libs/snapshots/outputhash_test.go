@@ -74,7 +74,7 @@ func TestFastOutputVersion(t *testing.T) {
 				IncludedRequestHeaders: []string{str(), str()},
 			})
 		}
-		fast, ok := fastOutputVersion(out)
+		fast, ok := fastOutputVersion(out, &mapEncodings{})
 		if !ok {
 			t.Fatalf("output %d: the fast path refused a valid output", i)
 		}
@@ -94,7 +94,7 @@ func TestFastOutputVersionFallsBack(t *testing.T) {
 		"nil status":          {Cluster: "c", Statuses: []*snapshotv1.ResourceStatus{nil}},
 	}
 	for name, out := range cases {
-		if _, ok := fastOutputVersion(out); ok {
+		if _, ok := fastOutputVersion(out, &mapEncodings{}); ok {
 			t.Errorf("%s: the fast path took it", name)
 		}
 		if got, want := OutputVersion(out), contentVersion(out, outputVolatile); got != want {
@@ -104,10 +104,74 @@ func TestFastOutputVersionFallsBack(t *testing.T) {
 	withUnknown := &snapshotv1.Object{Name: "a"}
 	withUnknown.ProtoReflect().SetUnknown([]byte{0x78, 0x01}) // field 15, varint 1
 	out := &snapshotv1.OutputSnapshot{Cluster: "c", Objects: []*snapshotv1.Object{withUnknown}}
-	if _, ok := fastOutputVersion(out); ok {
+	if _, ok := fastOutputVersion(out, &mapEncodings{}); ok {
 		t.Error("an object with unknown fields took the fast path")
 	}
 	if got, want := OutputVersion(out), contentVersion(out, outputVolatile); got != want {
 		t.Errorf("unknown fields: OutputVersion %s, reflective %s", got, want)
+	}
+}
+
+// TestOutputSealer checks that the encodings an OutputSealer keeps from
+// one output to the next give each output the version of protobuf's own
+// encoding, over outputs that share label and annotation maps (among
+// them, one map as labels of some objects and annotations of others),
+// have maps with invalid UTF-8, and come in any order.
+func TestOutputSealer(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var shared []map[string]string
+	for i := range 40 {
+		m := map[string]string{}
+		for j := range r.IntN(4) {
+			m[fmt.Sprintf("k%d", j)] = strings.Repeat("v", r.IntN(200)) + fmt.Sprint(i)
+		}
+		if i%13 == 0 {
+			m["bad"] = "\xff"
+		}
+		shared = append(shared, m)
+	}
+	pick := func() map[string]string { return shared[r.IntN(len(shared))] }
+	// Outputs mostly follow one order of annotation maps, with maps left
+	// out, added and replaced, as the outputs of a translation do.
+	var order []map[string]string
+	for range 60 {
+		order = append(order, pick())
+	}
+	var z OutputSealer
+	for i := range 300 {
+		out := &snapshotv1.OutputSnapshot{Cluster: fmt.Sprintf("c%d", i)}
+		labels := pick()
+		var anns []map[string]string
+		if i%3 == 0 {
+			for range r.IntN(30) {
+				anns = append(anns, pick())
+			}
+		} else {
+			for _, m := range order {
+				switch r.IntN(10) {
+				case 0: // left out
+				case 1:
+					anns = append(anns, pick(), m)
+				case 2:
+					anns = append(anns, pick())
+				default:
+					anns = append(anns, m)
+				}
+			}
+		}
+		for j, ann := range anns {
+			o := &snapshotv1.Object{ApiVersion: "v1", Kind: "K", Namespace: "ns", Name: fmt.Sprintf("o%d", j), Labels: labels, Annotations: ann, Spec: []byte(`{"a":1}`)}
+			if r.IntN(5) == 0 {
+				o.Labels = pick()
+			}
+			out.Objects = append(out.Objects, o)
+		}
+		got := z.Seal(out)
+		if want := ReflectOutputVersion(out); got != want {
+			t.Fatalf("output %d: version %s, reflective %s", i, got, want)
+		}
+		if got != out.GetVersion() {
+			t.Fatalf("output %d: Seal returned %s, set %s", i, got, out.GetVersion())
+		}
 	}
 }

@@ -1,22 +1,30 @@
 package domain
 
 import (
+	"slices"
+
 	"google.golang.org/protobuf/reflect/protoreflect"
 	istiov1alpha3 "istio.io/api/networking/v1alpha3"
 )
 
 // simpleDestinationRuleJSON encodes a DestinationRule that sets only a
-// host and a client TLS mode, which is most of them (every destination gets
-// one, and so does every federated host), to the bytes MarshalSpec gives,
-// without protojson. ok is false for any other DestinationRule, and for a
-// host that JSON would have to escape; TestSimpleDestinationRuleJSON
-// checks the bytes against MarshalSpec's reflective path.
+// host, a client TLS mode and subsets with a name and labels, which is
+// most of them (every destination gets one, and so does every federated
+// host), to the bytes MarshalSpec gives, without protojson. ok is false
+// for any other DestinationRule, and for a string that JSON would have to
+// escape; TestSimpleDestinationRuleJSON checks the bytes against
+// MarshalSpec's reflective path.
 func simpleDestinationRuleJSON(dr *istiov1alpha3.DestinationRule) (_ []byte, ok bool) {
 	host := dr.GetHost()
 	tp := dr.GetTrafficPolicy()
 	tls := tp.GetTls()
+	subsets := dr.GetSubsets()
+	fields := 2
+	if len(subsets) > 0 {
+		fields = 3
+	}
 	if host == "" || tls == nil || !plainJSONString(host) ||
-		fieldCount(dr.ProtoReflect()) != 2 || fieldCount(tp.ProtoReflect()) != 1 {
+		fieldCount(dr.ProtoReflect()) != fields || fieldCount(tp.ProtoReflect()) != 1 {
 		return nil, false
 	}
 	mode := tls.GetMode()
@@ -32,7 +40,15 @@ func simpleDestinationRuleJSON(dr *istiov1alpha3.DestinationRule) (_ []byte, ok 
 	default:
 		return nil, false
 	}
-	b := make([]byte, 0, len(host)+len(name)+48)
+	size := len(host) + len(name) + 48
+	for _, ss := range subsets {
+		n, ok := simpleSubsetSize(ss)
+		if !ok {
+			return nil, false
+		}
+		size += n
+	}
+	b := make([]byte, 0, size)
 	b = append(b, `{"host":"`...)
 	b = append(b, host...)
 	b = append(b, `","trafficPolicy":{"tls":{`...)
@@ -41,7 +57,78 @@ func simpleDestinationRuleJSON(dr *istiov1alpha3.DestinationRule) (_ []byte, ok 
 		b = append(b, name...)
 		b = append(b, '"')
 	}
-	return append(b, "}}}"...), true
+	b = append(b, "}}"...)
+	if len(subsets) > 0 {
+		b = append(b, `,"subsets":[`...)
+		for i, ss := range subsets {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendSimpleSubset(b, ss)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), true
+}
+
+// simpleSubsetSize says whether a subset sets only a name and labels,
+// all written in JSON as they are, and about how long its encoding is.
+func simpleSubsetSize(ss *istiov1alpha3.Subset) (int, bool) {
+	if ss == nil {
+		return 0, false
+	}
+	fields, n := 0, 32+len(ss.GetName())
+	if ss.GetName() != "" {
+		fields++
+	}
+	if len(ss.GetLabels()) > 0 {
+		fields++
+	}
+	if fieldCount(ss.ProtoReflect()) != fields || !plainJSONString(ss.GetName()) {
+		return 0, false
+	}
+	for k, v := range ss.GetLabels() {
+		if !plainJSONString(k) || !plainJSONString(v) {
+			return 0, false
+		}
+		n += len(k) + len(v) + 6
+	}
+	return n, true
+}
+
+// appendSimpleSubset appends a subset that simpleSubsetSize accepts, its
+// labels in key order as protojson writes maps.
+func appendSimpleSubset(b []byte, ss *istiov1alpha3.Subset) []byte {
+	b = append(b, '{')
+	if name := ss.GetName(); name != "" {
+		b = append(b, `"name":"`...)
+		b = append(b, name...)
+		b = append(b, '"')
+	}
+	if labels := ss.GetLabels(); len(labels) > 0 {
+		if ss.GetName() != "" {
+			b = append(b, ',')
+		}
+		b = append(b, `"labels":{`...)
+		var small [4]string
+		keys := small[:0]
+		for k := range labels {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '"')
+			b = append(b, k...)
+			b = append(b, `":"`...)
+			b = append(b, labels[k]...)
+			b = append(b, '"')
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}')
 }
 
 // fieldCount is the number of populated fields of m, or -1 when it holds

@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -33,16 +35,18 @@ func TestSimpleDestinationRuleJSON(t *testing.T) {
 		}
 	}
 	notSimple := map[string]*istiov1alpha3.DestinationRule{
-		"no host":        {TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}}},
-		"host to escape": {Host: `a"b<c>`, TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}}},
-		"no policy":      {Host: "a"},
-		"no tls":         {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{}},
-		"subsets":        {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{}}, Subsets: []*istiov1alpha3.Subset{{Name: "v1"}}},
-		"export to":      {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{}}, ExportTo: []string{"."}},
-		"outlier":        {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{}, OutlierDetection: &istiov1alpha3.OutlierDetection{}}},
-		"tls sni":        {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_SIMPLE, Sni: "x"}}},
-		"tls skip":       {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{InsecureSkipVerify: wrapperspb.Bool(true)}}},
-		"unknown mode":   {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: 99}}},
+		"no host":          {TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}}},
+		"host to escape":   {Host: `a"b<c>`, TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}}},
+		"no policy":        {Host: "a"},
+		"no tls":           {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{}},
+		"subset policy":    {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{}}, Subsets: []*istiov1alpha3.Subset{{Name: "v1", TrafficPolicy: &istiov1alpha3.TrafficPolicy{}}}},
+		"subset to escape": {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{}}, Subsets: []*istiov1alpha3.Subset{{Name: "v1", Labels: map[string]string{"a": "<"}}}},
+		"subsets, no tls":  {Host: "a", Subsets: []*istiov1alpha3.Subset{{Name: "v1"}}},
+		"export to":        {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{}}, ExportTo: []string{"."}},
+		"outlier":          {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{}, OutlierDetection: &istiov1alpha3.OutlierDetection{}}},
+		"tls sni":          {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_SIMPLE, Sni: "x"}}},
+		"tls skip":         {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{InsecureSkipVerify: wrapperspb.Bool(true)}}},
+		"unknown mode":     {Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: 99}}},
 	}
 	for name, dr := range notSimple {
 		if b, ok := simpleDestinationRuleJSON(dr); ok {
@@ -54,6 +58,36 @@ func TestSimpleDestinationRuleJSON(t *testing.T) {
 		}
 		if want, _ := marshalSpecReflect(dr); string(got) != string(want) {
 			t.Errorf("%s: MarshalSpec %s, protojson %s", name, got, want)
+		}
+	}
+	// Subsets with names and labels, as traffic shifts add them.
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 2000 {
+		dr := &istiov1alpha3.DestinationRule{Host: hosts[r.IntN(len(hosts))], TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: modes[r.IntN(len(modes))]}}}
+		for range r.IntN(4) {
+			ss := &istiov1alpha3.Subset{Name: []string{"", "version-v1", "app-reviews_version-v2", "x"}[r.IntN(4)]}
+			for range r.IntN(4) {
+				if ss.Labels == nil {
+					ss.Labels = map[string]string{}
+				}
+				ss.Labels[[]string{"", "version", "app", "tier", "a.b/c"}[r.IntN(5)]] = []string{"", "v1", "v2", "reviews", "*"}[r.IntN(5)]
+			}
+			dr.Subsets = append(dr.Subsets, ss)
+		}
+		want, err := marshalSpecReflect(dr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := simpleDestinationRuleJSON(dr)
+		if !ok {
+			// Only a label key with a slash is left to protojson here.
+			if !strings.Contains(string(want), "a.b/c") {
+				t.Fatalf("not taken by the hand encoding: %s", want)
+			}
+			continue
+		}
+		if string(got) != string(want) {
+			t.Fatalf("hand encoding %s, protojson %s", got, want)
 		}
 	}
 	unknown := &istiov1alpha3.DestinationRule{Host: "a", TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{}}}

@@ -224,22 +224,30 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 	if err := translateExtensions(inputs, ix, outputs, opts); err != nil {
 		return nil, nil, err
 	}
-	placeFederated(outputs, e)
-	sealOutputs(outputs)
+	sealOutputs(outputs, e)
 	applied := &Applied{inputs: inputs, ix: ix, traffic: tr, policies: policies, access: access, accessPs: accessPolicies, vms: vms, vds: vds}
 	res := &Result{Outputs: outputs, LastGood: next, Applied: applied}
 	return res, &incState{opts: opts, result: res, set: set, users: users, destObjs: destObjs, apObjs: apObjs, apShared: apShared}, nil
 }
 
-// sealOutputs seals every output, on as many goroutines as Go may run at
-// once: each output is sorted and hashed on its own, and they share
-// nothing that is written (label maps, annotations and specs they share
-// are only read).
-func sealOutputs(outputs map[string]*snapshotv1.OutputSnapshot) {
+// sealOutputs adds the federated objects of e to the outputs and seals
+// every output, on as many goroutines as Go may run at once: each output
+// is sorted and hashed on its own, and they share nothing that is written
+// (label maps, annotations and specs they share are only read). Each
+// goroutine keeps the encodings of the maps it saw for the next outputs
+// (snapshots.OutputSealer): nothing modifies them.
+func sealOutputs(outputs map[string]*snapshotv1.OutputSnapshot, e *emitter) {
+	seal := func(z *snapshots.OutputSealer, out *snapshotv1.OutputSnapshot) {
+		if b := e.federated[out.GetCluster()]; b != nil && b.labels != nil {
+			b.place(out)
+		}
+		z.Seal(out)
+	}
 	workers := min(runtime.GOMAXPROCS(0), len(outputs))
 	if workers < 2 {
-		for _, out := range outputs {
-			snapshots.SealOutput(out)
+		var z snapshots.OutputSealer
+		for _, c := range sortedKeys(outputs) {
+			seal(&z, outputs[c])
 		}
 		return
 	}
@@ -247,8 +255,9 @@ func sealOutputs(outputs map[string]*snapshotv1.OutputSnapshot) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
+			var z snapshots.OutputSealer
 			for out := range next {
-				snapshots.SealOutput(out)
+				seal(&z, out)
 			}
 		})
 	}
@@ -449,9 +458,12 @@ type federatedBlock struct {
 	namespace    string
 	oneNamespace bool
 
-	// Made by flush when the cluster has an output: the DestinationRules
-	// of the pairs, then their ServiceEntries, in the pairs' order.
-	objects []snapshotv1.Object
+	// labels of the cluster's objects, set by flush when the cluster has
+	// an output.
+	labels map[string]string
+	// Made by place: the DestinationRules of the pairs, then their
+	// ServiceEntries, in the pairs' order.
+	objects []*snapshotv1.Object
 }
 
 type federatedSegment struct {
@@ -558,12 +570,15 @@ func (p *federatedPair) annotations(k int) map[string]string {
 // flush encodes the objects into the outputs of their clusters. Objects for
 // a cluster without an output (no agent has reported for it) are dropped.
 // The federated blocks' objects are not added to the outputs yet: see
-// placeFederated.
+// place.
 func (e *emitter) flush(outputs map[string]*snapshotv1.OutputSnapshot, opts Options) error {
 	for _, p := range e.order {
-		if p.segment != nil {
-			if out, ok := outputs[p.segment.block.cluster]; ok {
-				p.segment.flush(out, opts)
+		if s := p.segment; s != nil {
+			if out, ok := outputs[s.block.cluster]; ok {
+				// The objects are made when the output is sealed, which
+				// finds them in the caches then.
+				s.at = len(out.Objects)
+				s.block.labels = opts.labels.get(opts.Install, s.block.cluster)
 			}
 			continue
 		}
@@ -588,66 +603,58 @@ func (e *emitter) flush(outputs map[string]*snapshotv1.OutputSnapshot, opts Opti
 	return nil
 }
 
-// flush makes the objects of the segment's pairs.
-func (s *federatedSegment) flush(out *snapshotv1.OutputSnapshot, opts Options) {
-	b := s.block
+// place adds the objects of b to out, its cluster's output, once every
+// other object is in: in the output's order when that costs only a merge,
+// as sorting two million objects is most of sealing. The order is then the
+// one SortOutput gives for the emitter's order, since no two objects have
+// the same key. When two do, the objects are added in the emitter's order,
+// as the other objects are, for SortOutput to order as it always has.
+// Outputs of different blocks may be placed concurrently.
+func (b *federatedBlock) place(out *snapshotv1.OutputSnapshot) {
 	n := len(b.pairs)
-	if b.objects == nil {
-		b.objects = make([]snapshotv1.Object, 2*n)
-	}
-	s.at = len(out.Objects)
-	labels := opts.labels.get(opts.Install, b.cluster)
-	for i := s.from; i < s.to; i++ {
-		p := &b.pairs[i]
-		dr, se := &b.objects[i], &b.objects[n+i]
-		se.ApiVersion, se.Kind, se.Namespace, se.Name = IstioNetworkingV1, KindServiceEntry, p.namespace, p.x.host
-		se.Labels, se.Annotations, se.Spec = labels, p.annotations(0), p.enc.se
-		dr.ApiVersion, dr.Kind, dr.Namespace, dr.Name = IstioNetworkingV1, KindDestinationRule, p.namespace, p.x.host
-		dr.Labels, dr.Annotations, dr.Spec = labels, p.annotations(1), p.enc.dr
-	}
-}
-
-// placeFederated adds the objects of the federated blocks to the outputs
-// (after every other object is in), in the output's order when that
-// costs only a merge: sorting two million objects is most of sealing.
-// The order is then the one SortOutput gives for the emitter's order,
-// since no two objects have the same key. When two do, the objects are
-// added in the emitter's order, as the other objects are, for SortOutput
-// to order as it always has.
-func placeFederated(outputs map[string]*snapshotv1.OutputSnapshot, e *emitter) {
-	for _, cluster := range sortedKeys(e.federated) {
-		b := e.federated[cluster]
-		out, ok := outputs[cluster]
-		if !ok || b.objects == nil {
-			continue
-		}
-		n := len(b.pairs)
-		// The pairs are in host order: in the output's order when they
-		// have one namespace, DestinationRules before ServiceEntries.
-		fed := make([]*snapshotv1.Object, 2*n)
-		for i := range fed {
-			fed[i] = &b.objects[i]
-		}
-		if !b.oneNamespace {
-			slices.SortFunc(fed, snapshots.CompareObjects)
-		}
-		others := slices.Clone(out.Objects)
-		slices.SortFunc(others, snapshots.CompareObjects)
-		if merged, ok := mergeObjects(others, fed); ok {
-			out.Objects = merged
-			continue
-		}
-		inOrder := make([]*snapshotv1.Object, 0, len(out.Objects)+2*n)
-		prev := 0
-		for _, s := range b.segments {
-			inOrder = append(inOrder, out.Objects[prev:s.at]...)
-			for i := s.from; i < s.to; i++ {
-				inOrder = append(inOrder, &b.objects[n+i], &b.objects[i])
+	b.objects = make([]*snapshotv1.Object, 2*n)
+	// The objects are allocated a few at a time: one array for all would
+	// be cleared with stores that bypass the caches, and then filled
+	// from memory.
+	var chunk []snapshotv1.Object
+	for _, s := range b.segments {
+		for i := s.from; i < s.to; i++ {
+			if len(chunk) == 0 {
+				chunk = make([]snapshotv1.Object, 2*min(n-i, 64))
 			}
-			prev = s.at
+			p := &b.pairs[i]
+			dr, se := &chunk[0], &chunk[1]
+			chunk = chunk[2:]
+			dr.ApiVersion, dr.Kind, dr.Namespace, dr.Name = IstioNetworkingV1, KindDestinationRule, p.namespace, p.x.host
+			dr.Labels, dr.Annotations, dr.Spec = b.labels, p.annotations(1), p.enc.dr
+			se.ApiVersion, se.Kind, se.Namespace, se.Name = IstioNetworkingV1, KindServiceEntry, p.namespace, p.x.host
+			se.Labels, se.Annotations, se.Spec = b.labels, p.annotations(0), p.enc.se
+			b.objects[i], b.objects[n+i] = dr, se
 		}
-		out.Objects = append(inOrder, out.Objects[prev:]...)
 	}
+	// The pairs are in host order: in the output's order when they have
+	// one namespace, DestinationRules before ServiceEntries.
+	fed := b.objects
+	if !b.oneNamespace {
+		fed = slices.Clone(fed)
+		slices.SortFunc(fed, snapshots.CompareObjects)
+	}
+	others := slices.Clone(out.Objects)
+	slices.SortFunc(others, snapshots.CompareObjects)
+	if merged, ok := mergeObjects(others, fed); ok {
+		out.Objects = merged
+		return
+	}
+	inOrder := make([]*snapshotv1.Object, 0, len(out.Objects)+2*n)
+	prev := 0
+	for _, s := range b.segments {
+		inOrder = append(inOrder, out.Objects[prev:s.at]...)
+		for i := s.from; i < s.to; i++ {
+			inOrder = append(inOrder, b.objects[n+i], b.objects[i])
+		}
+		prev = s.at
+	}
+	out.Objects = append(inOrder, out.Objects[prev:]...)
 }
 
 // mergeObjects merges a and b, each sorted with snapshots.CompareObjects
