@@ -33,20 +33,24 @@ const (
 // exportedDest is one destination of a server mesh that one VirtualMesh
 // exports, with what its client-side objects share in every client mesh.
 type exportedDest struct {
-	host   string
-	dst    *destination
-	server *mesh
-	gw     *discoveryv1.MeshSpec_Gateway
-	vm     *virtualMesh
-	// parents of the client-side objects, and their annotations: the
-	// same for every client, so made once per destination and shared.
-	parents     []ParentRef
+	// First what every client-side object is made of. The annotations
+	// (made from parents) are the same for every client, so made once
+	// per destination and shared. se and dr are the specs for address
+	// addr, which most clients get, once hasSpecs.
+	host        string
 	annotations map[string]string
-	// addr0 is the first address candidate of host (ok0 when there is
-	// one), enc the encoding last used for it: most clients get both.
+	se, dr      []byte
+	addr        netip.Addr
+	hasSpecs    bool
+
+	dst     *destination
+	server  *mesh
+	gw      *discoveryv1.MeshSpec_Gateway
+	vm      *virtualMesh
+	parents []ParentRef
+	// addr0 is the first address candidate of host, when ok0.
 	addr0 netip.Addr
 	ok0   bool
-	enc   *encodedHost
 }
 
 // federatedHost is one destination of a server mesh made available to one
@@ -198,30 +202,49 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 			addrs[cluster] = used
 		}
 		b := e.federatedBlock(cluster, len(fhs))
+		// The emitter's own ServiceEntries in the cluster by name, which
+		// the hosts are checked against in order.
+		own := e.ownNames(cluster, IstioNetworkingV1, KindServiceEntry)
+		// The pairs of the current host start at run.
+		var cur *exportedDest
+		run := 0
 		for _, fh := range fhs {
-			at := ObjectKey{Cluster: cluster, Namespace: fh.client.Namespace, Name: fh.host}
+			x := fh.exportedDest
+			if x != cur && (cur == nil || x.host != cur.host) {
+				run = len(b.pairs)
+			}
+			cur = x
+			ns := fh.client.Namespace
 			// The same host for another client mesh of this cluster in the
 			// same namespace, or an object the emitter has already.
-			if p := b.lastWithHost(at.Namespace, at.Name); p != nil {
-				p.merge(0, fh.parents)
-				p.merge(1, fh.parents)
+			if p := b.pairAt(run, ns); p != nil {
+				p.merge(0, x.parents)
+				p.merge(1, x.parents)
 				continue
 			}
-			if e.hasOwn(IstioNetworkingV1, KindServiceEntry, at) {
-				e.add(IstioNetworkingV1, KindServiceEntry, at, fh.parents, nil)
-				e.add(IstioNetworkingV1, KindDestinationRule, at, fh.parents, nil)
+			for len(own) > 0 && own[0][0] < x.host {
+				own = own[1:]
+			}
+			if len(own) > 0 && own[0][0] == x.host && slices.ContainsFunc(own, func(k [2]string) bool { return k[0] == x.host && k[1] == ns }) {
+				at := ObjectKey{Cluster: cluster, Namespace: ns, Name: x.host}
+				e.add(IstioNetworkingV1, KindServiceEntry, at, x.parents, nil)
+				e.add(IstioNetworkingV1, KindDestinationRule, at, x.parents, nil)
 				continue
 			}
-			addr := fh.address(used)
-			enc := fh.enc
-			if enc == nil || enc.addr != addr {
-				var err error
-				if enc, err = encodings.get(fh.exportedDest, addr); err != nil {
+			addr := x.address(used)
+			var enc *encodedHost // nil: x's own specs
+			if !x.hasSpecs || x.addr != addr {
+				got, err := encodings.get(x, addr)
+				if err != nil {
 					return err
 				}
-				fh.enc = enc
+				if x.hasSpecs {
+					enc = got
+				} else {
+					x.se, x.dr, x.addr, x.hasSpecs = got.se, got.dr, addr, true
+				}
 			}
-			e.addFederated(b, at.Namespace, fh.exportedDest, enc)
+			e.addFederated(b, ns, x, enc)
 		}
 	}
 	return nil

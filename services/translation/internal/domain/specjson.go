@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"maps"
 	"slices"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -71,6 +72,64 @@ func simpleDestinationRuleJSON(dr *istiov1alpha3.DestinationRule) (_ []byte, ok 
 	return append(b, '}'), true
 }
 
+// destinationRuleJSON is MarshalSpec(st.destinationRule(d, defaultTLS))
+// written straight from st, without the DestinationRule, when that is one
+// simpleDestinationRuleJSON encodes: every destination gets one. ok is
+// false otherwise.
+func (st *destState) destinationRuleJSON(d *destination, defaultTLS istiov1alpha3.ClientTLSSettings_TLSmode) (_ []byte, ok bool) {
+	host := d.Host
+	if st.outlier != nil || host == "" || !plainJSONString(host) {
+		return nil, false
+	}
+	mode, ok := tlsModes[st.tlsMode]
+	if !ok {
+		mode = defaultTLS
+	}
+	var name string
+	if mode != 0 { // DISABLE, the zero value, is left out
+		v := mode.Descriptor().Values().ByNumber(protoreflect.EnumNumber(mode))
+		if v == nil {
+			return nil, false
+		}
+		name = string(v.Name())
+	}
+	subsets := st.subsets()
+	size := len(host) + len(name) + 48
+	for n, labels := range subsets {
+		if !plainJSONString(n) {
+			return nil, false
+		}
+		size += len(n) + 32
+		for k, v := range labels {
+			if !plainJSONString(k) || !plainJSONString(v) {
+				return nil, false
+			}
+			size += len(k) + len(v) + 6
+		}
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"host":"`...)
+	b = append(b, host...)
+	b = append(b, `","trafficPolicy":{"tls":{`...)
+	if name != "" {
+		b = append(b, `"mode":"`...)
+		b = append(b, name...)
+		b = append(b, '"')
+	}
+	b = append(b, "}}"...)
+	if len(subsets) > 0 {
+		b = append(b, `,"subsets":[`...)
+		for i, n := range slices.Sorted(maps.Keys(subsets)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendSubset(b, n, subsets[n])
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), true
+}
+
 // simpleSubsetSize says whether a subset sets only a name and labels,
 // all written in JSON as they are, and about how long its encoding is.
 func simpleSubsetSize(ss *istiov1alpha3.Subset) (int, bool) {
@@ -96,17 +155,22 @@ func simpleSubsetSize(ss *istiov1alpha3.Subset) (int, bool) {
 	return n, true
 }
 
-// appendSimpleSubset appends a subset that simpleSubsetSize accepts, its
-// labels in key order as protojson writes maps.
+// appendSimpleSubset appends a subset that simpleSubsetSize accepts.
 func appendSimpleSubset(b []byte, ss *istiov1alpha3.Subset) []byte {
+	return appendSubset(b, ss.GetName(), ss.GetLabels())
+}
+
+// appendSubset appends a subset of this name and labels, which JSON
+// writes as they are, its labels in key order as protojson writes maps.
+func appendSubset(b []byte, name string, labels map[string]string) []byte {
 	b = append(b, '{')
-	if name := ss.GetName(); name != "" {
+	if name != "" {
 		b = append(b, `"name":"`...)
 		b = append(b, name...)
 		b = append(b, '"')
 	}
-	if labels := ss.GetLabels(); len(labels) > 0 {
-		if ss.GetName() != "" {
+	if len(labels) > 0 {
+		if name != "" {
 			b = append(b, ',')
 		}
 		b = append(b, `"labels":{`...)

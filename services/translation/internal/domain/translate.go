@@ -336,9 +336,14 @@ func destinationObjects(d *destination, tr *trafficTranslation, users userObject
 	if u := users.conflicts(d.Key.Cluster, KindDestinationRule, d.Host); len(u) > 0 && !reportConflict(set.conflicts, d, st.allDRParents(), tr.policy, KindDestinationRule, u) {
 		return out, nil
 	}
-	obj, err := newObject(KindDestinationRule, d, st.allDRParents(), st.destinationRule(d, set.defaultTLS), opts)
-	if err != nil {
-		return nil, err
+	var obj *snapshotv1.Object
+	if raw, ok := st.destinationRuleJSON(d, set.defaultTLS); ok {
+		obj = newObjectEncoded(KindDestinationRule, d, st.allDRParents(), raw, opts)
+	} else {
+		var err error
+		if obj, err = newObject(KindDestinationRule, d, st.allDRParents(), st.destinationRule(d, set.defaultTLS), opts); err != nil {
+			return nil, err
+		}
 	}
 	return append(out, obj), nil
 }
@@ -350,12 +355,17 @@ func newObject(kind string, d *destination, policies []ObjectKey, spec proto.Mes
 	if err != nil {
 		return nil, fmt.Errorf("%s for %s/%s in %s: %w", kind, d.Key.Namespace, d.Key.Name, d.Key.Cluster, err)
 	}
+	return newObjectEncoded(kind, d, policies, specJSON, opts), nil
+}
+
+// newObjectEncoded is newObject for a spec encoded already.
+func newObjectEncoded(kind string, d *destination, policies []ObjectKey, specJSON []byte, opts Options) *snapshotv1.Object {
 	parents := make([]ParentRef, 0, len(policies)+1)
 	parents = append(parents, ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster})
 	for _, p := range policies {
 		parents = append(parents, ParentRef{Kind: parentKindTraffic, Name: p.Name, Namespace: p.Namespace, Cluster: p.Cluster})
 	}
-	return makeObjectAnnotated(IstioNetworkingV1, kind, d.Key, parentsAnnotation(parents), specJSON, opts), nil
+	return makeObjectAnnotated(IstioNetworkingV1, kind, d.Key, parentsAnnotation(parents), specJSON, opts)
 }
 
 // emitter gathers objects that several parents may ask for, such as one
@@ -412,13 +422,6 @@ func (e *emitter) shard(cluster string) map[shardKey]*pendingObject {
 	}
 	e.lastCluster, e.last = cluster, m
 	return m
-}
-
-// hasOwn says whether the emitter has the object outside the federated
-// blocks.
-func (e *emitter) hasOwn(apiVersion, kind string, at ObjectKey) bool {
-	_, ok := e.shard(at.Cluster)[shardKey{apiVersion, kind, at.Namespace, at.Name}]
-	return ok
 }
 
 func (e *emitter) add(apiVersion, kind string, at ObjectKey, parents []ParentRef, spec proto.Message) {
@@ -478,11 +481,19 @@ type federatedSegment struct {
 // (namespace, x.host) in the block's cluster.
 type federatedPair struct {
 	namespace string
-	x         *exportedDest // the name, parents and annotations
-	enc       *encodedHost  // the specs
+	x         *exportedDest // the name, annotations and usually the specs
+	enc       *encodedHost  // the specs when not x's
 	// merged are the parents of the ServiceEntry and the DestinationRule
 	// once others were merged into x's.
 	merged *[2][]ParentRef
+}
+
+// specs are the specs of the pair's ServiceEntry and DestinationRule.
+func (p *federatedPair) specs() (se, dr []byte) {
+	if p.enc != nil {
+		return p.enc.se, p.enc.dr
+	}
+	return p.x.se, p.x.dr
 }
 
 // federatedBlock returns the block of cluster, making room for n pairs.
@@ -513,15 +524,28 @@ func (e *emitter) addFederated(b *federatedBlock, namespace string, x *exportedD
 	b.segments[len(b.segments)-1].to++
 }
 
-// lastWithHost finds the pair at (namespace, host) among the pairs of the
-// last host added.
-func (b *federatedBlock) lastWithHost(namespace, host string) *federatedPair {
-	for i := len(b.pairs) - 1; i >= 0 && b.pairs[i].x.host == host; i-- {
+// pairAt finds the pair in namespace among the pairs from run on, those
+// of the last host added.
+func (b *federatedBlock) pairAt(run int, namespace string) *federatedPair {
+	for i := run; i < len(b.pairs); i++ {
 		if b.pairs[i].namespace == namespace {
 			return &b.pairs[i]
 		}
 	}
 	return nil
+}
+
+// ownNames lists the (name, namespace) of the objects of one kind the
+// emitter has in cluster outside the federated blocks, in order.
+func (e *emitter) ownNames(cluster, apiVersion, kind string) [][2]string {
+	var out [][2]string
+	for k := range e.shards[cluster] {
+		if k.apiVersion == apiVersion && k.kind == kind {
+			out = append(out, [2]string{k.name, k.namespace})
+		}
+	}
+	slices.SortFunc(out, func(a, b [2]string) int { return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1])) })
+	return out
 }
 
 // federatedPair finds the pair holding the object, and which of the two
@@ -625,10 +649,11 @@ func (b *federatedBlock) place(out *snapshotv1.OutputSnapshot) {
 			p := &b.pairs[i]
 			dr, se := &chunk[0], &chunk[1]
 			chunk = chunk[2:]
+			seSpec, drSpec := p.specs()
 			dr.ApiVersion, dr.Kind, dr.Namespace, dr.Name = IstioNetworkingV1, KindDestinationRule, p.namespace, p.x.host
-			dr.Labels, dr.Annotations, dr.Spec = b.labels, p.annotations(1), p.enc.dr
+			dr.Labels, dr.Annotations, dr.Spec = b.labels, p.annotations(1), drSpec
 			se.ApiVersion, se.Kind, se.Namespace, se.Name = IstioNetworkingV1, KindServiceEntry, p.namespace, p.x.host
-			se.Labels, se.Annotations, se.Spec = b.labels, p.annotations(0), p.enc.se
+			se.Labels, se.Annotations, se.Spec = b.labels, p.annotations(0), seSpec
 			b.objects[i], b.objects[n+i] = dr, se
 		}
 	}
