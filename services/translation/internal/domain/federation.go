@@ -51,13 +51,37 @@ type exportedDest struct {
 	// addr0 is the first address candidate of host, when ok0.
 	addr0 netip.Addr
 	ok0   bool
+	// group tells hosts apart: exportedDests with the same host have the
+	// same, and groups are in host order.
+	group int
 }
 
 // federatedHost is one destination of a server mesh made available to one
 // client mesh.
 type federatedHost struct {
 	*exportedDest
-	client *mesh
+	client  *mesh
+	cluster int // the client's, numbered
+}
+
+// ownObject is an object the emitter has in one cluster, outside the
+// federated blocks, named as a federated host.
+type ownObject struct {
+	group     int
+	namespace string
+}
+
+// hostThenClientOrder says whether fhs, which are in host order, are in
+// client order for each host too. The clients of one export are in member
+// order already, which is theirs.
+func hostThenClientOrder(fhs []federatedHost) bool {
+	for i := 1; i < len(fhs); i++ {
+		a, b := fhs[i-1], fhs[i]
+		if a.exportedDest != b.exportedDest && a.group == b.group && a.client.Key.compare(b.client.Key) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // FederatedHostname is the name clients in other meshes use for a
@@ -83,6 +107,8 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 		fhs  []federatedHost // one allocation for all clients
 	}
 	var exports []export
+	clusterIndex := map[string]int{}
+	var clusters []string
 	for _, vm := range vms.all {
 		fed := vm.Spec.GetFederation()
 		if len(vm.Errors) > 0 || fed == nil || len(vm.Members) < 2 {
@@ -99,6 +125,17 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 			}
 		}
 		exported := exportRule(ix, vm)
+		// The members' clusters, numbered.
+		memberCluster := make([]int, len(vm.Members))
+		for j, m := range vm.Members {
+			ci, ok := clusterIndex[m.Key.Cluster]
+			if !ok {
+				ci = len(clusters)
+				clusterIndex[m.Key.Cluster] = ci
+				clusters = append(clusters, m.Key.Cluster)
+			}
+			memberCluster[j] = ci
+		}
 		vmParent := ParentRef{Kind: parentKindVirtualMesh, Name: vm.Key.Name, Namespace: vm.Key.Namespace, Cluster: vm.Key.Cluster}
 		for _, server := range vm.Members {
 			gw := federationGateway(server)
@@ -116,7 +153,7 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 				dParent := ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster}
 				var x *exportedDest
 				var fhs []federatedHost
-				for _, client := range vm.Members {
+				for j, client := range vm.Members {
 					if client.Key == server.Key || client.Key.Cluster == server.Key.Cluster || !exported.exports(d, client) {
 						continue
 					}
@@ -126,7 +163,7 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 						x.addr0, x.ok0 = candidateAddress(host, 0)
 						fhs = make([]federatedHost, 0, len(vm.Members)-1)
 					}
-					fhs = append(fhs, federatedHost{exportedDest: x, client: client})
+					fhs = append(fhs, federatedHost{exportedDest: x, client: client, cluster: memberCluster[j]})
 				}
 				if x == nil {
 					continue
@@ -164,37 +201,56 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 	// distributing the exports in host order leaves only ties on a host
 	// (two client meshes in one cluster) for the sort below.
 	slices.SortStableFunc(exports, func(a, b export) int { return strings.Compare(a.host, b.host) })
-	byClient := map[string][]federatedHost{} // by client cluster
-	counts := map[string]int{}
-	for _, x := range exports {
-		for _, fh := range x.fhs {
-			counts[fh.client.Key.Cluster]++
+	// Hosts are told apart by the first export with the same host.
+	groups := make(map[string]int, len(exports))
+	for i, ex := range exports {
+		x := ex.fhs[0].exportedDest // an export's fhs share it
+		if i > 0 && ex.host == exports[i-1].host {
+			x.group = exports[i-1].fhs[0].group
+			continue
+		}
+		x.group = i
+		groups[x.host] = i
+	}
+	counts := make([]int, len(clusters))
+	for _, ex := range exports {
+		for _, fh := range ex.fhs {
+			counts[fh.cluster]++
 		}
 	}
-	for _, x := range exports {
-		for _, fh := range x.fhs {
-			c := fh.client.Key.Cluster
-			if byClient[c] == nil {
-				byClient[c] = make([]federatedHost, 0, counts[c])
-			}
-			byClient[c] = append(byClient[c], fh)
+	byClient := make([][]federatedHost, len(clusters))
+	for ci, n := range counts {
+		byClient[ci] = make([]federatedHost, 0, n)
+	}
+	for _, ex := range exports {
+		for _, fh := range ex.fhs {
+			byClient[fh.cluster] = append(byClient[fh.cluster], fh)
 		}
 	}
+	order := make([]int, len(clusters))
+	for ci := range order {
+		order[ci] = ci
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(clusters[a], clusters[b]) })
 	warned := map[*mesh]bool{}
-	byHostThenClient := func(a, b federatedHost) int {
-		return cmp.Or(strings.Compare(a.host, b.host), a.client.Key.compare(b.client.Key))
-	}
-	for _, cluster := range slices.Sorted(maps.Keys(byClient)) {
-		fhs := byClient[cluster]
+	for _, ci := range order {
+		cluster, fhs := clusters[ci], byClient[ci]
+		if len(fhs) == 0 {
+			continue
+		}
+		var last *mesh
 		for _, fh := range fhs {
-			if !fh.client.SmartDNS && !warned[fh.client] {
+			if fh.client != last && !fh.client.SmartDNS && !warned[fh.client] {
 				warned[fh.client] = true
 				as := fh.vm.Meshes[fh.client.RefKey()]
 				as.Warnings = append(as.Warnings, "istiod's DNS proxying (ISTIO_META_DNS_CAPTURE) is off in this mesh; its workloads cannot resolve federated hostnames")
 			}
+			last = fh.client
 		}
-		if !slices.IsSortedFunc(fhs, byHostThenClient) {
-			slices.SortFunc(fhs, byHostThenClient)
+		if !hostThenClientOrder(fhs) {
+			slices.SortFunc(fhs, func(a, b federatedHost) int {
+				return cmp.Or(strings.Compare(a.host, b.host), a.client.Key.compare(b.client.Key))
+			})
 		}
 		used := addrs[cluster]
 		if used == nil {
@@ -202,18 +258,23 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 			addrs[cluster] = used
 		}
 		b := e.federatedBlock(cluster, len(fhs))
-		// The emitter's own ServiceEntries in the cluster by name, which
-		// the hosts are checked against in order.
-		own := e.ownNames(cluster, IstioNetworkingV1, KindServiceEntry)
+		// The emitter's own ServiceEntries in the cluster whose name is a
+		// federated host, by host group, which the hosts are checked
+		// against in order.
+		var own []ownObject
+		for _, k := range e.ownNames(cluster, IstioNetworkingV1, KindServiceEntry) {
+			if g, ok := groups[k[0]]; ok {
+				own = append(own, ownObject{group: g, namespace: k[1]})
+			}
+		}
+		slices.SortFunc(own, func(a, b ownObject) int { return cmp.Compare(a.group, b.group) })
 		// The pairs of the current host start at run.
-		var cur *exportedDest
-		run := 0
+		group, run := -1, 0
 		for _, fh := range fhs {
 			x := fh.exportedDest
-			if x != cur && (cur == nil || x.host != cur.host) {
-				run = len(b.pairs)
+			if x.group != group {
+				group, run = x.group, len(b.pairs)
 			}
-			cur = x
 			ns := fh.client.Namespace
 			// The same host for another client mesh of this cluster in the
 			// same namespace, or an object the emitter has already.
@@ -222,10 +283,10 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 				p.merge(1, x.parents)
 				continue
 			}
-			for len(own) > 0 && own[0][0] < x.host {
+			for len(own) > 0 && own[0].group < x.group {
 				own = own[1:]
 			}
-			if len(own) > 0 && own[0][0] == x.host && slices.ContainsFunc(own, func(k [2]string) bool { return k[0] == x.host && k[1] == ns }) {
+			if len(own) > 0 && own[0].group == x.group && slices.ContainsFunc(own, func(o ownObject) bool { return o.group == x.group && o.namespace == ns }) {
 				at := ObjectKey{Cluster: cluster, Namespace: ns, Name: x.host}
 				e.add(IstioNetworkingV1, KindServiceEntry, at, x.parents, nil)
 				e.add(IstioNetworkingV1, KindDestinationRule, at, x.parents, nil)
@@ -287,11 +348,14 @@ func (h *hostEncodings) get(fh *exportedDest, addr netip.Addr) (*encodedHost, er
 	if err != nil {
 		return nil, fmt.Errorf("ServiceEntry for %s: %w", fh.host, err)
 	}
-	dr, err := MarshalSpec(&istiov1alpha3.DestinationRule{
+	var dr []byte
+	if fh.host != "" && plainJSONString(fh.host) {
+		// What MarshalSpec gives, through simpleDestinationRuleJSON.
+		dr = []byte(`{"host":"` + fh.host + `","trafficPolicy":{"tls":{"mode":"ISTIO_MUTUAL"}}}`)
+	} else if dr, err = MarshalSpec(&istiov1alpha3.DestinationRule{
 		Host:          fh.host,
 		TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}},
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, fmt.Errorf("DestinationRule for %s: %w", fh.host, err)
 	}
 	enc := &encodedHost{addr: addr, se: se, dr: dr}

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
@@ -341,21 +342,65 @@ func matchWorkload(m *networkingv1.WorkloadSelector_KubeWorkloadMatcher, w *work
 		labelsMatch(m.GetLabels(), w.Labels)
 }
 
+// backingWorkloads finds the workloads behind destinations, remembering
+// them: every traffic shift to a subset asks for its destination's. It is
+// not safe for concurrent use; the workloads of the index must not change.
+type backingWorkloads struct {
+	ix     *Index
+	byDest map[*destination][]*workload
+	// The workloads of a namespace by the value of one label, for a
+	// (cluster, namespace, label).
+	byLabel map[[3]string]map[string][]*workload
+}
+
+// of returns the workloads in d's namespace that d's selector selects,
+// in key order; none when it selects nothing.
+func (b *backingWorkloads) of(d *destination) []*workload {
+	if ws, ok := b.byDest[d]; ok {
+		return ws
+	}
+	var ws []*workload
+	if len(d.Selector) > 0 {
+		// Those with the selector's first label are the candidates.
+		key := slices.Min(slices.Collect(maps.Keys(d.Selector)))
+		ik := [3]string{d.Key.Cluster, d.Key.Namespace, key}
+		idx, ok := b.byLabel[ik]
+		if !ok {
+			idx = map[string][]*workload{}
+			for _, w := range b.ix.workloadsByNS[[2]string{d.Key.Cluster, d.Key.Namespace}] {
+				if v, ok := w.Labels[key]; ok {
+					idx[v] = append(idx[v], w)
+				}
+			}
+			if b.byLabel == nil {
+				b.byLabel = map[[3]string]map[string][]*workload{}
+			}
+			b.byLabel[ik] = idx
+		}
+		for _, w := range idx[d.Selector[key]] {
+			if labelsMatch(d.Selector, w.Labels) {
+				ws = append(ws, w)
+			}
+		}
+	}
+	if b.byDest == nil {
+		b.byDest = map[*destination][]*workload{}
+	}
+	b.byDest[d] = ws
+	return ws
+}
+
 // hasSubset says whether some workload behind d carries every label of
 // subset, or, when no workload is known, whether discovery reported each
 // label value among d's subsets.
-func (ix *Index) hasSubset(d *destination, subset map[string]string) bool {
-	backing := false
-	for _, w := range ix.workloadsByNS[[2]string{d.Key.Cluster, d.Key.Namespace}] {
-		if len(d.Selector) == 0 || !labelsMatch(d.Selector, w.Labels) {
-			continue
-		}
-		backing = true
+func (b *backingWorkloads) hasSubset(d *destination, subset map[string]string) bool {
+	backing := b.of(d)
+	for _, w := range backing {
 		if labelsMatch(subset, w.Labels) {
 			return true
 		}
 	}
-	if backing || len(d.Subsets) == 0 {
+	if len(backing) > 0 || len(d.Subsets) == 0 {
 		return false
 	}
 	for k, v := range subset {

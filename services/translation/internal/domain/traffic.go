@@ -27,6 +27,7 @@ type trafficTranslation struct {
 	// current one fails validation.
 	lastGood map[ObjectKey]LastGoodTraffic
 	byKey    map[ObjectKey]*trafficPolicy
+	backing  *backingWorkloads
 }
 
 // policy returns the policy with key k, or nil.
@@ -101,7 +102,7 @@ type routeGroup struct {
 }
 
 func newTrafficTranslation(ix *Index) *trafficTranslation {
-	t := &trafficTranslation{ix: ix, states: make(map[ObjectKey]*destState, len(ix.destinations))}
+	t := &trafficTranslation{ix: ix, states: make(map[ObjectKey]*destState, len(ix.destinations)), backing: &backingWorkloads{ix: ix}}
 	for _, d := range ix.destinations {
 		t.states[d.Key] = &destState{dst: d}
 	}
@@ -329,7 +330,7 @@ func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.Tr
 				rd.Destination.Port = &istiov1alpha3.PortSelector{Number: ks.GetPort()}
 			}
 			if len(ks.GetSubset()) > 0 {
-				if !t.ix.hasSubset(target, ks.GetSubset()) {
+				if !t.backing.hasSubset(target, ks.GetSubset()) {
 					errs = append(errs, fmt.Sprintf("%s.subset: no workload of service %s has the labels %s", path, target.Key, formatLabels(ks.GetSubset())))
 					continue
 				}
