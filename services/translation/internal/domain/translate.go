@@ -753,6 +753,14 @@ func MarshalSpec(m proto.Message) ([]byte, error) {
 			return b, nil
 		}
 	}
+	if b, ok := fastJSON(m); ok {
+		if verifyFastJSON {
+			if want, err := marshalSpecReflect(m); err != nil || string(want) != string(b) {
+				panic(fmt.Sprintf("fastJSON gives %s for %T, protojson %s (%v)", b, m, want, err))
+			}
+		}
+		return b, nil
+	}
 	return marshalSpecReflect(m)
 }
 
