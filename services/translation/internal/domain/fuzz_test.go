@@ -544,9 +544,11 @@ func fuzzSeeds() [][]byte {
 }
 
 // checkTranslation translates the estate built from data twice, the second
-// time with every list reversed, and checks that the versions agree and
-// that every object and status decodes as what it claims to be.
+// time with every list reversed, and checks that the versions agree, that
+// every object and status decodes as what it claims to be, and that every
+// spec encoded without protojson is protojson's (MarshalSpec panics).
 func checkTranslation(t *testing.T, data []byte) {
+	defer domain.VerifyFastJSON()()
 	inputs := fuzzEstate(data)
 	first, err := domain.Translate(inputs, domain.Options{})
 	if err != nil {
