@@ -15,7 +15,6 @@ import (
 	ingestv1 "github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
 	observabilityv1 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
-	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	ingest "github.com/meshplane/meshplane/services/ingest/service"
@@ -69,7 +68,7 @@ func startIngest(t *testing.T) *ingestServer {
 
 type nopNotifier struct{}
 
-func (nopNotifier) Notify(context.Context, string, string, *snapshotv1.InputSnapshot) error {
+func (nopNotifier) Notify(context.Context, string, string, []byte) error {
 	return nil
 }
 

@@ -72,7 +72,11 @@ func startTranslation(t *testing.T) *translationServer {
 	}
 	for cluster, snap := range in.Snapshots {
 		snapshots.SealInput(snap)
-		if err := svc.Notify(t.Context(), cluster, snap.GetVersion(), snap); err != nil {
+		e, err := snapshots.EncodeInput(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.Notify(t.Context(), cluster, e.Version, e.Data); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -35,6 +35,10 @@ type settings struct {
 	// lifetime); install, trust domain and Redis are set from the shared
 	// ones.
 	reg registration.Config
+	// ing holds ingest's own settings (stale window, the management
+	// cluster's resources, access-log buffers); install is set from the
+	// shared one.
+	ing ingest.Config
 }
 
 func allInOne(args []string) int {
@@ -52,6 +56,7 @@ func allInOne(args []string) int {
 	s := settings{
 		install: snapshots.DefaultInstall, trustDomain: pki.DefaultTrustDomain, clusterDomain: "cluster.local",
 		debounce: 100 * time.Millisecond, redis: snapshots.NewRedisOptions(), reg: registration.DefaultConfig(),
+		ing: ingest.DefaultConfig(),
 	}
 	// Empty means <dev-pki-dir>/ca, or registration's default without one.
 	s.reg.CADir = ""
@@ -60,10 +65,14 @@ func allInOne(args []string) int {
 	f.String(&s.clusterDomain, "cluster-domain", "DNS suffix of Services in workload clusters")
 	f.Duration(&s.debounce, "debounce", "how long a burst of input changes may settle before translating")
 	s.reg.AddOwnFlags(f)
+	s.ing.AddOwnFlags(f)
+	// --kubeconfig is registration's; ingest reads the same cluster.
+	f.String(&s.ing.KubeContext, "kube-context", "kubeconfig context of the management cluster, for reading its Meshplane resources (default: the current one)")
 	f.String(&s.devPKIDir, "dev-pki-dir", "create a development CA and a server certificate for localhost here, when no --tls-cert-file is given")
 	s.redis.AddFlags(fs)
 	_ = fs.Parse(args)
 	s.trustDomain = srvOpts.TrustDomain
+	s.ing.Kubeconfig = s.reg.Kubeconfig
 
 	if s.devPKIDir != "" && srvOpts.TLS.CertFile == "" {
 		if s.reg.CADir == "" {
@@ -189,7 +198,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		return nil, err
 	}
 
-	icfg := ingest.DefaultConfig()
+	icfg := s.ing
 	icfg.Install = s.install
 	ing, err := ingest.New(icfg, ingest.WithLogger(log), ingest.WithRegisterer(promReg), ingest.WithInputs(ingestInputs), ingest.WithOutputs(outputs), ingest.WithNotifier(tr))
 	if err != nil {

@@ -22,7 +22,10 @@ import (
 // (one call per mounted service) shares the collectors instead of failing.
 // A nil reg keeps the metrics unexported, a nil logger discards the logs.
 // Server.HandlerOptions adds the server's message size limit on top of
-// these.
+// these. Messages under DefaultCompressMinBytes go uncompressed, whatever
+// the client accepts: setting up gzip costs more than it saves on them
+// (acknowledgements, statuses); a service may set its own threshold after
+// these options.
 func DefaultHandlerOptions(logger *slog.Logger, reg prometheus.Registerer) []connect.HandlerOption {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -42,8 +45,12 @@ func DefaultHandlerOptions(logger *slog.Logger, reg prometheus.Registerer) []con
 			// it was our fault.
 			return connect.NewError(connect.CodeInternal, errors.New("internal error"))
 		}),
+		connect.WithCompressMinBytes(DefaultCompressMinBytes),
 	}
 }
+
+// DefaultCompressMinBytes is the smallest message that servers compress.
+const DefaultCompressMinBytes = 1024
 
 // rpcMetrics are the server's Prometheus collectors.
 type rpcMetrics struct {

@@ -14,9 +14,26 @@ import (
 // that stores keep the bytes instead of encoding the snapshot again.
 type Encoded[T proto.Message] struct {
 	Version string
-	Value   T
+	// Value is the decoded snapshot, or nil when only the encoding is at
+	// hand (ingest stores and forwards an agent's encoding without decoding
+	// it).
+	Value T
 	// Data decodes to Value. It is shared: nobody may modify it.
 	Data []byte
+}
+
+// Decoded returns e.Value, decoding e.Data when e has no Value.
+func (e Encoded[T]) Decoded() (T, error) {
+	m := e.Value.ProtoReflect()
+	if m.IsValid() || e.Data == nil {
+		return e.Value, nil
+	}
+	v := m.Type().New().Interface()
+	if err := proto.Unmarshal(e.Data, v); err != nil {
+		var zero T
+		return zero, fmt.Errorf("decode snapshot: %w", err)
+	}
+	return v.(T), nil
 }
 
 // EncodeInput returns the content-hash version of s (the value InputVersion

@@ -77,5 +77,9 @@ func PutEncoded[T proto.Message](ctx context.Context, s Store[T], cluster string
 	if ep, ok := s.(EncodedPutter[T]); ok && e.Data != nil {
 		return ep.PutEncoded(ctx, cluster, e)
 	}
-	return s.Put(ctx, cluster, e.Version, e.Value)
+	v, err := e.Decoded()
+	if err != nil {
+		return fmt.Errorf("store snapshot of cluster %q: %w", cluster, err)
+	}
+	return s.Put(ctx, cluster, e.Version, v)
 }

@@ -13,7 +13,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
-	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1/registrationv1connect"
 	"github.com/meshplane/meshplane/libs/kube"
 	"github.com/meshplane/meshplane/libs/platform"
@@ -219,13 +218,13 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 
 	// --ingest-addr may list several addresses, comma-separated: the
 	// pusher uses one and moves to the next when its stream fails.
-	var ingests []ingestv1connect.IngestServiceClient
+	var ingests []*connectrpc.IngestPushClient
 	for _, addr := range splitList(a.cfg.addr(a.cfg.IngestAddr)) {
 		ingestClient, err := a.httpClient(a.clientOptions(addr, identity.Certificate))
 		if err != nil {
 			return fmt.Errorf("ingest client for %s: %w", addr, err)
 		}
-		ingests = append(ingests, ingestv1connect.NewIngestServiceClient(ingestClient.c, ingestClient.url, ingestClient.options()...))
+		ingests = append(ingests, connectrpc.NewIngestPushClient(ingestClient.c, ingestClient.url, ingestClient.options()...))
 	}
 	if len(ingests) == 0 {
 		return fmt.Errorf("no ingest address in %q", a.cfg.addr(a.cfg.IngestAddr))

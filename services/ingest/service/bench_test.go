@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	ingestv1 "github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1"
@@ -114,7 +115,7 @@ func benchInputs(b *testing.B) (clusters []string, inputs map[string][2]*snapsho
 
 type discardNotifier struct{}
 
-func (discardNotifier) Notify(context.Context, string, string, *snapshotv1.InputSnapshot) error {
+func (discardNotifier) Notify(context.Context, string, string, []byte) error {
 	return nil
 }
 
@@ -165,15 +166,31 @@ func runPushers(b *testing.B, clusters []string, snapshotBytes int, push func(wo
 // BenchmarkPushToRedis measures input snapshot pushes a second into a real
 // Redis on loopback (DESIGN.md section 8: at least 2,000/s), with 100
 // clusters pushing 100-service snapshots at once. Every push changes the
-// cluster's content, so each one is validated (content hash), written to
+// cluster's content, so each one is checked (content hash), written to
 // Redis and announced.
 //
 //   - app: through the ingest use case and the same write-through Redis
-//     store the service builds;
+//     store the service builds, with the encoding an agent sends;
 //   - connect: through the whole service, one mTLS Connect push stream per
-//     cluster.
+//     cluster, as the agent pushes: EncodedPushRequest with the canonical
+//     encoding made when the snapshot was sealed;
+//   - connect-typed: the same with the generated client's PushRequest, as
+//     any other protobuf client sends it (maps in random order, so ingest
+//     decodes, checks and encodes the snapshot again): the baseline.
 func BenchmarkPushToRedis(b *testing.B) {
 	clusters, inputs := benchInputs(b)
+	encoded := map[string][2][]byte{}
+	for c, in := range inputs {
+		var e [2][]byte
+		for i, s := range in {
+			enc, err := snapshots.EncodeInput(s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			e[i] = enc.Data
+		}
+		encoded[c] = e
+	}
 	size := proto.Size(inputs[clusters[0]][0])
 	discard := slog.New(slog.DiscardHandler)
 
@@ -187,49 +204,72 @@ func BenchmarkPushToRedis(b *testing.B) {
 		ctx := b.Context()
 		runPushers(b, clusters, size, func(w, n int) error {
 			cluster := clusters[w]
-			s := inputs[cluster][(n+2)%2]
-			version, err := in.Push(ctx, cluster, s)
-			if err == nil && version != s.GetVersion() {
-				err = fmt.Errorf("push stored %s, want %s", version, s.GetVersion())
+			want := inputs[cluster][(n+2)%2].GetVersion()
+			version, err := in.PushFromAgent(ctx, cluster, encoded[cluster][(n+2)%2])
+			if err == nil && version != want {
+				err = fmt.Errorf("push stored %s, want %s", version, want)
 			}
 			return err
 		})
 	})
 
-	b.Run("connect", func(b *testing.B) {
+	// run pushes through the whole service over one stream per cluster;
+	// open opens a cluster's stream and returns a function that sends its
+	// n-th snapshot and returns the version stored.
+	run := func(b *testing.B, open func(e *env, ctx context.Context, cluster string) func(n int) (string, error)) {
 		r := redistest.Start(b)
 		cfg := memoryConfig()
 		cfg.Redis.Addrs = r.Addr()
 		e := newEnv(b, cfg, service.WithLogger(discard), service.WithNotifier(discardNotifier{}))
 		ctx, cancel := context.WithCancel(b.Context())
 		defer cancel()
-		type pusher interface {
-			Send(*ingestv1.PushRequest) error
-			Receive() (*ingestv1.PushResponse, error)
-		}
-		streams := make([]pusher, len(clusters))
+		pushes := make([]func(int) (string, error), len(clusters))
 		for w, cluster := range clusters {
-			c := e.client(b, "spiffe://"+td+"/cluster/"+cluster, nil)
-			stream := c.Push(ctx)
-			b.Cleanup(func() {
-				_ = stream.CloseRequest()
-				_ = stream.CloseResponse()
-			})
-			streams[w] = stream
+			pushes[w] = open(e, ctx, cluster)
 		}
 		runPushers(b, clusters, size, func(w, n int) error {
-			s := inputs[clusters[w]][(n+2)%2]
-			if err := streams[w].Send(&ingestv1.PushRequest{Snapshot: s}); err != nil {
-				return fmt.Errorf("send: %w", err)
-			}
-			res, err := streams[w].Receive()
+			cluster := clusters[w]
+			stored, err := pushes[w](n)
 			if err != nil {
-				return fmt.Errorf("receive: %w", err)
+				return err
 			}
-			if res.GetStoredVersion() != s.GetVersion() {
-				return fmt.Errorf("push stored %s, want %s", res.GetStoredVersion(), s.GetVersion())
+			if want := inputs[cluster][(n+2)%2].GetVersion(); stored != want {
+				return fmt.Errorf("push stored %s, want %s", stored, want)
 			}
 			return nil
 		})
+	}
+
+	b.Run("connect", func(b *testing.B) {
+		run(b, func(e *env, ctx context.Context, cluster string) func(int) (string, error) {
+			stream := e.encodedClient(b, "spiffe://"+td+"/cluster/"+cluster).CallBidiStream(ctx)
+			b.Cleanup(func() { _, _ = stream.CloseRequest(), stream.CloseResponse() })
+			return func(n int) (string, error) {
+				return sendAndReceive(stream, &ingestv1.EncodedPushRequest{Snapshot: encoded[cluster][(n+2)%2]})
+			}
+		})
 	})
+
+	b.Run("connect-typed", func(b *testing.B) {
+		run(b, func(e *env, ctx context.Context, cluster string) func(int) (string, error) {
+			stream := e.client(b, "spiffe://"+td+"/cluster/"+cluster, nil).Push(ctx)
+			b.Cleanup(func() { _, _ = stream.CloseRequest(), stream.CloseResponse() })
+			return func(n int) (string, error) {
+				return sendAndReceive(stream, &ingestv1.PushRequest{Snapshot: inputs[cluster][(n+2)%2]})
+			}
+		})
+	})
+}
+
+// sendAndReceive sends req on a push stream and returns the version that
+// ingest acknowledges.
+func sendAndReceive[Req any](stream *connect.BidiStreamForClient[Req, ingestv1.PushResponse], req *Req) (string, error) {
+	if err := stream.Send(req); err != nil {
+		return "", fmt.Errorf("send: %w", err)
+	}
+	res, err := stream.Receive()
+	if err != nil {
+		return "", fmt.Errorf("receive: %w", err)
+	}
+	return res.GetStoredVersion(), nil
 }

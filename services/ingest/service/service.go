@@ -14,7 +14,6 @@ import (
 
 	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
-	"github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1/translationv1connect"
 	"github.com/meshplane/meshplane/libs/kube"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/revocation"
@@ -81,17 +80,26 @@ func DefaultConfig() Config {
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags = platform.NewFlags(fs, "")
 	c.flags.String(&c.Install, "install", "install name; selects the install's keys in Redis")
-	c.flags.String(&c.Replica, "replica", "name of this replica in connectivity reports")
-	c.flags.Duration(&c.FlushInterval, "flush-interval", "how often snapshots kept in memory during a Redis outage are retried")
-	c.flags.Duration(&c.StaleAfter, "stale-after", "how long after its last push a disconnected cluster is reported stale (0: never)")
-	c.flags.String(&c.WatchManagement, "watch-management-cluster", "read the Meshplane resources applied in the management cluster: auto (when --kubeconfig is set or running in a pod), true or false")
-	c.flags.String(&c.ManagementCluster, "management-cluster-name", "cluster name of the management cluster's input (default: the install name)")
+	c.AddOwnFlags(c.flags)
 	c.flags.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of the management cluster (default: in-cluster)")
 	c.flags.String(&c.KubeContext, "kube-context", "kubeconfig context of the management cluster (default: the current one)")
-	c.flags.Duration(&c.ManagementDebounce, "management-debounce", "how long the management cluster's resources must be quiet before a change is pushed")
-	c.addAccessLogFlags()
 	c.Redis.AddFlags(fs)
 	c.Translation.AddFlags(fs, "translation")
+}
+
+// AddOwnFlags registers the flags that only ingest has, on f: the
+// all-in-one process registers them next to the other services' flags, and
+// shares --kubeconfig and --kube-context with registration. Validate
+// reports f's parse errors.
+func (c *Config) AddOwnFlags(f *platform.Flags) {
+	c.flags = f
+	f.String(&c.Replica, "replica", "name of this replica in connectivity reports")
+	f.Duration(&c.FlushInterval, "flush-interval", "how often snapshots kept in memory during a Redis outage are retried")
+	f.Duration(&c.StaleAfter, "stale-after", "how long after its last push a disconnected cluster is reported stale (0: never)")
+	f.String(&c.WatchManagement, "watch-management-cluster", "read the Meshplane resources applied in the management cluster: auto (when --kubeconfig is set or running in a pod), true or false")
+	f.String(&c.ManagementCluster, "management-cluster-name", "cluster name of the management cluster's input (default: the install name)")
+	f.Duration(&c.ManagementDebounce, "management-debounce", "how long the management cluster's resources must be quiet before a change is pushed")
+	c.addAccessLogFlags()
 }
 
 // Validate checks the configuration. The translation client is checked by
@@ -254,8 +262,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		if err != nil {
 			return nil, err
 		}
-		client := translationv1connect.NewTranslationServiceClient(httpClient, platform.BaseURL(cfg.Translation), platform.DefaultClientOptions(cfg.Translation)...)
-		d.notifier = connectrpc.NewNotifier(client)
+		d.notifier = connectrpc.NewNotifier(httpClient, platform.BaseURL(cfg.Translation), platform.DefaultClientOptions(cfg.Translation)...)
 	}
 	// A write-through store (built here or passed in) needs its flush loop.
 	if f, ok := d.inputs.(interface {
@@ -324,7 +331,7 @@ func (s *Service) Clusters() []ClusterState { return s.ingestor.Clusters() }
 // Mount registers the service's handlers on srv. Agents push for their own
 // cluster; the queries are for management services and tools.
 func (s *Service) Mount(srv *platform.Server) {
-	srv.Handle(ingestv1connect.NewIngestServiceHandler(connectrpc.WithAccessLogs(s.handler, s.logsHandler), srv.HandlerOptions()...))
+	srv.Handle(connectrpc.NewServiceHandler(connectrpc.WithAccessLogs(s.handler, s.logsHandler), s.handler, srv.HandlerOptions()...))
 	srv.RegisterServices(ingestv1connect.IngestServiceName)
 	srv.AddAccessPolicy(platform.AccessPolicy{
 		ingestv1connect.IngestServicePushProcedure:             platform.AllowCluster,

@@ -1,13 +1,13 @@
 package service_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"errors"
-	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
-	goredis "github.com/redis/go-redis/v9"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,8 +21,10 @@ import (
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/libs/redistest"
+	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/ingest/service"
+	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -39,6 +41,9 @@ var protocols = []struct {
 }{
 	{"connect", nil},
 	{"grpc", []connect.ClientOption{connect.WithGRPC()}},
+	// Push reads its requests as EncodedPushRequest; a JSON client's
+	// snapshot is an object all the same.
+	{"connect+json", []connect.ClientOption{connect.WithProtoJSON()}},
 }
 
 func sealed(cluster string, services ...string) *snapshotv1.InputSnapshot {
@@ -61,7 +66,7 @@ type recordingNotifier struct {
 	versions map[string][]string
 }
 
-func (n *recordingNotifier) Notify(_ context.Context, cluster, version string, _ *snapshotv1.InputSnapshot) error {
+func (n *recordingNotifier) Notify(_ context.Context, cluster, version string, _ []byte) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.versions == nil {
@@ -137,6 +142,21 @@ func (e *env) client(t testing.TB, id string, protoOpts []connect.ClientOption) 
 	}
 	t.Cleanup(hc.CloseIdleConnections)
 	return ingestv1connect.NewIngestServiceClient(hc, platform.BaseURL(o), append(platform.DefaultClientOptions(o), protoOpts...)...)
+}
+
+// encodedClient is a Push client that sends EncodedPushRequest, as the
+// agent does.
+func (e *env) encodedClient(t testing.TB, id string) *connect.Client[ingestv1.EncodedPushRequest, ingestv1.PushResponse] {
+	t.Helper()
+	cert := e.ca.ClientCert(t, id)
+	o := e.ca.ClientOptions(t, e.addr, &cert)
+	o.Timeout = 10 * time.Second
+	hc, err := platform.NewHTTPClient(o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hc.CloseIdleConnections)
+	return connect.NewClient[ingestv1.EncodedPushRequest, ingestv1.PushResponse](hc, platform.BaseURL(o)+ingestv1connect.IngestServicePushProcedure, platform.DefaultClientOptions(o)...)
 }
 
 // push sends s on stream and returns the acknowledged version.
@@ -269,6 +289,42 @@ func TestPushSnapshotOfAnotherCluster(t *testing.T) {
 			}
 			if n := e.notifier.notices("west"); len(n) != 0 {
 				t.Fatalf("translation was told about west: %v", n)
+			}
+		})
+	}
+}
+
+// TestPushMalformed: an agent's encoding that does not decode is refused
+// with InvalidArgument naming the fault, and the last good snapshot stays.
+func TestPushMalformed(t *testing.T) {
+	e := newEnv(t, memoryConfig())
+	tools := e.client(t, translation, nil)
+	good := sealed("east", "a", "b")
+	enc, err := snapshots.EncodeInput(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"truncated", string(enc.Data[:len(enc.Data)-7]), "malformed snapshot encoding"},
+		{"garbage", "\x00\x01 not a snapshot \xff", "malformed snapshot encoding"},
+		{"invalid UTF-8", string(append(bytes.Clone(enc.Data), 0x0a, 0x02, 0xc3, 0x28)), "invalid UTF-8"},
+		{"empty", "", "no snapshot in the request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := e.encodedClient(t, eastID).CallBidiStream(streamCtx(t))
+			if got, err := sendAndReceive(stream, &ingestv1.EncodedPushRequest{Snapshot: enc.Data}); err != nil || got != good.GetVersion() {
+				t.Fatalf("good push = %q, %v", got, err)
+			}
+			_, err := sendAndReceive(stream, &ingestv1.EncodedPushRequest{Snapshot: []byte(tc.data)})
+			wantCode(t, err, connect.CodeInvalidArgument)
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not say %q", err, tc.want)
+			}
+			res, err := tools.GetInputSnapshot(t.Context(), connect.NewRequest(&ingestv1.GetInputSnapshotRequest{Cluster: "east"}))
+			if err != nil || !proto.Equal(res.Msg.GetSnapshot(), good) {
+				t.Fatalf("east's snapshot after a refused push: %v (%v), want the last good one", res.Msg.GetSnapshot().GetVersion(), err)
 			}
 		})
 	}

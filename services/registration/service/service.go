@@ -355,6 +355,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	ropts := app.Options{
 		TrustDomain: cfg.TrustDomain, CertTTL: cfg.CertTTL, TokenTTL: cfg.TokenTTL, RelayToken: relay, Log: log, Now: d.now,
+		// Ingest keeps the management cluster's own input under the
+		// install name (its --management-cluster-name default).
+		Reserved: []string{cfg.Install},
 	}
 	if mirroring != nil {
 		ropts.Changes = mirroring

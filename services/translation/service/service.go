@@ -8,8 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/meshplane/meshplane/libs/revocation"
-	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"io"
 	"log/slog"
 	"time"
@@ -17,12 +15,15 @@ import (
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1/translationv1connect"
 	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/meshplane/meshplane/libs/revocation"
+	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/translation/internal/adapters/connectrpc"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/proto"
 )
 
 // Name is the service's name in its SPIFFE ID and metrics.
@@ -209,9 +210,13 @@ func (s *Service) RevocationChecker() platform.RevocationChecker {
 	return s.revoked
 }
 
-// Notify hands a cluster's new input to the translator in process; the
-// all-in-one process wires ingest to it directly.
-func (s *Service) Notify(_ context.Context, cluster, _ string, in *snapshotv1.InputSnapshot) error {
+// Notify hands a cluster's new input, encoded, to the translator in
+// process; the all-in-one process wires ingest to it directly.
+func (s *Service) Notify(_ context.Context, cluster, _ string, snapshot []byte) error {
+	in := &snapshotv1.InputSnapshot{}
+	if err := proto.Unmarshal(snapshot, in); err != nil {
+		return fmt.Errorf("translation: decode the snapshot of cluster %q: %w", cluster, err)
+	}
 	if err := s.translator.Submit(cluster, in); err != nil {
 		return fmt.Errorf("translation: %w", err)
 	}

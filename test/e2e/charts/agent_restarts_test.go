@@ -91,6 +91,7 @@ func TestAgentPodRestartsRBAC(t *testing.T) {
 				}
 				return res.Status.Allowed
 			}
+			rbacInEffect(t, "the agent's RBAC to take effect", func() bool { return allowed("list", "") })
 			for _, n := range tc.deleteIn {
 				if !allowed("delete", n) {
 					t.Errorf("the agent cannot delete pods in %s", n)

@@ -78,6 +78,9 @@ func TestIngestRBAC(t *testing.T) {
 		{"networking.meshplane.dev", "wasmdeploymentpolicies"}, {"observability.meshplane.dev", "accesslogpolicies"},
 		{"settings.meshplane.dev", "settings"},
 	}
+	rbacInEffect(t, "ingest's RBAC to take effect", func() bool {
+		return allowed(access{verb: "get", group: resources[0].group, resource: resources[0].resource})
+	})
 	for _, r := range resources {
 		for _, v := range []string{"get", "list", "watch"} {
 			if a := (access{verb: v, group: r.group, resource: r.resource}); !allowed(a) {

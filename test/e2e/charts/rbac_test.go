@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -158,6 +159,7 @@ func TestAgentRBAC(t *testing.T) {
 		}
 		return res.Status.Allowed
 	}
+	rbacInEffect(t, "the agent's RBAC to take effect", func() bool { return allowed(agentNeeds()[0]) })
 	for _, a := range agentNeeds() {
 		if !allowed(a) {
 			t.Errorf("the agent cannot %s", a)
@@ -168,6 +170,14 @@ func TestAgentRBAC(t *testing.T) {
 			t.Errorf("the agent can %s", a)
 		}
 	}
+}
+
+// rbacInEffect waits until granted holds: the API server's authorizer
+// follows Roles and bindings through informers, so a SubjectAccessReview
+// right after they are created may not see them yet.
+func rbacInEffect(t *testing.T, what string, granted func() bool) {
+	t.Helper()
+	platformtest.Eventually(t, 30*time.Second, what, granted)
 }
 
 // checkNoWildcards refuses "*" in any rule: least privilege is spelled out.

@@ -94,18 +94,34 @@ func (i *Ingestor) Reserve(cluster string) {
 	i.reserved[cluster] = true
 }
 
-// PushFromAgent is Push for a snapshot from an agent, which may not push
-// for a reserved cluster: two sources of one input would undo each other.
-func (i *Ingestor) PushFromAgent(ctx context.Context, cluster string, s *snapshotv1.InputSnapshot) (string, error) {
+// PushFromAgent stores a snapshot from an agent, given as its wire
+// encoding (an InputSnapshot), and notifies translation; it returns the
+// version stored. cluster comes from the caller's certificate, never from
+// the snapshot, and may not be a reserved one: two sources of one input
+// would undo each other.
+//
+// The encoding is checked in place (snapshots.ReadInput): an agent sends
+// the canonical encoding it hashed, so the hash of the bytes received is
+// the version, and those bytes are what is stored and forwarded. Anything
+// else (another encoder's field or map order, or a refusal whose message
+// must name the object) takes the path of Push: decode, check, encode.
+func (i *Ingestor) PushFromAgent(ctx context.Context, cluster string, data []byte) (string, error) {
 	i.mu.Lock()
 	reserved := i.reserved[cluster]
 	i.mu.Unlock()
 	if reserved {
 		err := fmt.Errorf("%w: %q names the management cluster's own input; register the workload cluster under another name", ErrReservedCluster, cluster)
-		i.metrics.PushReceived(cluster, proto.Size(s), err)
+		i.metrics.PushReceived(cluster, len(data), err)
 		return "", err
 	}
-	return i.Push(ctx, cluster, s)
+	e, info, err := accept(cluster, data)
+	if err != nil {
+		i.metrics.PushReceived(cluster, len(data), err)
+		return "", err
+	}
+	version, err := i.push(ctx, cluster, e, info)
+	i.metrics.PushReceived(cluster, len(data), err)
+	return version, err
 }
 
 // Push validates and stores a cluster's snapshot and notifies translation.
@@ -117,13 +133,68 @@ func (i *Ingestor) Push(ctx context.Context, cluster string, s *snapshotv1.Input
 		i.metrics.PushReceived(cluster, proto.Size(s), err)
 		return "", err
 	}
-	version, err := i.push(ctx, cluster, e)
+	version, err := i.push(ctx, cluster, e, infoOf(s))
 	i.metrics.PushReceived(cluster, len(e.Data), err)
 	return version, err
 }
 
-func (i *Ingestor) push(ctx context.Context, cluster string, e snapshots.Encoded[*snapshotv1.InputSnapshot]) (string, error) {
-	s, version := e.Value, e.Version
+// pushInfo is what a push reports of its snapshot, besides storing it.
+type pushInfo struct {
+	agentVersion                    string
+	meshes, workloads, destinations int
+}
+
+func infoOf(s *snapshotv1.InputSnapshot) pushInfo {
+	return pushInfo{agentVersion: s.GetAgent().GetVersion(), meshes: len(s.GetMeshes()), workloads: len(s.GetWorkloads()), destinations: len(s.GetDestinations())}
+}
+
+// accept checks an encoded snapshot from cluster's agent and returns what
+// to store. The encoding is kept when it is canonical and every check
+// passes on it; otherwise the snapshot is decoded and validated, which
+// gives the precise refusal, or the canonical encoding to store.
+func accept(cluster string, data []byte) (snapshots.Encoded[*snapshotv1.InputSnapshot], pushInfo, error) {
+	var none snapshots.Encoded[*snapshotv1.InputSnapshot]
+	if len(data) == 0 {
+		return none, pushInfo{}, fmt.Errorf("%w: no snapshot in the request", ErrInvalidSnapshot)
+	}
+	h, err := snapshots.ReadInput(data)
+	if err != nil {
+		return none, pushInfo{}, fmt.Errorf("%w: %w", ErrInvalidSnapshot, err)
+	}
+	if h.Cluster == cluster && h.EncodedVersion == h.Version && claimsOnly(h, cluster) {
+		info := pushInfo{agentVersion: h.Agent.GetVersion(), meshes: h.Meshes, workloads: h.Workloads, destinations: h.Destinations}
+		return snapshots.Encoded[*snapshotv1.InputSnapshot]{Version: h.Version, Data: data}, info, nil
+	}
+	s := &snapshotv1.InputSnapshot{}
+	if err := proto.Unmarshal(data, s); err != nil {
+		return none, pushInfo{}, fmt.Errorf("%w: %w", ErrInvalidSnapshot, err)
+	}
+	e, err := validate(cluster, s)
+	if err != nil {
+		return none, pushInfo{}, err
+	}
+	return e, infoOf(s), nil
+}
+
+// claimsOnly reports whether every discovered object in h names cluster,
+// and every Service reference names it or no cluster: the checks of
+// validate, on the encoding.
+func claimsOnly(h snapshots.InputHead, cluster string) bool {
+	for _, c := range h.DiscoveredClusters {
+		if c != cluster {
+			return false
+		}
+	}
+	for _, c := range h.ServiceRefClusters {
+		if c != "" && c != cluster {
+			return false
+		}
+	}
+	return true
+}
+
+func (i *Ingestor) push(ctx context.Context, cluster string, e snapshots.Encoded[*snapshotv1.InputSnapshot], info pushInfo) (string, error) {
+	version := e.Version
 	unlock := i.lockWrites(cluster)
 	defer unlock()
 	stored, err := i.store.Version(ctx, cluster)
@@ -131,7 +202,7 @@ func (i *Ingestor) push(ctx context.Context, cluster string, e snapshots.Encoded
 		stored = ""
 	}
 	if stored == version {
-		i.recordPush(cluster, version, s.GetAgent().GetVersion())
+		i.recordPush(cluster, version, info.agentVersion)
 		return version, nil
 	}
 	if err := i.store.PutEncoded(ctx, cluster, e); err != nil {
@@ -139,14 +210,14 @@ func (i *Ingestor) push(ctx context.Context, cluster string, e snapshots.Encoded
 	}
 	// Recorded only once stored: connectivity reports must not show a
 	// version that was refused.
-	i.recordPush(cluster, version, s.GetAgent().GetVersion())
-	if err := i.notifier.Notify(ctx, cluster, version, s); err != nil {
+	i.recordPush(cluster, version, info.agentVersion)
+	if err := i.notifier.Notify(ctx, cluster, version, e.Data); err != nil {
 		// Translation also follows the store, so a lost notice delays the
 		// change rather than dropping it.
 		i.log.Warn("notifying translation failed", "cluster", cluster, "version", version, "error", err)
 	}
 	i.log.Info("stored input snapshot", "cluster", cluster, "version", version,
-		"destinations", len(s.GetDestinations()), "workloads", len(s.GetWorkloads()), "meshes", len(s.GetMeshes()))
+		"destinations", info.destinations, "workloads", info.workloads, "meshes", info.meshes)
 	return version, nil
 }
 

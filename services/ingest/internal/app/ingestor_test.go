@@ -1,9 +1,11 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/ingest/internal/app"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -39,12 +42,16 @@ func sealed(cluster string, services []string, edit func(*snapshotv1.InputSnapsh
 	return s
 }
 
-func TestValidate(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		snap *snapshotv1.InputSnapshot
-		ok   bool
-	}{
+type validateCase struct {
+	name string
+	snap *snapshotv1.InputSnapshot
+	ok   bool
+}
+
+// validateCases are snapshots pushed by cluster east, and whether they may
+// replace its last good one.
+func validateCases() []validateCase {
+	return []validateCase{
 		{name: "sealed snapshot of the caller's cluster", snap: sealed("east", []string{"a", "b"}, nil), ok: true},
 		{name: "empty sealed snapshot", snap: sealed("east", nil, nil), ok: true},
 		{name: "no snapshot", snap: nil},
@@ -82,7 +89,25 @@ func TestValidate(t *testing.T) {
 		{name: "mesh naming another cluster", snap: sealed("east", nil, func(s *snapshotv1.InputSnapshot) {
 			s.Meshes = []*discoveryv1.Mesh{{Metadata: &commonv1.ObjectMeta{Name: "istiod", Namespace: "istio-system", Cluster: "west"}}}
 		})},
-	} {
+		{name: "mesh naming no cluster", snap: sealed("east", nil, func(s *snapshotv1.InputSnapshot) {
+			s.Meshes = []*discoveryv1.Mesh{{Metadata: &commonv1.ObjectMeta{Name: "istiod", Namespace: "istio-system"}}}
+		})},
+		{name: "workload without metadata", snap: sealed("east", nil, func(s *snapshotv1.InputSnapshot) {
+			s.Workloads = []*discoveryv1.Workload{{}}
+		})},
+		{name: "destination with a Service ref naming no cluster", ok: true, snap: sealed("east", nil, func(s *snapshotv1.InputSnapshot) {
+			d := destination("east", "default", "b")
+			d.GetSpec().GetKubeService().GetRef().Cluster = ""
+			s.Destinations = append(s.Destinations, d)
+		})},
+		{name: "labels", ok: true, snap: sealed("east", []string{"a"}, func(s *snapshotv1.InputSnapshot) {
+			s.Destinations[0].Metadata.Labels = map[string]string{"app": "a", "b": "1", "c": "2", "d": "3", "e": "4"}
+		})},
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range validateCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			err := app.Validate("east", tc.snap)
 			if tc.ok && err != nil {
@@ -140,6 +165,7 @@ func (s *countingStore) putCount() int {
 
 type notice struct {
 	cluster, version string
+	data             []byte
 	snap             *snapshotv1.InputSnapshot
 }
 
@@ -150,10 +176,14 @@ type recordingNotifier struct {
 	err     error
 }
 
-func (n *recordingNotifier) Notify(_ context.Context, cluster, version string, s *snapshotv1.InputSnapshot) error {
+func (n *recordingNotifier) Notify(_ context.Context, cluster, version string, data []byte) error {
+	s := &snapshotv1.InputSnapshot{}
+	if err := proto.Unmarshal(data, s); err != nil {
+		return err
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.notices = append(n.notices, notice{cluster, version, s})
+	n.notices = append(n.notices, notice{cluster, version, data, s})
 	return n.err
 }
 
@@ -290,16 +320,20 @@ func TestIngestorConnect(t *testing.T) {
 	}
 }
 
-// FuzzSnapshotDecode decodes arbitrary bytes as an input snapshot, as the
-// server does with what an agent sends, and validates it. Nothing may
-// panic, and whatever validates must be the caller's cluster's content at
-// its own hash.
+// FuzzSnapshotDecode pushes arbitrary bytes as an agent's snapshot, as
+// the server does with what an agent sends. Nothing may panic; what is
+// refused must be refused by decoding and Validate too; and what is
+// accepted is the caller's cluster's content, stored at the hash of its
+// stored encoding, which for the canonical encoding is InputVersion.
 func FuzzSnapshotDecode(f *testing.F) {
 	for _, s := range []*snapshotv1.InputSnapshot{
 		sealed("east", []string{"a", "b"}, nil),
 		sealed("west", []string{"a"}, nil),
 		sealed("east", nil, func(s *snapshotv1.InputSnapshot) {
 			s.Workloads = []*discoveryv1.Workload{{Metadata: &commonv1.ObjectMeta{Name: "w", Cluster: "east"}}}
+		}),
+		sealed("east", []string{"a"}, func(s *snapshotv1.InputSnapshot) {
+			s.Destinations[0].Metadata.Labels = map[string]string{"app": "a", "b": "1", "c": "2"}
 		}),
 		{Cluster: "east", Version: "sha256:00"},
 	} {
@@ -308,23 +342,51 @@ func FuzzSnapshotDecode(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(b)
+		e, err := snapshots.EncodeInput(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(e.Data)
 	}
 	f.Add([]byte{})
 	f.Add([]byte{0x0a, 0x04, 'e', 'a', 's', 't'})
 	f.Add([]byte{0x62, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, data []byte) {
+		notifier := &recordingNotifier{}
+		in := app.NewIngestor(newCountingStore(), notifier, nil, slog.New(slog.DiscardHandler), "r")
+		version, err := in.PushFromAgent(t.Context(), "east", data)
 		s := &snapshotv1.InputSnapshot{}
-		if err := proto.Unmarshal(data, s); err != nil {
-			return
+		decodeErr := proto.Unmarshal(data, s)
+		if len(data) == 0 {
+			decodeErr = errors.New("empty")
 		}
-		if err := app.Validate("east", s); err != nil {
+		var validateErr error
+		if decodeErr == nil {
+			validateErr = app.Validate("east", s)
+		}
+		if err != nil {
 			if !errors.Is(err, app.ErrInvalidSnapshot) {
-				t.Fatalf("Validate error %v does not wrap ErrInvalidSnapshot", err)
+				t.Fatalf("PushFromAgent error %v does not wrap ErrInvalidSnapshot", err)
+			}
+			if decodeErr == nil && validateErr == nil {
+				t.Fatalf("PushFromAgent refused what decodes and validates: %v", err)
 			}
 			return
 		}
-		if s.GetCluster() != "east" || s.GetVersion() != snapshots.InputVersion(s) {
-			t.Fatalf("accepted a snapshot of cluster %q at version %q", s.GetCluster(), s.GetVersion())
+		notices := notifier.all()
+		if len(notices) != 1 || notices[0].cluster != "east" || notices[0].snap.GetCluster() != "east" {
+			t.Fatalf("accepted, but %d notices, or not east's content", len(notices))
+		}
+		stored, err := snapshots.ReadInput(notices[0].data)
+		if err != nil || stored.EncodedVersion != version {
+			t.Fatalf("stored encoding hashes to %s (%v), stored as %s", stored.EncodedVersion, err, version)
+		}
+		canonical, err := snapshots.EncodeInput(notices[0].snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Equal(canonical.Data, notices[0].data) && (version != snapshots.InputVersion(notices[0].snap) || validateErr != nil) {
+			t.Fatalf("accepted the canonical encoding at %s, InputVersion %s, Validate: %v", version, snapshots.InputVersion(notices[0].snap), validateErr)
 		}
 	})
 }
@@ -449,5 +511,119 @@ func TestClustersStale(t *testing.T) {
 	now = now.Add(24 * time.Hour)
 	if st := never.Clusters(); len(st) != 1 || st[0].Stale {
 		t.Fatalf("no window: %v, want east not stale", st)
+	}
+}
+
+// PushFromAgent, which checks the encoding in place, accepts and refuses
+// what Validate does, with the same messages.
+func TestPushFromAgentAgreesWithValidate(t *testing.T) {
+	for _, tc := range validateCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			notifier := &recordingNotifier{}
+			in := app.NewIngestor(newCountingStore(), notifier, nil, slog.New(slog.DiscardHandler), "r")
+			var data []byte
+			if tc.snap != nil {
+				e, err := snapshots.EncodeInput(tc.snap)
+				if err != nil {
+					t.Fatal(err)
+				}
+				data = e.Data
+			}
+			want := app.Validate("east", tc.snap)
+			version, err := in.PushFromAgent(t.Context(), "east", data)
+			if (err == nil) != (want == nil) || err != nil && err.Error() != want.Error() {
+				t.Fatalf("PushFromAgent: %v; Validate: %v", err, want)
+			}
+			if err != nil {
+				if !errors.Is(err, app.ErrInvalidSnapshot) {
+					t.Fatalf("PushFromAgent: %v, want ErrInvalidSnapshot", err)
+				}
+				if n := len(notifier.all()); n != 0 {
+					t.Fatalf("a refused snapshot was announced (%d notices)", n)
+				}
+				return
+			}
+			if version != tc.snap.GetVersion() {
+				t.Fatalf("PushFromAgent stored %s, want %s", version, tc.snap.GetVersion())
+			}
+			// The canonical encoding is forwarded as it came.
+			notices := notifier.all()
+			if len(notices) != 1 || !bytes.Equal(notices[0].data, data) || notices[0].version != version {
+				t.Fatalf("notices %d; want the pushed bytes at %s", len(notices), version)
+			}
+		})
+	}
+}
+
+func TestPushFromAgentEncodings(t *testing.T) {
+	s := sealed("east", []string{"a", "b"}, func(s *snapshotv1.InputSnapshot) {
+		s.Destinations[0].Metadata.Labels = map[string]string{"app": "a", "b": "1", "c": "2", "d": "3", "e": "4"}
+	})
+	e, err := snapshots.EncodeInput(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same content with the cluster field sent twice: decoding takes
+	// the last, so it is the same snapshot, but not its canonical encoding.
+	twice := protowire.AppendString(protowire.AppendTag(bytes.Clone(e.Data), 1, protowire.BytesType), "east")
+	for _, tc := range []struct {
+		name string
+		data []byte
+		// canonical: the bytes are forwarded as they came.
+		canonical bool
+		err       string
+	}{
+		{name: "canonical", data: e.Data, canonical: true},
+		{name: "another valid encoding", data: twice},
+		{name: "truncated", data: e.Data[:len(e.Data)-5], err: "malformed snapshot encoding"},
+		{name: "garbage", data: []byte("GET / HTTP/1.1\r\n"), err: "malformed snapshot encoding"},
+		{name: "invalid UTF-8", data: append(bytes.Clone(e.Data), 0x0a, 0x01, 0xff), err: "invalid UTF-8"},
+		{name: "empty", data: nil, err: "no snapshot in the request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			notifier := &recordingNotifier{}
+			store := newCountingStore()
+			in := app.NewIngestor(store, notifier, nil, slog.New(slog.DiscardHandler), "r")
+			version, err := in.PushFromAgent(t.Context(), "east", tc.data)
+			if tc.err != "" {
+				if !errors.Is(err, app.ErrInvalidSnapshot) || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("PushFromAgent: %v, want ErrInvalidSnapshot saying %q", err, tc.err)
+				}
+				if store.putCount() != 0 {
+					t.Fatal("a refused snapshot was stored")
+				}
+				return
+			}
+			if err != nil || version != s.GetVersion() {
+				t.Fatalf("PushFromAgent = %q, %v; want %q", version, err, s.GetVersion())
+			}
+			notices := notifier.all()
+			if len(notices) != 1 || !proto.Equal(notices[0].snap, s) {
+				t.Fatalf("notices %d; want one of the snapshot", len(notices))
+			}
+			if forwarded := bytes.Equal(notices[0].data, tc.data); forwarded != tc.canonical {
+				t.Fatalf("forwarded the bytes as sent: %v, want %v", forwarded, tc.canonical)
+			}
+			got, err := in.Snapshot(t.Context(), "east")
+			if err != nil || !proto.Equal(got, s) {
+				t.Fatalf("stored snapshot differs (%v)", err)
+			}
+			clusters := in.Clusters()
+			if len(clusters) != 1 || clusters[0].AgentVersion != "v1.2.3" || clusters[0].Version != s.GetVersion() {
+				t.Fatalf("Clusters() = %+v", clusters)
+			}
+		})
+	}
+}
+
+func TestPushFromAgentRefusesReservedCluster(t *testing.T) {
+	in := app.NewIngestor(newCountingStore(), &recordingNotifier{}, nil, slog.New(slog.DiscardHandler), "r")
+	in.Reserve("mgmt")
+	e, err := snapshots.EncodeInput(sealed("mgmt", nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.PushFromAgent(t.Context(), "mgmt", e.Data); !errors.Is(err, app.ErrReservedCluster) {
+		t.Fatalf("PushFromAgent: %v, want ErrReservedCluster", err)
 	}
 }

@@ -31,7 +31,9 @@ type SharedStore interface {
 
 // TranslationNotifier tells translation that a cluster's input changed.
 type TranslationNotifier interface {
-	Notify(ctx context.Context, cluster, version string, s *snapshotv1.InputSnapshot) error
+	// Notify hands translation the cluster's input at version. snapshot is
+	// its wire encoding (an InputSnapshot), as stored.
+	Notify(ctx context.Context, cluster, version string, snapshot []byte) error
 }
 
 // Metrics records what ingest did.

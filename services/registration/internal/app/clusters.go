@@ -31,6 +31,9 @@ func (r *Registrar) CreateCluster(ctx context.Context, name string, requireAppro
 	if err := validName(name); err != nil {
 		return Created{}, err
 	}
+	if err := r.notReserved(name); err != nil {
+		return Created{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
 	if tokenTTL == 0 {
 		tokenTTL = r.opts.TokenTTL
 	}

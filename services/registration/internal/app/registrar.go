@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/meshplane/meshplane/libs/pki"
@@ -35,7 +36,10 @@ type Options struct {
 	// Changes, when set, learns of every change to a cluster record (the
 	// KubernetesCluster mirror).
 	Changes ClusterChanges
-	Log     *slog.Logger
+	// Reserved are names no workload cluster may take: the install name,
+	// under which ingest keeps the management cluster's own input.
+	Reserved []string
+	Log      *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -72,6 +76,14 @@ func NewRegistrar(stores Stores, ca Signer, revoked *Revocations, opts Options) 
 	return r
 }
 
+// notReserved refuses a reserved cluster name.
+func (r *Registrar) notReserved(cluster string) error {
+	if slices.Contains(r.opts.Reserved, cluster) {
+		return fmt.Errorf("cluster name %q is reserved: it names the management cluster's own input (the install name); use another name for the workload cluster", cluster)
+	}
+	return nil
+}
+
 // credential is what a Register call proved with its token.
 type credential int
 
@@ -88,6 +100,10 @@ const (
 func (r *Registrar) Register(ctx context.Context, cluster, token string, csrPEM []byte, agentVersion string) (Issued, error) {
 	if err := pki.ValidateName(cluster); err != nil {
 		return Issued{}, fmt.Errorf("%w: cluster: %w", domain.ErrInvalidCSR, err)
+	}
+	if err := r.notReserved(cluster); err != nil {
+		r.log.WarnContext(ctx, "registration refused: reserved cluster name", "cluster", cluster)
+		return Issued{}, fmt.Errorf("%w: %w", domain.ErrInvalidCSR, err)
 	}
 	if err := domain.ParseToken(token); err != nil {
 		r.log.WarnContext(ctx, "registration refused: malformed token", "cluster", cluster)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -53,10 +54,11 @@ func newFixture(t testing.TB, relayToken string) *fixture {
 	}
 	static := memory.NewTokens()
 	static.Set("demo", "demo-token")
+	static.Set("meshplane", "reserved-token")
 	stores := app.Stores{Tokens: memory.NewBootstrapTokens(), Clusters: memory.NewClusters(), Revocations: memory.NewRevocations(), Static: static}
 	clk := &clock{now: time.Now().Truncate(time.Second)}
 	revoked := app.NewRevocations(stores.Revocations, time.Hour, nil)
-	opts := app.Options{TrustDomain: td, CertTTL: time.Hour, TokenTTL: 10 * time.Minute, Now: clk.Now, Log: slog.New(slog.DiscardHandler)}
+	opts := app.Options{TrustDomain: td, CertTTL: time.Hour, TokenTTL: 10 * time.Minute, Now: clk.Now, Log: slog.New(slog.DiscardHandler), Reserved: []string{"meshplane"}}
 	if relayToken != "" {
 		h := domain.HashToken(relayToken)
 		opts.RelayToken = &h
@@ -84,6 +86,17 @@ func csrFor(t testing.TB, cluster string) []byte {
 		t.Fatal(err)
 	}
 	return csr
+}
+
+func TestCreateClusterRefusesReservedName(t *testing.T) {
+	f := newFixture(t, "")
+	_, err := f.r.CreateCluster(t.Context(), "meshplane", false, 0)
+	if !errors.Is(err, app.ErrInvalidArgument) || !strings.Contains(err.Error(), "reserved") {
+		t.Fatalf("CreateCluster(meshplane): %v, want ErrInvalidArgument saying the name is reserved", err)
+	}
+	if _, err := f.stores.Clusters.Cluster(t.Context(), "meshplane"); !errors.Is(err, app.ErrNotFound) {
+		t.Fatal("a record was made for the reserved name")
+	}
 }
 
 func TestRegister(t *testing.T) {
@@ -122,6 +135,9 @@ func TestRegister(t *testing.T) {
 			tok := f.create(t, "east", false)
 			f.create(t, "east", false)
 			return "east", tok, csrFor(t, "east")
+		}},
+		{name: "reserved cluster name with a static token", wantErr: domain.ErrInvalidCSR, setup: func(t *testing.T, f *fixture) (string, string, []byte) {
+			return "meshplane", "reserved-token", csrFor(t, "meshplane")
 		}},
 		{name: "token of cluster A used for cluster B", wantErr: domain.ErrTokenInvalid, setup: func(t *testing.T, f *fixture) (string, string, []byte) {
 			tokA := f.create(t, "east", false)

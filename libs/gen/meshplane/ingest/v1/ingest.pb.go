@@ -69,6 +69,59 @@ func (x *PushRequest) GetSnapshot() *v1.InputSnapshot {
 	return nil
 }
 
+// EncodedPushRequest is PushRequest with the snapshot left in its wire
+// encoding; on the wire the two are the same message. Agents send it with
+// the canonical encoding they hashed when sealing the snapshot, and ingest
+// reads Push requests as it, so that ingest checks the encoding in place,
+// compares its hash with the version and stores and forwards those bytes,
+// instead of decoding the snapshot and encoding it again. Clients that send
+// PushRequest are served the same way; a snapshot that is not in canonical
+// encoding costs ingest one decoding and encoding.
+type EncodedPushRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An encoded meshplane.snapshot.v1.InputSnapshot.
+	Snapshot      []byte `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EncodedPushRequest) Reset() {
+	*x = EncodedPushRequest{}
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EncodedPushRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EncodedPushRequest) ProtoMessage() {}
+
+func (x *EncodedPushRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EncodedPushRequest.ProtoReflect.Descriptor instead.
+func (*EncodedPushRequest) Descriptor() ([]byte, []int) {
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *EncodedPushRequest) GetSnapshot() []byte {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
 type PushResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The version now stored for the cluster.
@@ -79,7 +132,7 @@ type PushResponse struct {
 
 func (x *PushResponse) Reset() {
 	*x = PushResponse{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[1]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -91,7 +144,7 @@ func (x *PushResponse) String() string {
 func (*PushResponse) ProtoMessage() {}
 
 func (x *PushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[1]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -104,7 +157,7 @@ func (x *PushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushResponse.ProtoReflect.Descriptor instead.
 func (*PushResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{1}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PushResponse) GetStoredVersion() string {
@@ -122,7 +175,7 @@ type ListClustersRequest struct {
 
 func (x *ListClustersRequest) Reset() {
 	*x = ListClustersRequest{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[2]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -134,7 +187,7 @@ func (x *ListClustersRequest) String() string {
 func (*ListClustersRequest) ProtoMessage() {}
 
 func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[2]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -147,7 +200,7 @@ func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersRequest.ProtoReflect.Descriptor instead.
 func (*ListClustersRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{2}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{3}
 }
 
 type ListClustersResponse struct {
@@ -159,7 +212,7 @@ type ListClustersResponse struct {
 
 func (x *ListClustersResponse) Reset() {
 	*x = ListClustersResponse{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[3]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -171,7 +224,7 @@ func (x *ListClustersResponse) String() string {
 func (*ListClustersResponse) ProtoMessage() {}
 
 func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[3]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -184,7 +237,7 @@ func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersResponse.ProtoReflect.Descriptor instead.
 func (*ListClustersResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{3}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListClustersResponse) GetClusters() []*ClusterConnectivity {
@@ -212,7 +265,7 @@ type ClusterConnectivity struct {
 
 func (x *ClusterConnectivity) Reset() {
 	*x = ClusterConnectivity{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[4]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -224,7 +277,7 @@ func (x *ClusterConnectivity) String() string {
 func (*ClusterConnectivity) ProtoMessage() {}
 
 func (x *ClusterConnectivity) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[4]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -237,7 +290,7 @@ func (x *ClusterConnectivity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterConnectivity.ProtoReflect.Descriptor instead.
 func (*ClusterConnectivity) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{4}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ClusterConnectivity) GetCluster() string {
@@ -298,7 +351,7 @@ type GetInputSnapshotRequest struct {
 
 func (x *GetInputSnapshotRequest) Reset() {
 	*x = GetInputSnapshotRequest{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[5]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -310,7 +363,7 @@ func (x *GetInputSnapshotRequest) String() string {
 func (*GetInputSnapshotRequest) ProtoMessage() {}
 
 func (x *GetInputSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[5]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -323,7 +376,7 @@ func (x *GetInputSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInputSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*GetInputSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{5}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetInputSnapshotRequest) GetCluster() string {
@@ -342,7 +395,7 @@ type GetInputSnapshotResponse struct {
 
 func (x *GetInputSnapshotResponse) Reset() {
 	*x = GetInputSnapshotResponse{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[6]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -354,7 +407,7 @@ func (x *GetInputSnapshotResponse) String() string {
 func (*GetInputSnapshotResponse) ProtoMessage() {}
 
 func (x *GetInputSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[6]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -367,7 +420,7 @@ func (x *GetInputSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInputSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*GetInputSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{6}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetInputSnapshotResponse) GetSnapshot() *v1.InputSnapshot {
@@ -394,7 +447,7 @@ type DiscoveryFilter struct {
 
 func (x *DiscoveryFilter) Reset() {
 	*x = DiscoveryFilter{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[7]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -406,7 +459,7 @@ func (x *DiscoveryFilter) String() string {
 func (*DiscoveryFilter) ProtoMessage() {}
 
 func (x *DiscoveryFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[7]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -419,7 +472,7 @@ func (x *DiscoveryFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoveryFilter.ProtoReflect.Descriptor instead.
 func (*DiscoveryFilter) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{7}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DiscoveryFilter) GetCluster() string {
@@ -452,7 +505,7 @@ type ListMeshesRequest struct {
 
 func (x *ListMeshesRequest) Reset() {
 	*x = ListMeshesRequest{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[8]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +517,7 @@ func (x *ListMeshesRequest) String() string {
 func (*ListMeshesRequest) ProtoMessage() {}
 
 func (x *ListMeshesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[8]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +530,7 @@ func (x *ListMeshesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMeshesRequest.ProtoReflect.Descriptor instead.
 func (*ListMeshesRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{8}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListMeshesRequest) GetFilter() *DiscoveryFilter {
@@ -496,7 +549,7 @@ type ListMeshesResponse struct {
 
 func (x *ListMeshesResponse) Reset() {
 	*x = ListMeshesResponse{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[9]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +561,7 @@ func (x *ListMeshesResponse) String() string {
 func (*ListMeshesResponse) ProtoMessage() {}
 
 func (x *ListMeshesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[9]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +574,7 @@ func (x *ListMeshesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMeshesResponse.ProtoReflect.Descriptor instead.
 func (*ListMeshesResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{9}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListMeshesResponse) GetMeshes() []*v11.Mesh {
@@ -540,7 +593,7 @@ type ListWorkloadsRequest struct {
 
 func (x *ListWorkloadsRequest) Reset() {
 	*x = ListWorkloadsRequest{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[10]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +605,7 @@ func (x *ListWorkloadsRequest) String() string {
 func (*ListWorkloadsRequest) ProtoMessage() {}
 
 func (x *ListWorkloadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[10]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +618,7 @@ func (x *ListWorkloadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkloadsRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkloadsRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{10}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListWorkloadsRequest) GetFilter() *DiscoveryFilter {
@@ -584,7 +637,7 @@ type ListWorkloadsResponse struct {
 
 func (x *ListWorkloadsResponse) Reset() {
 	*x = ListWorkloadsResponse{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[11]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -596,7 +649,7 @@ func (x *ListWorkloadsResponse) String() string {
 func (*ListWorkloadsResponse) ProtoMessage() {}
 
 func (x *ListWorkloadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[11]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -609,7 +662,7 @@ func (x *ListWorkloadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkloadsResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkloadsResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{11}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListWorkloadsResponse) GetWorkloads() []*v11.Workload {
@@ -628,7 +681,7 @@ type ListDestinationsRequest struct {
 
 func (x *ListDestinationsRequest) Reset() {
 	*x = ListDestinationsRequest{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[12]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -640,7 +693,7 @@ func (x *ListDestinationsRequest) String() string {
 func (*ListDestinationsRequest) ProtoMessage() {}
 
 func (x *ListDestinationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[12]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -653,7 +706,7 @@ func (x *ListDestinationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDestinationsRequest.ProtoReflect.Descriptor instead.
 func (*ListDestinationsRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{12}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListDestinationsRequest) GetFilter() *DiscoveryFilter {
@@ -672,7 +725,7 @@ type ListDestinationsResponse struct {
 
 func (x *ListDestinationsResponse) Reset() {
 	*x = ListDestinationsResponse{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[13]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -684,7 +737,7 @@ func (x *ListDestinationsResponse) String() string {
 func (*ListDestinationsResponse) ProtoMessage() {}
 
 func (x *ListDestinationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[13]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -697,7 +750,7 @@ func (x *ListDestinationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDestinationsResponse.ProtoReflect.Descriptor instead.
 func (*ListDestinationsResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{13}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListDestinationsResponse) GetDestinations() []*v11.Destination {
@@ -719,7 +772,7 @@ type PushAccessLogsRequest struct {
 
 func (x *PushAccessLogsRequest) Reset() {
 	*x = PushAccessLogsRequest{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[14]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +784,7 @@ func (x *PushAccessLogsRequest) String() string {
 func (*PushAccessLogsRequest) ProtoMessage() {}
 
 func (x *PushAccessLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[14]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +797,7 @@ func (x *PushAccessLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushAccessLogsRequest.ProtoReflect.Descriptor instead.
 func (*PushAccessLogsRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{14}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PushAccessLogsRequest) GetEntries() []*v12.AccessLogEntry {
@@ -771,7 +824,7 @@ type PushAccessLogsResponse struct {
 
 func (x *PushAccessLogsResponse) Reset() {
 	*x = PushAccessLogsResponse{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[15]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +836,7 @@ func (x *PushAccessLogsResponse) String() string {
 func (*PushAccessLogsResponse) ProtoMessage() {}
 
 func (x *PushAccessLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[15]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +849,7 @@ func (x *PushAccessLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushAccessLogsResponse.ProtoReflect.Descriptor instead.
 func (*PushAccessLogsResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{15}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PushAccessLogsResponse) GetAccepted() uint64 {
@@ -827,7 +880,7 @@ type WatchAccessLogsRequest struct {
 
 func (x *WatchAccessLogsRequest) Reset() {
 	*x = WatchAccessLogsRequest{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[16]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +892,7 @@ func (x *WatchAccessLogsRequest) String() string {
 func (*WatchAccessLogsRequest) ProtoMessage() {}
 
 func (x *WatchAccessLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[16]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +905,7 @@ func (x *WatchAccessLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAccessLogsRequest.ProtoReflect.Descriptor instead.
 func (*WatchAccessLogsRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{16}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchAccessLogsRequest) GetCluster() string {
@@ -913,7 +966,7 @@ type WatchAccessLogsResponse struct {
 
 func (x *WatchAccessLogsResponse) Reset() {
 	*x = WatchAccessLogsResponse{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[17]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +978,7 @@ func (x *WatchAccessLogsResponse) String() string {
 func (*WatchAccessLogsResponse) ProtoMessage() {}
 
 func (x *WatchAccessLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[17]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +991,7 @@ func (x *WatchAccessLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAccessLogsResponse.ProtoReflect.Descriptor instead.
 func (*WatchAccessLogsResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{17}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchAccessLogsResponse) GetEntries() []*v12.AccessLogEntry {
@@ -954,7 +1007,9 @@ const file_meshplane_ingest_v1_ingest_proto_rawDesc = "" +
 	"\n" +
 	" meshplane/ingest/v1/ingest.proto\x12\x13meshplane.ingest.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a&meshplane/discovery/v1/discovery.proto\x1a2meshplane/observability/v1/access_log_policy.proto\x1a$meshplane/snapshot/v1/snapshot.proto\"O\n" +
 	"\vPushRequest\x12@\n" +
-	"\bsnapshot\x18\x01 \x01(\v2$.meshplane.snapshot.v1.InputSnapshotR\bsnapshot\"5\n" +
+	"\bsnapshot\x18\x01 \x01(\v2$.meshplane.snapshot.v1.InputSnapshotR\bsnapshot\"0\n" +
+	"\x12EncodedPushRequest\x12\x1a\n" +
+	"\bsnapshot\x18\x01 \x01(\fR\bsnapshot\"5\n" +
 	"\fPushResponse\x12%\n" +
 	"\x0estored_version\x18\x01 \x01(\tR\rstoredVersion\"\x15\n" +
 	"\x13ListClustersRequest\"\\\n" +
@@ -1027,62 +1082,63 @@ func file_meshplane_ingest_v1_ingest_proto_rawDescGZIP() []byte {
 	return file_meshplane_ingest_v1_ingest_proto_rawDescData
 }
 
-var file_meshplane_ingest_v1_ingest_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_meshplane_ingest_v1_ingest_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_meshplane_ingest_v1_ingest_proto_goTypes = []any{
 	(*PushRequest)(nil),              // 0: meshplane.ingest.v1.PushRequest
-	(*PushResponse)(nil),             // 1: meshplane.ingest.v1.PushResponse
-	(*ListClustersRequest)(nil),      // 2: meshplane.ingest.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),     // 3: meshplane.ingest.v1.ListClustersResponse
-	(*ClusterConnectivity)(nil),      // 4: meshplane.ingest.v1.ClusterConnectivity
-	(*GetInputSnapshotRequest)(nil),  // 5: meshplane.ingest.v1.GetInputSnapshotRequest
-	(*GetInputSnapshotResponse)(nil), // 6: meshplane.ingest.v1.GetInputSnapshotResponse
-	(*DiscoveryFilter)(nil),          // 7: meshplane.ingest.v1.DiscoveryFilter
-	(*ListMeshesRequest)(nil),        // 8: meshplane.ingest.v1.ListMeshesRequest
-	(*ListMeshesResponse)(nil),       // 9: meshplane.ingest.v1.ListMeshesResponse
-	(*ListWorkloadsRequest)(nil),     // 10: meshplane.ingest.v1.ListWorkloadsRequest
-	(*ListWorkloadsResponse)(nil),    // 11: meshplane.ingest.v1.ListWorkloadsResponse
-	(*ListDestinationsRequest)(nil),  // 12: meshplane.ingest.v1.ListDestinationsRequest
-	(*ListDestinationsResponse)(nil), // 13: meshplane.ingest.v1.ListDestinationsResponse
-	(*PushAccessLogsRequest)(nil),    // 14: meshplane.ingest.v1.PushAccessLogsRequest
-	(*PushAccessLogsResponse)(nil),   // 15: meshplane.ingest.v1.PushAccessLogsResponse
-	(*WatchAccessLogsRequest)(nil),   // 16: meshplane.ingest.v1.WatchAccessLogsRequest
-	(*WatchAccessLogsResponse)(nil),  // 17: meshplane.ingest.v1.WatchAccessLogsResponse
-	(*v1.InputSnapshot)(nil),         // 18: meshplane.snapshot.v1.InputSnapshot
-	(*timestamppb.Timestamp)(nil),    // 19: google.protobuf.Timestamp
-	(*v11.Mesh)(nil),                 // 20: meshplane.discovery.v1.Mesh
-	(*v11.Workload)(nil),             // 21: meshplane.discovery.v1.Workload
-	(*v11.Destination)(nil),          // 22: meshplane.discovery.v1.Destination
-	(*v12.AccessLogEntry)(nil),       // 23: meshplane.observability.v1.AccessLogEntry
+	(*EncodedPushRequest)(nil),       // 1: meshplane.ingest.v1.EncodedPushRequest
+	(*PushResponse)(nil),             // 2: meshplane.ingest.v1.PushResponse
+	(*ListClustersRequest)(nil),      // 3: meshplane.ingest.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),     // 4: meshplane.ingest.v1.ListClustersResponse
+	(*ClusterConnectivity)(nil),      // 5: meshplane.ingest.v1.ClusterConnectivity
+	(*GetInputSnapshotRequest)(nil),  // 6: meshplane.ingest.v1.GetInputSnapshotRequest
+	(*GetInputSnapshotResponse)(nil), // 7: meshplane.ingest.v1.GetInputSnapshotResponse
+	(*DiscoveryFilter)(nil),          // 8: meshplane.ingest.v1.DiscoveryFilter
+	(*ListMeshesRequest)(nil),        // 9: meshplane.ingest.v1.ListMeshesRequest
+	(*ListMeshesResponse)(nil),       // 10: meshplane.ingest.v1.ListMeshesResponse
+	(*ListWorkloadsRequest)(nil),     // 11: meshplane.ingest.v1.ListWorkloadsRequest
+	(*ListWorkloadsResponse)(nil),    // 12: meshplane.ingest.v1.ListWorkloadsResponse
+	(*ListDestinationsRequest)(nil),  // 13: meshplane.ingest.v1.ListDestinationsRequest
+	(*ListDestinationsResponse)(nil), // 14: meshplane.ingest.v1.ListDestinationsResponse
+	(*PushAccessLogsRequest)(nil),    // 15: meshplane.ingest.v1.PushAccessLogsRequest
+	(*PushAccessLogsResponse)(nil),   // 16: meshplane.ingest.v1.PushAccessLogsResponse
+	(*WatchAccessLogsRequest)(nil),   // 17: meshplane.ingest.v1.WatchAccessLogsRequest
+	(*WatchAccessLogsResponse)(nil),  // 18: meshplane.ingest.v1.WatchAccessLogsResponse
+	(*v1.InputSnapshot)(nil),         // 19: meshplane.snapshot.v1.InputSnapshot
+	(*timestamppb.Timestamp)(nil),    // 20: google.protobuf.Timestamp
+	(*v11.Mesh)(nil),                 // 21: meshplane.discovery.v1.Mesh
+	(*v11.Workload)(nil),             // 22: meshplane.discovery.v1.Workload
+	(*v11.Destination)(nil),          // 23: meshplane.discovery.v1.Destination
+	(*v12.AccessLogEntry)(nil),       // 24: meshplane.observability.v1.AccessLogEntry
 }
 var file_meshplane_ingest_v1_ingest_proto_depIdxs = []int32{
-	18, // 0: meshplane.ingest.v1.PushRequest.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
-	4,  // 1: meshplane.ingest.v1.ListClustersResponse.clusters:type_name -> meshplane.ingest.v1.ClusterConnectivity
-	19, // 2: meshplane.ingest.v1.ClusterConnectivity.last_push:type_name -> google.protobuf.Timestamp
-	18, // 3: meshplane.ingest.v1.GetInputSnapshotResponse.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
-	7,  // 4: meshplane.ingest.v1.ListMeshesRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
-	20, // 5: meshplane.ingest.v1.ListMeshesResponse.meshes:type_name -> meshplane.discovery.v1.Mesh
-	7,  // 6: meshplane.ingest.v1.ListWorkloadsRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
-	21, // 7: meshplane.ingest.v1.ListWorkloadsResponse.workloads:type_name -> meshplane.discovery.v1.Workload
-	7,  // 8: meshplane.ingest.v1.ListDestinationsRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
-	22, // 9: meshplane.ingest.v1.ListDestinationsResponse.destinations:type_name -> meshplane.discovery.v1.Destination
-	23, // 10: meshplane.ingest.v1.PushAccessLogsRequest.entries:type_name -> meshplane.observability.v1.AccessLogEntry
-	23, // 11: meshplane.ingest.v1.WatchAccessLogsResponse.entries:type_name -> meshplane.observability.v1.AccessLogEntry
+	19, // 0: meshplane.ingest.v1.PushRequest.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
+	5,  // 1: meshplane.ingest.v1.ListClustersResponse.clusters:type_name -> meshplane.ingest.v1.ClusterConnectivity
+	20, // 2: meshplane.ingest.v1.ClusterConnectivity.last_push:type_name -> google.protobuf.Timestamp
+	19, // 3: meshplane.ingest.v1.GetInputSnapshotResponse.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
+	8,  // 4: meshplane.ingest.v1.ListMeshesRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
+	21, // 5: meshplane.ingest.v1.ListMeshesResponse.meshes:type_name -> meshplane.discovery.v1.Mesh
+	8,  // 6: meshplane.ingest.v1.ListWorkloadsRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
+	22, // 7: meshplane.ingest.v1.ListWorkloadsResponse.workloads:type_name -> meshplane.discovery.v1.Workload
+	8,  // 8: meshplane.ingest.v1.ListDestinationsRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
+	23, // 9: meshplane.ingest.v1.ListDestinationsResponse.destinations:type_name -> meshplane.discovery.v1.Destination
+	24, // 10: meshplane.ingest.v1.PushAccessLogsRequest.entries:type_name -> meshplane.observability.v1.AccessLogEntry
+	24, // 11: meshplane.ingest.v1.WatchAccessLogsResponse.entries:type_name -> meshplane.observability.v1.AccessLogEntry
 	0,  // 12: meshplane.ingest.v1.IngestService.Push:input_type -> meshplane.ingest.v1.PushRequest
-	2,  // 13: meshplane.ingest.v1.IngestService.ListClusters:input_type -> meshplane.ingest.v1.ListClustersRequest
-	5,  // 14: meshplane.ingest.v1.IngestService.GetInputSnapshot:input_type -> meshplane.ingest.v1.GetInputSnapshotRequest
-	8,  // 15: meshplane.ingest.v1.IngestService.ListMeshes:input_type -> meshplane.ingest.v1.ListMeshesRequest
-	10, // 16: meshplane.ingest.v1.IngestService.ListWorkloads:input_type -> meshplane.ingest.v1.ListWorkloadsRequest
-	12, // 17: meshplane.ingest.v1.IngestService.ListDestinations:input_type -> meshplane.ingest.v1.ListDestinationsRequest
-	14, // 18: meshplane.ingest.v1.IngestService.PushAccessLogs:input_type -> meshplane.ingest.v1.PushAccessLogsRequest
-	16, // 19: meshplane.ingest.v1.IngestService.WatchAccessLogs:input_type -> meshplane.ingest.v1.WatchAccessLogsRequest
-	1,  // 20: meshplane.ingest.v1.IngestService.Push:output_type -> meshplane.ingest.v1.PushResponse
-	3,  // 21: meshplane.ingest.v1.IngestService.ListClusters:output_type -> meshplane.ingest.v1.ListClustersResponse
-	6,  // 22: meshplane.ingest.v1.IngestService.GetInputSnapshot:output_type -> meshplane.ingest.v1.GetInputSnapshotResponse
-	9,  // 23: meshplane.ingest.v1.IngestService.ListMeshes:output_type -> meshplane.ingest.v1.ListMeshesResponse
-	11, // 24: meshplane.ingest.v1.IngestService.ListWorkloads:output_type -> meshplane.ingest.v1.ListWorkloadsResponse
-	13, // 25: meshplane.ingest.v1.IngestService.ListDestinations:output_type -> meshplane.ingest.v1.ListDestinationsResponse
-	15, // 26: meshplane.ingest.v1.IngestService.PushAccessLogs:output_type -> meshplane.ingest.v1.PushAccessLogsResponse
-	17, // 27: meshplane.ingest.v1.IngestService.WatchAccessLogs:output_type -> meshplane.ingest.v1.WatchAccessLogsResponse
+	3,  // 13: meshplane.ingest.v1.IngestService.ListClusters:input_type -> meshplane.ingest.v1.ListClustersRequest
+	6,  // 14: meshplane.ingest.v1.IngestService.GetInputSnapshot:input_type -> meshplane.ingest.v1.GetInputSnapshotRequest
+	9,  // 15: meshplane.ingest.v1.IngestService.ListMeshes:input_type -> meshplane.ingest.v1.ListMeshesRequest
+	11, // 16: meshplane.ingest.v1.IngestService.ListWorkloads:input_type -> meshplane.ingest.v1.ListWorkloadsRequest
+	13, // 17: meshplane.ingest.v1.IngestService.ListDestinations:input_type -> meshplane.ingest.v1.ListDestinationsRequest
+	15, // 18: meshplane.ingest.v1.IngestService.PushAccessLogs:input_type -> meshplane.ingest.v1.PushAccessLogsRequest
+	17, // 19: meshplane.ingest.v1.IngestService.WatchAccessLogs:input_type -> meshplane.ingest.v1.WatchAccessLogsRequest
+	2,  // 20: meshplane.ingest.v1.IngestService.Push:output_type -> meshplane.ingest.v1.PushResponse
+	4,  // 21: meshplane.ingest.v1.IngestService.ListClusters:output_type -> meshplane.ingest.v1.ListClustersResponse
+	7,  // 22: meshplane.ingest.v1.IngestService.GetInputSnapshot:output_type -> meshplane.ingest.v1.GetInputSnapshotResponse
+	10, // 23: meshplane.ingest.v1.IngestService.ListMeshes:output_type -> meshplane.ingest.v1.ListMeshesResponse
+	12, // 24: meshplane.ingest.v1.IngestService.ListWorkloads:output_type -> meshplane.ingest.v1.ListWorkloadsResponse
+	14, // 25: meshplane.ingest.v1.IngestService.ListDestinations:output_type -> meshplane.ingest.v1.ListDestinationsResponse
+	16, // 26: meshplane.ingest.v1.IngestService.PushAccessLogs:output_type -> meshplane.ingest.v1.PushAccessLogsResponse
+	18, // 27: meshplane.ingest.v1.IngestService.WatchAccessLogs:output_type -> meshplane.ingest.v1.WatchAccessLogsResponse
 	20, // [20:28] is the sub-list for method output_type
 	12, // [12:20] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
@@ -1101,7 +1157,7 @@ func file_meshplane_ingest_v1_ingest_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshplane_ingest_v1_ingest_proto_rawDesc), len(file_meshplane_ingest_v1_ingest_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

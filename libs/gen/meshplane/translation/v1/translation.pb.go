@@ -84,6 +84,71 @@ func (x *NotifyRequest) GetSnapshot() *v1.InputSnapshot {
 	return nil
 }
 
+// EncodedNotifyRequest is NotifyRequest with the snapshot left in its wire
+// encoding; on the wire the two are the same message. Ingest sends it, so
+// that it forwards the bytes it stored without encoding the snapshot again.
+type EncodedNotifyRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Version string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	// An encoded meshplane.snapshot.v1.InputSnapshot; when empty, translation
+	// reads the snapshot from the store.
+	Snapshot      []byte `protobuf:"bytes,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EncodedNotifyRequest) Reset() {
+	*x = EncodedNotifyRequest{}
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EncodedNotifyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EncodedNotifyRequest) ProtoMessage() {}
+
+func (x *EncodedNotifyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EncodedNotifyRequest.ProtoReflect.Descriptor instead.
+func (*EncodedNotifyRequest) Descriptor() ([]byte, []int) {
+	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *EncodedNotifyRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *EncodedNotifyRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *EncodedNotifyRequest) GetSnapshot() []byte {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
 type NotifyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -92,7 +157,7 @@ type NotifyResponse struct {
 
 func (x *NotifyResponse) Reset() {
 	*x = NotifyResponse{}
-	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[1]
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -104,7 +169,7 @@ func (x *NotifyResponse) String() string {
 func (*NotifyResponse) ProtoMessage() {}
 
 func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[1]
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -117,7 +182,7 @@ func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{1}
+	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{2}
 }
 
 type GetOutputSnapshotRequest struct {
@@ -129,7 +194,7 @@ type GetOutputSnapshotRequest struct {
 
 func (x *GetOutputSnapshotRequest) Reset() {
 	*x = GetOutputSnapshotRequest{}
-	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[2]
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -141,7 +206,7 @@ func (x *GetOutputSnapshotRequest) String() string {
 func (*GetOutputSnapshotRequest) ProtoMessage() {}
 
 func (x *GetOutputSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[2]
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -154,7 +219,7 @@ func (x *GetOutputSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOutputSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*GetOutputSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{2}
+	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetOutputSnapshotRequest) GetCluster() string {
@@ -173,7 +238,7 @@ type GetOutputSnapshotResponse struct {
 
 func (x *GetOutputSnapshotResponse) Reset() {
 	*x = GetOutputSnapshotResponse{}
-	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[3]
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -185,7 +250,7 @@ func (x *GetOutputSnapshotResponse) String() string {
 func (*GetOutputSnapshotResponse) ProtoMessage() {}
 
 func (x *GetOutputSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[3]
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -198,7 +263,7 @@ func (x *GetOutputSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOutputSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*GetOutputSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{3}
+	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetOutputSnapshotResponse) GetSnapshot() *v1.OutputSnapshot {
@@ -216,7 +281,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[4]
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -228,7 +293,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[4]
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -241,7 +306,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{4}
+	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{5}
 }
 
 type GetStatusResponse struct {
@@ -258,7 +323,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[5]
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -270,7 +335,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[5]
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -283,7 +348,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{5}
+	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetStatusResponse) GetSafeMode() bool {
@@ -320,7 +385,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[6]
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -332,7 +397,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[6]
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -345,7 +410,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{6}
+	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DescribeRequest) GetCluster() string {
@@ -382,7 +447,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[7]
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +459,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[7]
+	mi := &file_meshplane_translation_v1_translation_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +472,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{7}
+	return file_meshplane_translation_v1_translation_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DescribeResponse) GetMeshes() []*v11.Mesh {
@@ -439,7 +504,11 @@ const file_meshplane_translation_v1_translation_proto_rawDesc = "" +
 	"\rNotifyRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12@\n" +
-	"\bsnapshot\x18\x03 \x01(\v2$.meshplane.snapshot.v1.InputSnapshotR\bsnapshot\"\x10\n" +
+	"\bsnapshot\x18\x03 \x01(\v2$.meshplane.snapshot.v1.InputSnapshotR\bsnapshot\"f\n" +
+	"\x14EncodedNotifyRequest\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
+	"\bsnapshot\x18\x03 \x01(\fR\bsnapshot\"\x10\n" +
 	"\x0eNotifyResponse\"4\n" +
 	"\x18GetOutputSnapshotRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\"^\n" +
@@ -480,38 +549,39 @@ func file_meshplane_translation_v1_translation_proto_rawDescGZIP() []byte {
 	return file_meshplane_translation_v1_translation_proto_rawDescData
 }
 
-var file_meshplane_translation_v1_translation_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_meshplane_translation_v1_translation_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_meshplane_translation_v1_translation_proto_goTypes = []any{
 	(*NotifyRequest)(nil),             // 0: meshplane.translation.v1.NotifyRequest
-	(*NotifyResponse)(nil),            // 1: meshplane.translation.v1.NotifyResponse
-	(*GetOutputSnapshotRequest)(nil),  // 2: meshplane.translation.v1.GetOutputSnapshotRequest
-	(*GetOutputSnapshotResponse)(nil), // 3: meshplane.translation.v1.GetOutputSnapshotResponse
-	(*GetStatusRequest)(nil),          // 4: meshplane.translation.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),         // 5: meshplane.translation.v1.GetStatusResponse
-	(*DescribeRequest)(nil),           // 6: meshplane.translation.v1.DescribeRequest
-	(*DescribeResponse)(nil),          // 7: meshplane.translation.v1.DescribeResponse
-	nil,                               // 8: meshplane.translation.v1.GetStatusResponse.OutputVersionsEntry
-	(*v1.InputSnapshot)(nil),          // 9: meshplane.snapshot.v1.InputSnapshot
-	(*v1.OutputSnapshot)(nil),         // 10: meshplane.snapshot.v1.OutputSnapshot
-	(*v11.Mesh)(nil),                  // 11: meshplane.discovery.v1.Mesh
-	(*v11.Workload)(nil),              // 12: meshplane.discovery.v1.Workload
-	(*v11.Destination)(nil),           // 13: meshplane.discovery.v1.Destination
+	(*EncodedNotifyRequest)(nil),      // 1: meshplane.translation.v1.EncodedNotifyRequest
+	(*NotifyResponse)(nil),            // 2: meshplane.translation.v1.NotifyResponse
+	(*GetOutputSnapshotRequest)(nil),  // 3: meshplane.translation.v1.GetOutputSnapshotRequest
+	(*GetOutputSnapshotResponse)(nil), // 4: meshplane.translation.v1.GetOutputSnapshotResponse
+	(*GetStatusRequest)(nil),          // 5: meshplane.translation.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),         // 6: meshplane.translation.v1.GetStatusResponse
+	(*DescribeRequest)(nil),           // 7: meshplane.translation.v1.DescribeRequest
+	(*DescribeResponse)(nil),          // 8: meshplane.translation.v1.DescribeResponse
+	nil,                               // 9: meshplane.translation.v1.GetStatusResponse.OutputVersionsEntry
+	(*v1.InputSnapshot)(nil),          // 10: meshplane.snapshot.v1.InputSnapshot
+	(*v1.OutputSnapshot)(nil),         // 11: meshplane.snapshot.v1.OutputSnapshot
+	(*v11.Mesh)(nil),                  // 12: meshplane.discovery.v1.Mesh
+	(*v11.Workload)(nil),              // 13: meshplane.discovery.v1.Workload
+	(*v11.Destination)(nil),           // 14: meshplane.discovery.v1.Destination
 }
 var file_meshplane_translation_v1_translation_proto_depIdxs = []int32{
-	9,  // 0: meshplane.translation.v1.NotifyRequest.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
-	10, // 1: meshplane.translation.v1.GetOutputSnapshotResponse.snapshot:type_name -> meshplane.snapshot.v1.OutputSnapshot
-	8,  // 2: meshplane.translation.v1.GetStatusResponse.output_versions:type_name -> meshplane.translation.v1.GetStatusResponse.OutputVersionsEntry
-	11, // 3: meshplane.translation.v1.DescribeResponse.meshes:type_name -> meshplane.discovery.v1.Mesh
-	12, // 4: meshplane.translation.v1.DescribeResponse.workloads:type_name -> meshplane.discovery.v1.Workload
-	13, // 5: meshplane.translation.v1.DescribeResponse.destinations:type_name -> meshplane.discovery.v1.Destination
+	10, // 0: meshplane.translation.v1.NotifyRequest.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
+	11, // 1: meshplane.translation.v1.GetOutputSnapshotResponse.snapshot:type_name -> meshplane.snapshot.v1.OutputSnapshot
+	9,  // 2: meshplane.translation.v1.GetStatusResponse.output_versions:type_name -> meshplane.translation.v1.GetStatusResponse.OutputVersionsEntry
+	12, // 3: meshplane.translation.v1.DescribeResponse.meshes:type_name -> meshplane.discovery.v1.Mesh
+	13, // 4: meshplane.translation.v1.DescribeResponse.workloads:type_name -> meshplane.discovery.v1.Workload
+	14, // 5: meshplane.translation.v1.DescribeResponse.destinations:type_name -> meshplane.discovery.v1.Destination
 	0,  // 6: meshplane.translation.v1.TranslationService.Notify:input_type -> meshplane.translation.v1.NotifyRequest
-	2,  // 7: meshplane.translation.v1.TranslationService.GetOutputSnapshot:input_type -> meshplane.translation.v1.GetOutputSnapshotRequest
-	4,  // 8: meshplane.translation.v1.TranslationService.GetStatus:input_type -> meshplane.translation.v1.GetStatusRequest
-	6,  // 9: meshplane.translation.v1.TranslationService.Describe:input_type -> meshplane.translation.v1.DescribeRequest
-	1,  // 10: meshplane.translation.v1.TranslationService.Notify:output_type -> meshplane.translation.v1.NotifyResponse
-	3,  // 11: meshplane.translation.v1.TranslationService.GetOutputSnapshot:output_type -> meshplane.translation.v1.GetOutputSnapshotResponse
-	5,  // 12: meshplane.translation.v1.TranslationService.GetStatus:output_type -> meshplane.translation.v1.GetStatusResponse
-	7,  // 13: meshplane.translation.v1.TranslationService.Describe:output_type -> meshplane.translation.v1.DescribeResponse
+	3,  // 7: meshplane.translation.v1.TranslationService.GetOutputSnapshot:input_type -> meshplane.translation.v1.GetOutputSnapshotRequest
+	5,  // 8: meshplane.translation.v1.TranslationService.GetStatus:input_type -> meshplane.translation.v1.GetStatusRequest
+	7,  // 9: meshplane.translation.v1.TranslationService.Describe:input_type -> meshplane.translation.v1.DescribeRequest
+	2,  // 10: meshplane.translation.v1.TranslationService.Notify:output_type -> meshplane.translation.v1.NotifyResponse
+	4,  // 11: meshplane.translation.v1.TranslationService.GetOutputSnapshot:output_type -> meshplane.translation.v1.GetOutputSnapshotResponse
+	6,  // 12: meshplane.translation.v1.TranslationService.GetStatus:output_type -> meshplane.translation.v1.GetStatusResponse
+	8,  // 13: meshplane.translation.v1.TranslationService.Describe:output_type -> meshplane.translation.v1.DescribeResponse
 	10, // [10:14] is the sub-list for method output_type
 	6,  // [6:10] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
@@ -530,7 +600,7 @@ func file_meshplane_translation_v1_translation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshplane_translation_v1_translation_proto_rawDesc), len(file_meshplane_translation_v1_translation_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -17,6 +17,7 @@ import (
 	registrationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1/registrationv1connect"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/agent/internal/app"
 )
 
@@ -55,7 +56,7 @@ func (r *Registrar) Register(ctx context.Context, cluster, token string, csrPEM 
 // content hashes, so a move to another replica re-sends nothing the agent
 // already holds.
 type Relay struct {
-	ingest       ingestv1connect.IngestServiceClient
+	ingest       *IngestPushClient
 	dists        []distributionv1connect.DistributionServiceClient
 	agentVersion string
 
@@ -65,8 +66,25 @@ type Relay struct {
 
 var _ app.Relay = (*Relay)(nil)
 
+// IngestPushClient calls IngestService.Push with EncodedPushRequest (the
+// same wire format as PushRequest): the agent sends the canonical encoding
+// that its snapshot's version hashes, and ingest checks and stores those
+// bytes without decoding and encoding the snapshot again.
+type IngestPushClient struct {
+	c *connect.Client[ingestv1.EncodedPushRequest, ingestv1.PushResponse]
+}
+
+// NewIngestPushClient returns a Push client of the ingest service at
+// baseURL, with the client options opts.
+func NewIngestPushClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) *IngestPushClient {
+	method := ingestv1.File_meshplane_ingest_v1_ingest_proto.Services().ByName("IngestService").Methods().ByName("Push")
+	opts = append(append([]connect.ClientOption{}, opts...), connect.WithSchema(method))
+	return &IngestPushClient{c: connect.NewClient[ingestv1.EncodedPushRequest, ingestv1.PushResponse](
+		httpClient, baseURL+ingestv1connect.IngestServicePushProcedure, opts...)}
+}
+
 // NewRelay returns a relay over mTLS clients. dists must not be empty.
-func NewRelay(ingest ingestv1connect.IngestServiceClient, dists []distributionv1connect.DistributionServiceClient, agentVersion string) *Relay {
+func NewRelay(ingest *IngestPushClient, dists []distributionv1connect.DistributionServiceClient, agentVersion string) *Relay {
 	return &Relay{ingest: ingest, dists: dists, agentVersion: agentVersion}
 }
 
@@ -97,15 +115,20 @@ func failover(err error) bool {
 }
 
 func (r *Relay) OpenPush(ctx context.Context) (app.PushStream, error) {
-	return &pushStream{s: r.ingest.Push(ctx)}, nil
+	return &pushStream{s: r.ingest.c.CallBidiStream(ctx)}, nil
 }
 
 type pushStream struct {
-	s *connect.BidiStreamForClient[ingestv1.PushRequest, ingestv1.PushResponse]
+	s *connect.BidiStreamForClient[ingestv1.EncodedPushRequest, ingestv1.PushResponse]
 }
 
+// Send sends s in its canonical encoding, the one its version hashes.
 func (p *pushStream) Send(s *snapshotv1.InputSnapshot) error {
-	err := p.s.Send(&ingestv1.PushRequest{Snapshot: s})
+	e, err := snapshots.EncodeInput(s)
+	if err != nil {
+		return err
+	}
+	err = p.s.Send(&ingestv1.EncodedPushRequest{Snapshot: e.Data})
 	if errors.Is(err, io.EOF) {
 		// The server ended the stream; its reason comes from Receive.
 		_, rerr := p.s.Receive()

@@ -4,14 +4,11 @@ package connectrpc
 
 import (
 	"context"
-	"errors"
-	"io"
 	"log/slog"
 
 	"connectrpc.com/connect"
 	ingestv1 "github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
-	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/services/ingest/internal/app"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -27,35 +24,6 @@ var _ ingestv1connect.IngestServiceHandler = (*Handler)(nil)
 
 // NewHandler returns a handler over the ingestor.
 func NewHandler(in *app.Ingestor, log *slog.Logger) *Handler { return &Handler{in: in, log: log} }
-
-// Push takes snapshots from the caller's own cluster, named by its
-// certificate. An invalid snapshot ends the stream with InvalidArgument;
-// the last good snapshot stays.
-func (h *Handler) Push(ctx context.Context, stream *connect.BidiStream[ingestv1.PushRequest, ingestv1.PushResponse]) error {
-	cluster, err := platform.ClusterFromContext(ctx)
-	if err != nil {
-		return err
-	}
-	disconnect := h.in.Connect(cluster)
-	defer disconnect()
-	for {
-		req, err := stream.Receive()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		version, err := h.in.PushFromAgent(ctx, cluster, req.GetSnapshot())
-		if err != nil {
-			h.log.Warn("refused input snapshot", "cluster", cluster, "error", err)
-			return toConnect(err)
-		}
-		if err := stream.Send(&ingestv1.PushResponse{StoredVersion: version}); err != nil {
-			return err
-		}
-	}
-}
 
 func (h *Handler) ListClusters(context.Context, *connect.Request[ingestv1.ListClustersRequest]) (*connect.Response[ingestv1.ListClustersResponse], error) {
 	resp := &ingestv1.ListClustersResponse{}

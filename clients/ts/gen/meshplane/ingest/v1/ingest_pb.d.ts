@@ -31,6 +31,33 @@ export declare type PushRequest = Message<"meshplane.ingest.v1.PushRequest"> & {
 export declare const PushRequestSchema: GenMessage<PushRequest>;
 
 /**
+ * EncodedPushRequest is PushRequest with the snapshot left in its wire
+ * encoding; on the wire the two are the same message. Agents send it with
+ * the canonical encoding they hashed when sealing the snapshot, and ingest
+ * reads Push requests as it, so that ingest checks the encoding in place,
+ * compares its hash with the version and stores and forwards those bytes,
+ * instead of decoding the snapshot and encoding it again. Clients that send
+ * PushRequest are served the same way; a snapshot that is not in canonical
+ * encoding costs ingest one decoding and encoding.
+ *
+ * @generated from message meshplane.ingest.v1.EncodedPushRequest
+ */
+export declare type EncodedPushRequest = Message<"meshplane.ingest.v1.EncodedPushRequest"> & {
+  /**
+   * An encoded meshplane.snapshot.v1.InputSnapshot.
+   *
+   * @generated from field: bytes snapshot = 1;
+   */
+  snapshot: Uint8Array;
+};
+
+/**
+ * Describes the message meshplane.ingest.v1.EncodedPushRequest.
+ * Use `create(EncodedPushRequestSchema)` to create a new message.
+ */
+export declare const EncodedPushRequestSchema: GenMessage<EncodedPushRequest>;
+
+/**
  * @generated from message meshplane.ingest.v1.PushResponse
  */
 export declare type PushResponse = Message<"meshplane.ingest.v1.PushResponse"> & {

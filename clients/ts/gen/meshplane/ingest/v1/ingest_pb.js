@@ -12,7 +12,7 @@ import { file_meshplane_snapshot_v1_snapshot } from "../../snapshot/v1/snapshot_
  * Describes the file meshplane/ingest/v1/ingest.proto.
  */
 export const file_meshplane_ingest_v1_ingest = /*@__PURE__*/
-  fileDesc("CiBtZXNocGxhbmUvaW5nZXN0L3YxL2luZ2VzdC5wcm90bxITbWVzaHBsYW5lLmluZ2VzdC52MSJFCgtQdXNoUmVxdWVzdBI2CghzbmFwc2hvdBgBIAEoCzIkLm1lc2hwbGFuZS5zbmFwc2hvdC52MS5JbnB1dFNuYXBzaG90IiYKDFB1c2hSZXNwb25zZRIWCg5zdG9yZWRfdmVyc2lvbhgBIAEoCSIVChNMaXN0Q2x1c3RlcnNSZXF1ZXN0IlIKFExpc3RDbHVzdGVyc1Jlc3BvbnNlEjoKCGNsdXN0ZXJzGAEgAygLMigubWVzaHBsYW5lLmluZ2VzdC52MS5DbHVzdGVyQ29ubmVjdGl2aXR5IrABChNDbHVzdGVyQ29ubmVjdGl2aXR5Eg8KB2NsdXN0ZXIYASABKAkSEQoJY29ubmVjdGVkGAIgASgIEg0KBXN0YWxlGAMgASgIEg8KB3ZlcnNpb24YBCABKAkSLQoJbGFzdF9wdXNoGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1hZ2VudF92ZXJzaW9uGAYgASgJEg8KB3JlcGxpY2EYByABKAkiKgoXR2V0SW5wdXRTbmFwc2hvdFJlcXVlc3QSDwoHY2x1c3RlchgBIAEoCSJSChhHZXRJbnB1dFNuYXBzaG90UmVzcG9uc2USNgoIc25hcHNob3QYASABKAsyJC5tZXNocGxhbmUuc25hcHNob3QudjEuSW5wdXRTbmFwc2hvdCJMCg9EaXNjb3ZlcnlGaWx0ZXISDwoHY2x1c3RlchgBIAEoCRIRCgluYW1lc3BhY2UYAiABKAkSFQoNbmFtZV9jb250YWlucxgDIAEoCSJJChFMaXN0TWVzaGVzUmVxdWVzdBI0CgZmaWx0ZXIYASABKAsyJC5tZXNocGxhbmUuaW5nZXN0LnYxLkRpc2NvdmVyeUZpbHRlciJCChJMaXN0TWVzaGVzUmVzcG9uc2USLAoGbWVzaGVzGAEgAygLMhwubWVzaHBsYW5lLmRpc2NvdmVyeS52MS5NZXNoIkwKFExpc3RXb3JrbG9hZHNSZXF1ZXN0EjQKBmZpbHRlchgBIAEoCzIkLm1lc2hwbGFuZS5pbmdlc3QudjEuRGlzY292ZXJ5RmlsdGVyIkwKFUxpc3RXb3JrbG9hZHNSZXNwb25zZRIzCgl3b3JrbG9hZHMYASADKAsyIC5tZXNocGxhbmUuZGlzY292ZXJ5LnYxLldvcmtsb2FkIk8KF0xpc3REZXN0aW5hdGlvbnNSZXF1ZXN0EjQKBmZpbHRlchgBIAEoCzIkLm1lc2hwbGFuZS5pbmdlc3QudjEuRGlzY292ZXJ5RmlsdGVyIlUKGExpc3REZXN0aW5hdGlvbnNSZXNwb25zZRI5CgxkZXN0aW5hdGlvbnMYASADKAsyIy5tZXNocGxhbmUuZGlzY292ZXJ5LnYxLkRlc3RpbmF0aW9uImUKFVB1c2hBY2Nlc3NMb2dzUmVxdWVzdBI7CgdlbnRyaWVzGAEgAygLMioubWVzaHBsYW5lLm9ic2VydmFiaWxpdHkudjEuQWNjZXNzTG9nRW50cnkSDwoHZHJvcHBlZBgCIAEoBCIqChZQdXNoQWNjZXNzTG9nc1Jlc3BvbnNlEhAKCGFjY2VwdGVkGAEgASgEIpcBChZXYXRjaEFjY2Vzc0xvZ3NSZXF1ZXN0Eg8KB2NsdXN0ZXIYASABKAkSEQoJbmFtZXNwYWNlGAIgASgJEhAKCHdvcmtsb2FkGAMgASgJEg4KBnBvbGljeRgEIAEoCRIZChFtaW5fcmVzcG9uc2VfY29kZRgFIAEoDRIMCgR0YWlsGAYgASgNEg4KBmZvbGxvdxgHIAEoCCJWChdXYXRjaEFjY2Vzc0xvZ3NSZXNwb25zZRI7CgdlbnRyaWVzGAEgAygLMioubWVzaHBsYW5lLm9ic2VydmFiaWxpdHkudjEuQWNjZXNzTG9nRW50cnkyywYKDUluZ2VzdFNlcnZpY2USTwoEUHVzaBIgLm1lc2hwbGFuZS5pbmdlc3QudjEuUHVzaFJlcXVlc3QaIS5tZXNocGxhbmUuaW5nZXN0LnYxLlB1c2hSZXNwb25zZSgBMAESYwoMTGlzdENsdXN0ZXJzEigubWVzaHBsYW5lLmluZ2VzdC52MS5MaXN0Q2x1c3RlcnNSZXF1ZXN0GikubWVzaHBsYW5lLmluZ2VzdC52MS5MaXN0Q2x1c3RlcnNSZXNwb25zZRJvChBHZXRJbnB1dFNuYXBzaG90EiwubWVzaHBsYW5lLmluZ2VzdC52MS5HZXRJbnB1dFNuYXBzaG90UmVxdWVzdBotLm1lc2hwbGFuZS5pbmdlc3QudjEuR2V0SW5wdXRTbmFwc2hvdFJlc3BvbnNlEl0KCkxpc3RNZXNoZXMSJi5tZXNocGxhbmUuaW5nZXN0LnYxLkxpc3RNZXNoZXNSZXF1ZXN0GicubWVzaHBsYW5lLmluZ2VzdC52MS5MaXN0TWVzaGVzUmVzcG9uc2USZgoNTGlzdFdvcmtsb2FkcxIpLm1lc2hwbGFuZS5pbmdlc3QudjEuTGlzdFdvcmtsb2Fkc1JlcXVlc3QaKi5tZXNocGxhbmUuaW5nZXN0LnYxLkxpc3RXb3JrbG9hZHNSZXNwb25zZRJvChBMaXN0RGVzdGluYXRpb25zEiwubWVzaHBsYW5lLmluZ2VzdC52MS5MaXN0RGVzdGluYXRpb25zUmVxdWVzdBotLm1lc2hwbGFuZS5pbmdlc3QudjEuTGlzdERlc3RpbmF0aW9uc1Jlc3BvbnNlEmsKDlB1c2hBY2Nlc3NMb2dzEioubWVzaHBsYW5lLmluZ2VzdC52MS5QdXNoQWNjZXNzTG9nc1JlcXVlc3QaKy5tZXNocGxhbmUuaW5nZXN0LnYxLlB1c2hBY2Nlc3NMb2dzUmVzcG9uc2UoARJuCg9XYXRjaEFjY2Vzc0xvZ3MSKy5tZXNocGxhbmUuaW5nZXN0LnYxLldhdGNoQWNjZXNzTG9nc1JlcXVlc3QaLC5tZXNocGxhbmUuaW5nZXN0LnYxLldhdGNoQWNjZXNzTG9nc1Jlc3BvbnNlMAFC2gEKF2NvbS5tZXNocGxhbmUuaW5nZXN0LnYxQgtJbmdlc3RQcm90b1ABWkRnaXRodWIuY29tL21lc2hwbGFuZS9tZXNocGxhbmUvbGlicy9nZW4vbWVzaHBsYW5lL2luZ2VzdC92MTtpbmdlc3R2MaICA01JWKoCE01lc2hwbGFuZS5Jbmdlc3QuVjHKAhNNZXNocGxhbmVcSW5nZXN0XFYx4gIfTWVzaHBsYW5lXEluZ2VzdFxWMVxHUEJNZXRhZGF0YeoCFU1lc2hwbGFuZTo6SW5nZXN0OjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_meshplane_discovery_v1_discovery, file_meshplane_observability_v1_access_log_policy, file_meshplane_snapshot_v1_snapshot]);
+  fileDesc("CiBtZXNocGxhbmUvaW5nZXN0L3YxL2luZ2VzdC5wcm90bxITbWVzaHBsYW5lLmluZ2VzdC52MSJFCgtQdXNoUmVxdWVzdBI2CghzbmFwc2hvdBgBIAEoCzIkLm1lc2hwbGFuZS5zbmFwc2hvdC52MS5JbnB1dFNuYXBzaG90IiYKEkVuY29kZWRQdXNoUmVxdWVzdBIQCghzbmFwc2hvdBgBIAEoDCImCgxQdXNoUmVzcG9uc2USFgoOc3RvcmVkX3ZlcnNpb24YASABKAkiFQoTTGlzdENsdXN0ZXJzUmVxdWVzdCJSChRMaXN0Q2x1c3RlcnNSZXNwb25zZRI6CghjbHVzdGVycxgBIAMoCzIoLm1lc2hwbGFuZS5pbmdlc3QudjEuQ2x1c3RlckNvbm5lY3Rpdml0eSKwAQoTQ2x1c3RlckNvbm5lY3Rpdml0eRIPCgdjbHVzdGVyGAEgASgJEhEKCWNvbm5lY3RlZBgCIAEoCBINCgVzdGFsZRgDIAEoCBIPCgd2ZXJzaW9uGAQgASgJEi0KCWxhc3RfcHVzaBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNYWdlbnRfdmVyc2lvbhgGIAEoCRIPCgdyZXBsaWNhGAcgASgJIioKF0dldElucHV0U25hcHNob3RSZXF1ZXN0Eg8KB2NsdXN0ZXIYASABKAkiUgoYR2V0SW5wdXRTbmFwc2hvdFJlc3BvbnNlEjYKCHNuYXBzaG90GAEgASgLMiQubWVzaHBsYW5lLnNuYXBzaG90LnYxLklucHV0U25hcHNob3QiTAoPRGlzY292ZXJ5RmlsdGVyEg8KB2NsdXN0ZXIYASABKAkSEQoJbmFtZXNwYWNlGAIgASgJEhUKDW5hbWVfY29udGFpbnMYAyABKAkiSQoRTGlzdE1lc2hlc1JlcXVlc3QSNAoGZmlsdGVyGAEgASgLMiQubWVzaHBsYW5lLmluZ2VzdC52MS5EaXNjb3ZlcnlGaWx0ZXIiQgoSTGlzdE1lc2hlc1Jlc3BvbnNlEiwKBm1lc2hlcxgBIAMoCzIcLm1lc2hwbGFuZS5kaXNjb3ZlcnkudjEuTWVzaCJMChRMaXN0V29ya2xvYWRzUmVxdWVzdBI0CgZmaWx0ZXIYASABKAsyJC5tZXNocGxhbmUuaW5nZXN0LnYxLkRpc2NvdmVyeUZpbHRlciJMChVMaXN0V29ya2xvYWRzUmVzcG9uc2USMwoJd29ya2xvYWRzGAEgAygLMiAubWVzaHBsYW5lLmRpc2NvdmVyeS52MS5Xb3JrbG9hZCJPChdMaXN0RGVzdGluYXRpb25zUmVxdWVzdBI0CgZmaWx0ZXIYASABKAsyJC5tZXNocGxhbmUuaW5nZXN0LnYxLkRpc2NvdmVyeUZpbHRlciJVChhMaXN0RGVzdGluYXRpb25zUmVzcG9uc2USOQoMZGVzdGluYXRpb25zGAEgAygLMiMubWVzaHBsYW5lLmRpc2NvdmVyeS52MS5EZXN0aW5hdGlvbiJlChVQdXNoQWNjZXNzTG9nc1JlcXVlc3QSOwoHZW50cmllcxgBIAMoCzIqLm1lc2hwbGFuZS5vYnNlcnZhYmlsaXR5LnYxLkFjY2Vzc0xvZ0VudHJ5Eg8KB2Ryb3BwZWQYAiABKAQiKgoWUHVzaEFjY2Vzc0xvZ3NSZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoBCKXAQoWV2F0Y2hBY2Nlc3NMb2dzUmVxdWVzdBIPCgdjbHVzdGVyGAEgASgJEhEKCW5hbWVzcGFjZRgCIAEoCRIQCgh3b3JrbG9hZBgDIAEoCRIOCgZwb2xpY3kYBCABKAkSGQoRbWluX3Jlc3BvbnNlX2NvZGUYBSABKA0SDAoEdGFpbBgGIAEoDRIOCgZmb2xsb3cYByABKAgiVgoXV2F0Y2hBY2Nlc3NMb2dzUmVzcG9uc2USOwoHZW50cmllcxgBIAMoCzIqLm1lc2hwbGFuZS5vYnNlcnZhYmlsaXR5LnYxLkFjY2Vzc0xvZ0VudHJ5MssGCg1Jbmdlc3RTZXJ2aWNlEk8KBFB1c2gSIC5tZXNocGxhbmUuaW5nZXN0LnYxLlB1c2hSZXF1ZXN0GiEubWVzaHBsYW5lLmluZ2VzdC52MS5QdXNoUmVzcG9uc2UoATABEmMKDExpc3RDbHVzdGVycxIoLm1lc2hwbGFuZS5pbmdlc3QudjEuTGlzdENsdXN0ZXJzUmVxdWVzdBopLm1lc2hwbGFuZS5pbmdlc3QudjEuTGlzdENsdXN0ZXJzUmVzcG9uc2USbwoQR2V0SW5wdXRTbmFwc2hvdBIsLm1lc2hwbGFuZS5pbmdlc3QudjEuR2V0SW5wdXRTbmFwc2hvdFJlcXVlc3QaLS5tZXNocGxhbmUuaW5nZXN0LnYxLkdldElucHV0U25hcHNob3RSZXNwb25zZRJdCgpMaXN0TWVzaGVzEiYubWVzaHBsYW5lLmluZ2VzdC52MS5MaXN0TWVzaGVzUmVxdWVzdBonLm1lc2hwbGFuZS5pbmdlc3QudjEuTGlzdE1lc2hlc1Jlc3BvbnNlEmYKDUxpc3RXb3JrbG9hZHMSKS5tZXNocGxhbmUuaW5nZXN0LnYxLkxpc3RXb3JrbG9hZHNSZXF1ZXN0GioubWVzaHBsYW5lLmluZ2VzdC52MS5MaXN0V29ya2xvYWRzUmVzcG9uc2USbwoQTGlzdERlc3RpbmF0aW9ucxIsLm1lc2hwbGFuZS5pbmdlc3QudjEuTGlzdERlc3RpbmF0aW9uc1JlcXVlc3QaLS5tZXNocGxhbmUuaW5nZXN0LnYxLkxpc3REZXN0aW5hdGlvbnNSZXNwb25zZRJrCg5QdXNoQWNjZXNzTG9ncxIqLm1lc2hwbGFuZS5pbmdlc3QudjEuUHVzaEFjY2Vzc0xvZ3NSZXF1ZXN0GisubWVzaHBsYW5lLmluZ2VzdC52MS5QdXNoQWNjZXNzTG9nc1Jlc3BvbnNlKAESbgoPV2F0Y2hBY2Nlc3NMb2dzEisubWVzaHBsYW5lLmluZ2VzdC52MS5XYXRjaEFjY2Vzc0xvZ3NSZXF1ZXN0GiwubWVzaHBsYW5lLmluZ2VzdC52MS5XYXRjaEFjY2Vzc0xvZ3NSZXNwb25zZTABQtoBChdjb20ubWVzaHBsYW5lLmluZ2VzdC52MUILSW5nZXN0UHJvdG9QAVpEZ2l0aHViLmNvbS9tZXNocGxhbmUvbWVzaHBsYW5lL2xpYnMvZ2VuL21lc2hwbGFuZS9pbmdlc3QvdjE7aW5nZXN0djGiAgNNSViqAhNNZXNocGxhbmUuSW5nZXN0LlYxygITTWVzaHBsYW5lXEluZ2VzdFxWMeICH01lc2hwbGFuZVxJbmdlc3RcVjFcR1BCTWV0YWRhdGHqAhVNZXNocGxhbmU6OkluZ2VzdDo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_meshplane_discovery_v1_discovery, file_meshplane_observability_v1_access_log_policy, file_meshplane_snapshot_v1_snapshot]);
 
 /**
  * Describes the message meshplane.ingest.v1.PushRequest.
@@ -22,123 +22,130 @@ export const PushRequestSchema = /*@__PURE__*/
   messageDesc(file_meshplane_ingest_v1_ingest, 0);
 
 /**
+ * Describes the message meshplane.ingest.v1.EncodedPushRequest.
+ * Use `create(EncodedPushRequestSchema)` to create a new message.
+ */
+export const EncodedPushRequestSchema = /*@__PURE__*/
+  messageDesc(file_meshplane_ingest_v1_ingest, 1);
+
+/**
  * Describes the message meshplane.ingest.v1.PushResponse.
  * Use `create(PushResponseSchema)` to create a new message.
  */
 export const PushResponseSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 1);
+  messageDesc(file_meshplane_ingest_v1_ingest, 2);
 
 /**
  * Describes the message meshplane.ingest.v1.ListClustersRequest.
  * Use `create(ListClustersRequestSchema)` to create a new message.
  */
 export const ListClustersRequestSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 2);
+  messageDesc(file_meshplane_ingest_v1_ingest, 3);
 
 /**
  * Describes the message meshplane.ingest.v1.ListClustersResponse.
  * Use `create(ListClustersResponseSchema)` to create a new message.
  */
 export const ListClustersResponseSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 3);
+  messageDesc(file_meshplane_ingest_v1_ingest, 4);
 
 /**
  * Describes the message meshplane.ingest.v1.ClusterConnectivity.
  * Use `create(ClusterConnectivitySchema)` to create a new message.
  */
 export const ClusterConnectivitySchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 4);
+  messageDesc(file_meshplane_ingest_v1_ingest, 5);
 
 /**
  * Describes the message meshplane.ingest.v1.GetInputSnapshotRequest.
  * Use `create(GetInputSnapshotRequestSchema)` to create a new message.
  */
 export const GetInputSnapshotRequestSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 5);
+  messageDesc(file_meshplane_ingest_v1_ingest, 6);
 
 /**
  * Describes the message meshplane.ingest.v1.GetInputSnapshotResponse.
  * Use `create(GetInputSnapshotResponseSchema)` to create a new message.
  */
 export const GetInputSnapshotResponseSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 6);
+  messageDesc(file_meshplane_ingest_v1_ingest, 7);
 
 /**
  * Describes the message meshplane.ingest.v1.DiscoveryFilter.
  * Use `create(DiscoveryFilterSchema)` to create a new message.
  */
 export const DiscoveryFilterSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 7);
+  messageDesc(file_meshplane_ingest_v1_ingest, 8);
 
 /**
  * Describes the message meshplane.ingest.v1.ListMeshesRequest.
  * Use `create(ListMeshesRequestSchema)` to create a new message.
  */
 export const ListMeshesRequestSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 8);
+  messageDesc(file_meshplane_ingest_v1_ingest, 9);
 
 /**
  * Describes the message meshplane.ingest.v1.ListMeshesResponse.
  * Use `create(ListMeshesResponseSchema)` to create a new message.
  */
 export const ListMeshesResponseSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 9);
+  messageDesc(file_meshplane_ingest_v1_ingest, 10);
 
 /**
  * Describes the message meshplane.ingest.v1.ListWorkloadsRequest.
  * Use `create(ListWorkloadsRequestSchema)` to create a new message.
  */
 export const ListWorkloadsRequestSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 10);
+  messageDesc(file_meshplane_ingest_v1_ingest, 11);
 
 /**
  * Describes the message meshplane.ingest.v1.ListWorkloadsResponse.
  * Use `create(ListWorkloadsResponseSchema)` to create a new message.
  */
 export const ListWorkloadsResponseSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 11);
+  messageDesc(file_meshplane_ingest_v1_ingest, 12);
 
 /**
  * Describes the message meshplane.ingest.v1.ListDestinationsRequest.
  * Use `create(ListDestinationsRequestSchema)` to create a new message.
  */
 export const ListDestinationsRequestSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 12);
+  messageDesc(file_meshplane_ingest_v1_ingest, 13);
 
 /**
  * Describes the message meshplane.ingest.v1.ListDestinationsResponse.
  * Use `create(ListDestinationsResponseSchema)` to create a new message.
  */
 export const ListDestinationsResponseSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 13);
+  messageDesc(file_meshplane_ingest_v1_ingest, 14);
 
 /**
  * Describes the message meshplane.ingest.v1.PushAccessLogsRequest.
  * Use `create(PushAccessLogsRequestSchema)` to create a new message.
  */
 export const PushAccessLogsRequestSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 14);
+  messageDesc(file_meshplane_ingest_v1_ingest, 15);
 
 /**
  * Describes the message meshplane.ingest.v1.PushAccessLogsResponse.
  * Use `create(PushAccessLogsResponseSchema)` to create a new message.
  */
 export const PushAccessLogsResponseSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 15);
+  messageDesc(file_meshplane_ingest_v1_ingest, 16);
 
 /**
  * Describes the message meshplane.ingest.v1.WatchAccessLogsRequest.
  * Use `create(WatchAccessLogsRequestSchema)` to create a new message.
  */
 export const WatchAccessLogsRequestSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 16);
+  messageDesc(file_meshplane_ingest_v1_ingest, 17);
 
 /**
  * Describes the message meshplane.ingest.v1.WatchAccessLogsResponse.
  * Use `create(WatchAccessLogsResponseSchema)` to create a new message.
  */
 export const WatchAccessLogsResponseSchema = /*@__PURE__*/
-  messageDesc(file_meshplane_ingest_v1_ingest, 17);
+  messageDesc(file_meshplane_ingest_v1_ingest, 18);
 
 /**
  * IngestService receives the input snapshots of workload clusters.

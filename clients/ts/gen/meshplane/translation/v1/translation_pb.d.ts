@@ -41,6 +41,39 @@ export declare type NotifyRequest = Message<"meshplane.translation.v1.NotifyRequ
 export declare const NotifyRequestSchema: GenMessage<NotifyRequest>;
 
 /**
+ * EncodedNotifyRequest is NotifyRequest with the snapshot left in its wire
+ * encoding; on the wire the two are the same message. Ingest sends it, so
+ * that it forwards the bytes it stored without encoding the snapshot again.
+ *
+ * @generated from message meshplane.translation.v1.EncodedNotifyRequest
+ */
+export declare type EncodedNotifyRequest = Message<"meshplane.translation.v1.EncodedNotifyRequest"> & {
+  /**
+   * @generated from field: string cluster = 1;
+   */
+  cluster: string;
+
+  /**
+   * @generated from field: string version = 2;
+   */
+  version: string;
+
+  /**
+   * An encoded meshplane.snapshot.v1.InputSnapshot; when empty, translation
+   * reads the snapshot from the store.
+   *
+   * @generated from field: bytes snapshot = 3;
+   */
+  snapshot: Uint8Array;
+};
+
+/**
+ * Describes the message meshplane.translation.v1.EncodedNotifyRequest.
+ * Use `create(EncodedNotifyRequestSchema)` to create a new message.
+ */
+export declare const EncodedNotifyRequestSchema: GenMessage<EncodedNotifyRequest>;
+
+/**
  * @generated from message meshplane.translation.v1.NotifyResponse
  */
 export declare type NotifyResponse = Message<"meshplane.translation.v1.NotifyResponse"> & {

@@ -1,0 +1,207 @@
+package snapshots_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
+	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// discovered is a sealed snapshot of cluster with a mesh, a workload and
+// destinations whose metadata name metaCluster and whose Service refs name
+// refCluster, with labels (maps, whose encoding order matters).
+func discovered(cluster, metaCluster, refCluster string) *snapshotv1.InputSnapshot {
+	s := input("pod-1", "b", "a")
+	s.Cluster = cluster
+	s.Meshes = []*discoveryv1.Mesh{{Metadata: &commonv1.ObjectMeta{Name: "istiod", Namespace: "meshplane", Cluster: metaCluster}}}
+	s.Workloads = []*discoveryv1.Workload{{
+		Metadata: &commonv1.ObjectMeta{Name: "w", Namespace: "meshplane", Cluster: metaCluster},
+		Spec: &discoveryv1.WorkloadSpec{Type: &discoveryv1.WorkloadSpec_Kubernetes_{Kubernetes: &discoveryv1.WorkloadSpec_Kubernetes{
+			PodLabels: map[string]string{"app": "w", "version": "v1", "tier": "web", "team": "a"},
+		}}},
+	}}
+	for _, d := range s.Destinations {
+		d.Metadata.Cluster = metaCluster
+		d.Spec = &discoveryv1.DestinationSpec{Type: &discoveryv1.DestinationSpec_KubeService_{KubeService: &discoveryv1.DestinationSpec_KubeService{
+			Ref:    &commonv1.ClusterObjectRef{Name: d.GetMetadata().GetName(), Namespace: "ns", Cluster: refCluster},
+			Labels: map[string]string{"app": "x", "b": "1", "c": "2", "d": "3"},
+		}}}
+	}
+	snapshots.SealInput(s)
+	return s
+}
+
+func TestReadInputMatchesEncodeInput(t *testing.T) {
+	for name, s := range map[string]*snapshotv1.InputSnapshot{
+		"discovered":           discovered("east", "east", "east"),
+		"refs without cluster": discovered("east", "east", ""),
+		"foreign claims":       discovered("east", "west", "west"),
+		"without agent":        {Cluster: "east"},
+		"empty":                {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			snapshots.SealInput(s)
+			e, err := snapshots.EncodeInput(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := snapshots.ReadInput(e.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.EncodedVersion != s.GetVersion() || h.Version != s.GetVersion() {
+				t.Fatalf("ReadInput: encoded version %s, claimed %s; want both %s", h.EncodedVersion, h.Version, s.GetVersion())
+			}
+			checkHead(t, h, s)
+			// A deterministic encoding of the sealed snapshot is canonical too.
+			det, err := proto.MarshalOptions{Deterministic: true}.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h, err := snapshots.ReadInput(det); err != nil || h.EncodedVersion != s.GetVersion() {
+				t.Fatalf("deterministic encoding: version %s, error %v; want %s", h.EncodedVersion, err, s.GetVersion())
+			}
+		})
+	}
+}
+
+// checkHead holds h to what decoding gives.
+func checkHead(t *testing.T, h snapshots.InputHead, s *snapshotv1.InputSnapshot) {
+	t.Helper()
+	if h.Cluster != s.GetCluster() || h.Version != s.GetVersion() {
+		t.Fatalf("head cluster %q version %q, decoded %q %q", h.Cluster, h.Version, s.GetCluster(), s.GetVersion())
+	}
+	if !proto.Equal(h.Agent, s.GetAgent()) || (h.Agent == nil) != (s.GetAgent() == nil) {
+		t.Fatalf("head agent %v, decoded %v", h.Agent, s.GetAgent())
+	}
+	if h.Meshes != len(s.GetMeshes()) || h.Workloads != len(s.GetWorkloads()) || h.Destinations != len(s.GetDestinations()) {
+		t.Fatalf("head counts %d/%d/%d, decoded %d/%d/%d", h.Meshes, h.Workloads, h.Destinations,
+			len(s.GetMeshes()), len(s.GetWorkloads()), len(s.GetDestinations()))
+	}
+	var meta, refs []string
+	add := func(set []string, v string) []string {
+		if !slices.Contains(set, v) {
+			set = append(set, v)
+		}
+		return set
+	}
+	for _, m := range s.GetMeshes() {
+		meta = add(meta, m.GetMetadata().GetCluster())
+	}
+	for _, w := range s.GetWorkloads() {
+		meta = add(meta, w.GetMetadata().GetCluster())
+	}
+	for _, d := range s.GetDestinations() {
+		meta = add(meta, d.GetMetadata().GetCluster())
+		refs = add(refs, d.GetSpec().GetKubeService().GetRef().GetCluster())
+	}
+	sorted := func(s []string) []string { return slices.Sorted(slices.Values(s)) }
+	if !slices.Equal(sorted(h.DiscoveredClusters), sorted(meta)) || !slices.Equal(sorted(h.ServiceRefClusters), sorted(refs)) {
+		t.Fatalf("head claims %q and refs %q, decoded %q and %q", h.DiscoveredClusters, h.ServiceRefClusters, meta, refs)
+	}
+}
+
+func TestReadInputVersionsOtherEncodingsApart(t *testing.T) {
+	s := discovered("east", "east", "east")
+	e, err := snapshots.EncodeInput(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same content, with the cluster field sent twice (the last wins
+	// when decoded): valid, but not the canonical encoding.
+	twice := protowire.AppendTag(slices.Clone(e.Data), 1, protowire.BytesType)
+	twice = protowire.AppendString(twice, "east")
+	h, err := snapshots.ReadInput(twice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.EncodedVersion == s.GetVersion() {
+		t.Fatal("a non-canonical encoding got the canonical version")
+	}
+	if h.Cluster != "east" || h.Version != s.GetVersion() {
+		t.Fatalf("head %q %q", h.Cluster, h.Version)
+	}
+}
+
+func TestReadInputRefusesWhatDecodingRefuses(t *testing.T) {
+	s := discovered("east", "east", "east")
+	e, err := snapshots.EncodeInput(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"truncated":      e.Data[:len(e.Data)-3],
+		"garbage":        []byte("this is not a snapshot"),
+		"bad utf-8":      {0x0a, 0x01, 0xff},
+		"bad utf-8 deep": slices.Concat(e.Data, []byte{0x62, 0x05, 0x0a, 0x03, 0x0a, 0x01, 0xff}),
+		"field zero":     {0x02, 0x00},
+		"too long":       {0x0a, 0x7f, 'e'},
+		"lone end group": {0x0c},
+	} {
+		t.Run(name, func(t *testing.T) {
+			decodeErr := proto.Unmarshal(data, &snapshotv1.InputSnapshot{})
+			if decodeErr == nil {
+				t.Fatal("the case is not invalid: proto.Unmarshal accepts it")
+			}
+			_, err := snapshots.ReadInput(data)
+			if !errors.Is(err, snapshots.ErrMalformed) {
+				t.Fatalf("ReadInput error %v, want ErrMalformed (proto.Unmarshal: %v)", err, decodeErr)
+			}
+		})
+	}
+}
+
+// FuzzReadInput holds ReadInput to proto.Unmarshal: it accepts exactly what
+// decoding accepts, and its head is what decoding gives. For a canonical
+// encoding, its version is InputVersion's.
+func FuzzReadInput(f *testing.F) {
+	for _, s := range []*snapshotv1.InputSnapshot{
+		discovered("east", "east", "east"), discovered("east", "west", ""), {Cluster: "east"}, {},
+	} {
+		e, err := snapshots.EncodeInput(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(e.Data)
+		f.Add(e.Data[:len(e.Data)/2])
+		plain, err := proto.Marshal(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(plain)
+	}
+	f.Add([]byte{0x0a, 0x04, 'e', 'a', 's', 't', 0x0a, 0x04, 'w', 'e', 's', 't'})
+	f.Add([]byte{0x1a, 0x02, 0x0a, 0x00, 0x1a, 0x02, 0x12, 0x00}) // agent twice: merged
+	f.Add([]byte{0x08, 0x01})                                     // cluster with a varint: unknown
+	f.Add([]byte{0x0b, 0x0c})                                     // an empty group
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x7f, 0x00})             // field number too large
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := snapshots.ReadInput(data)
+		s := &snapshotv1.InputSnapshot{}
+		decodeErr := proto.Unmarshal(data, s)
+		if (err == nil) != (decodeErr == nil) {
+			t.Fatalf("ReadInput error %v, proto.Unmarshal error %v", err, decodeErr)
+		}
+		if err != nil {
+			return
+		}
+		checkHead(t, h, s)
+		e, err := snapshots.EncodeInput(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		canon, err := snapshots.ReadInput(e.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if canon.EncodedVersion != e.Version {
+			t.Fatalf("canonical encoding: ReadInput version %s, EncodeInput %s", canon.EncodedVersion, e.Version)
+		}
+	})
+}
