@@ -65,7 +65,8 @@ type hashWriter struct {
 	buf []byte
 	ok  bool // false once something the fast path cannot encode was seen
 
-	maps *mapEncodings
+	maps   *mapEncodings
+	sealer bool // maps are kept for the next outputs
 	// The last label map encoded and its encoding: translation gives all
 	// objects of a cluster one label map.
 	labels    uintptr
@@ -260,9 +261,26 @@ func (w *hashWriter) object(o *snapshotv1.Object, keys *[]string) {
 		return
 	}
 	labels := w.labelsEncoding(o.GetLabels(), keys)
-	ann := w.annotationsEncoding(o.GetAnnotations(), keys)
+	var ann []byte
+	var annSize int
+	// Annotations are kept between the outputs of a sealer; one output
+	// on its own has them encoded in place, as most objects have their
+	// own.
+	var annK, annV string
+	annMap := o.GetAnnotations()
+	if w.sealer {
+		ann = w.annotationsEncoding(annMap, keys)
+		annSize = len(ann)
+	} else if len(annMap) == 1 {
+		for k, v := range annMap {
+			annK, annV = k, v
+		}
+		annSize = protowire.SizeTag(6) + protowire.SizeBytes(mapEntrySize(annK, annV))
+	} else {
+		annSize = mapSize(6, annMap)
+	}
 	size := strSize(1, o.GetApiVersion()) + strSize(2, o.GetKind()) + strSize(3, o.GetNamespace()) + strSize(4, o.GetName()) +
-		len(labels) + len(ann) + bytesSize(7, o.GetSpec())
+		len(labels) + annSize + bytesSize(7, o.GetSpec())
 	w.buf = protowire.AppendTag(w.buf, 4, protowire.BytesType)
 	w.buf = protowire.AppendVarint(w.buf, uint64(size))
 	w.str(1, o.GetApiVersion())
@@ -270,7 +288,14 @@ func (w *hashWriter) object(o *snapshotv1.Object, keys *[]string) {
 	w.str(3, o.GetNamespace())
 	w.str(4, o.GetName())
 	w.buf = append(w.buf, labels...)
-	w.buf = append(w.buf, ann...)
+	switch {
+	case w.sealer:
+		w.buf = append(w.buf, ann...)
+	case len(annMap) == 1:
+		w.entry(6, annK, annV)
+	default:
+		w.strMap(6, annMap, keys)
+	}
 	w.large(7, o.GetSpec())
 	w.flushIfLarge()
 }
@@ -393,7 +418,7 @@ type OutputSealer struct {
 func (z *OutputSealer) Seal(s *snapshotv1.OutputSnapshot) string {
 	SortOutput(s)
 	z.maps.nextOutput()
-	v, ok := fastOutputVersion(s, &z.maps)
+	v, ok := fastOutputVersion(s, &z.maps, true)
 	if !ok {
 		v = contentVersion(s, outputVolatile)
 	}
@@ -403,12 +428,13 @@ func (z *OutputSealer) Seal(s *snapshotv1.OutputSnapshot) string {
 
 // fastOutputVersion is OutputVersion without reflection; ok is false when
 // the output holds something only the reflective encoding handles. maps
-// may hold encodings of maps of s already.
-func fastOutputVersion(s *snapshotv1.OutputSnapshot, maps *mapEncodings) (version string, ok bool) {
+// may hold encodings of maps of s already; sealer keeps annotations there
+// too, for the next outputs.
+func fastOutputVersion(s *snapshotv1.OutputSnapshot, maps *mapEncodings, sealer bool) (version string, ok bool) {
 	if !fastOutputOK || s == nil {
 		return "", false
 	}
-	w := &hashWriter{h: sha256.New(), buf: make([]byte, 0, 40<<10), ok: true, maps: maps}
+	w := &hashWriter{h: sha256.New(), buf: make([]byte, 0, 40<<10), ok: true, maps: maps, sealer: sealer}
 	var keys []string
 	w.str(1, s.GetCluster())
 	for _, o := range s.GetObjects() {

@@ -74,7 +74,7 @@ func TestFastOutputVersion(t *testing.T) {
 				IncludedRequestHeaders: []string{str(), str()},
 			})
 		}
-		fast, ok := fastOutputVersion(out, &mapEncodings{})
+		fast, ok := fastOutputVersion(out, &mapEncodings{}, false)
 		if !ok {
 			t.Fatalf("output %d: the fast path refused a valid output", i)
 		}
@@ -94,7 +94,7 @@ func TestFastOutputVersionFallsBack(t *testing.T) {
 		"nil status":          {Cluster: "c", Statuses: []*snapshotv1.ResourceStatus{nil}},
 	}
 	for name, out := range cases {
-		if _, ok := fastOutputVersion(out, &mapEncodings{}); ok {
+		if _, ok := fastOutputVersion(out, &mapEncodings{}, false); ok {
 			t.Errorf("%s: the fast path took it", name)
 		}
 		if got, want := OutputVersion(out), contentVersion(out, outputVolatile); got != want {
@@ -104,7 +104,7 @@ func TestFastOutputVersionFallsBack(t *testing.T) {
 	withUnknown := &snapshotv1.Object{Name: "a"}
 	withUnknown.ProtoReflect().SetUnknown([]byte{0x78, 0x01}) // field 15, varint 1
 	out := &snapshotv1.OutputSnapshot{Cluster: "c", Objects: []*snapshotv1.Object{withUnknown}}
-	if _, ok := fastOutputVersion(out, &mapEncodings{}); ok {
+	if _, ok := fastOutputVersion(out, &mapEncodings{}, false); ok {
 		t.Error("an object with unknown fields took the fast path")
 	}
 	if got, want := OutputVersion(out), contentVersion(out, outputVolatile); got != want {

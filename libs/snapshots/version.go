@@ -55,7 +55,7 @@ func InputVersion(s *snapshotv1.InputSnapshot) string {
 // OutputVersion returns the content hash of an output snapshot. Call
 // SortOutput first.
 func OutputVersion(s *snapshotv1.OutputSnapshot) string {
-	if v, ok := fastOutputVersion(s, &mapEncodings{}); ok {
+	if v, ok := fastOutputVersion(s, &mapEncodings{}, false); ok {
 		return v
 	}
 	return contentVersion(s, outputVolatile)
