@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"unicode/utf8"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
@@ -102,7 +101,7 @@ func ReadInput(data []byte) (InputHead, error) {
 	// The content is hashed in runs of consecutive fields: [run, at).
 	run, at := 0, 0
 	for b := data; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		m := protowire.ConsumeFieldValue(num, typ, b[n:])
 		value := b[n : n+m]
 		b = b[n+m:]
@@ -119,7 +118,7 @@ func ReadInput(data []byte) (InputHead, error) {
 		}
 		var v []byte
 		if typ == protowire.BytesType {
-			v, _ = protowire.ConsumeBytes(value)
+			v, _ = consumeBytes(value)
 		}
 		switch num {
 		case inputVersion:
@@ -159,18 +158,20 @@ func ReadInput(data []byte) (InputHead, error) {
 	return h, nil
 }
 
-func addDistinct(set []string, v string) []string {
-	if slices.Contains(set, v) {
-		return set
+func addDistinct(set []string, v []byte) []string {
+	for _, s := range set {
+		if s == string(v) {
+			return set
+		}
 	}
-	return append(set, v)
+	return append(set, string(v))
 }
 
 // lastString returns the string at path in the message encoded in b as
 // proto.Unmarshal would leave it: the occurrences of a message field merge,
 // the last occurrence of a string wins, and a later member of the same
 // oneof clears the path. "" when absent. b must be valid (checkMessage).
-func lastString(b []byte, path []pathStep) string {
+func lastString(b []byte, path []pathStep) []byte {
 	s, _ := findString(b, path)
 	return s
 }
@@ -203,12 +204,12 @@ func compilePath(fds ...protoreflect.FieldDescriptor) []pathStep {
 	return steps
 }
 
-func findString(b []byte, path []pathStep) (string, bool) {
+func findString(b []byte, path []pathStep) ([]byte, bool) {
 	step := path[0]
-	var out string
+	var out []byte
 	found := false
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		m := protowire.ConsumeFieldValue(num, typ, b[n:])
 		value := b[n : n+m]
 		b = b[n+m:]
@@ -217,14 +218,14 @@ func findString(b []byte, path []pathStep) (string, bool) {
 			// type that its kind does not take is unknown to the decoder.
 			for _, c := range step.clears {
 				if c.num == num && c.f.matches(typ) {
-					out, found = "", false
+					out, found = nil, false
 				}
 			}
 			continue
 		}
-		v, _ := protowire.ConsumeBytes(value)
+		v, _ := consumeBytes(value)
 		if len(path) == 1 {
-			out, found = string(v), true
+			out, found = v, true
 		} else if s, ok := findString(v, path[1:]); ok {
 			// A message occurrence that lacks the string merges into the
 			// one before and leaves it.
@@ -347,7 +348,7 @@ func checkMessage(m *wireMessage, b []byte, depth int) error {
 		return errors.New("exceeded maximum recursion depth")
 	}
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		if n < 0 {
 			return fmt.Errorf("%s: %w", m.name, protowire.ParseError(n))
 		}
@@ -377,7 +378,7 @@ func checkMessage(m *wireMessage, b []byte, depth int) error {
 func (f *wireField) check(typ protowire.Type, b []byte, depth int) (int, error) {
 	switch f.class {
 	case classMessage:
-		v, n := protowire.ConsumeBytes(b)
+		v, n := consumeBytes(b)
 		if n < 0 {
 			return 0, protowire.ParseError(n)
 		}
@@ -389,7 +390,7 @@ func (f *wireField) check(typ protowire.Type, b []byte, depth int) (int, error) 
 		}
 		return n, checkMessage(f.msg, v, depth+1)
 	case classString, classBytes:
-		v, n := protowire.ConsumeBytes(b)
+		v, n := consumeBytes(b)
 		if n < 0 {
 			return 0, protowire.ParseError(n)
 		}
@@ -399,7 +400,7 @@ func (f *wireField) check(typ protowire.Type, b []byte, depth int) (int, error) 
 		return n, nil
 	}
 	if typ == protowire.BytesType { // packed
-		v, n := protowire.ConsumeBytes(b)
+		v, n := consumeBytes(b)
 		if n < 0 {
 			return 0, protowire.ParseError(n)
 		}
@@ -422,4 +423,24 @@ func (f *wireField) check(typ protowire.Type, b []byte, depth int) (int, error) 
 // enforceUTF8 is protobuf-go's rule: proto3 strings are validated.
 func enforceUTF8(fd protoreflect.FieldDescriptor) bool {
 	return fd.Syntax() == protoreflect.Proto3
+}
+
+// consumeTag is protowire.ConsumeTag with the one-byte tags of fields 1 to
+// 15 read inline: most of a snapshot's tags.
+func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
+	if len(b) > 0 && b[0] >= 1<<3 && b[0] < 0x80 {
+		return protowire.Number(b[0] >> 3), protowire.Type(b[0] & 7), 1
+	}
+	return protowire.ConsumeTag(b)
+}
+
+// consumeBytes is protowire.ConsumeBytes with one-byte lengths read
+// inline; anything else, errors included, is protowire's.
+func consumeBytes(b []byte) ([]byte, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		if n := int(b[0]); n < len(b) {
+			return b[1 : 1+n], 1 + n
+		}
+	}
+	return protowire.ConsumeBytes(b)
 }

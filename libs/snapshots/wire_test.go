@@ -2,6 +2,7 @@ package snapshots_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -202,6 +203,67 @@ func FuzzReadInput(f *testing.F) {
 		}
 		if canon.EncodedVersion != e.Version {
 			t.Fatalf("canonical encoding: ReadInput version %s, EncodeInput %s", canon.EncodedVersion, e.Version)
+		}
+	})
+}
+
+// BenchmarkReadInput checks and hashes a 100-service snapshot shaped like
+// discovery's (labels on every endpoint), as ingest does per push; the
+// decoding and canonical encoding it replaces are measured alongside.
+func BenchmarkReadInput(b *testing.B) {
+	s := &snapshotv1.InputSnapshot{Cluster: "east", Agent: &snapshotv1.AgentInfo{Version: "v1", Replica: "agent-0"}}
+	for i := range 100 {
+		name := fmt.Sprintf("svc-%03d", i)
+		var endpoints []*discoveryv1.DestinationSpec_KubeService_EndpointsSubset_Endpoint
+		for e := range 4 {
+			endpoints = append(endpoints, &discoveryv1.DestinationSpec_KubeService_EndpointsSubset_Endpoint{
+				IpAddress: fmt.Sprintf("10.0.%d.%d", i, e),
+				Labels:    map[string]string{"app": name, "version": fmt.Sprintf("v%d", e%2)},
+			})
+		}
+		s.Workloads = append(s.Workloads, &discoveryv1.Workload{
+			Metadata: &commonv1.ObjectMeta{Name: name, Namespace: "ns", Cluster: "east"},
+			Spec: &discoveryv1.WorkloadSpec{Type: &discoveryv1.WorkloadSpec_Kubernetes_{Kubernetes: &discoveryv1.WorkloadSpec_Kubernetes{
+				PodLabels: map[string]string{"app": name, "version": "v1"}, ServiceAccountName: name,
+			}}},
+		})
+		s.Destinations = append(s.Destinations, &discoveryv1.Destination{
+			Metadata: &commonv1.ObjectMeta{Name: name, Namespace: "ns", Cluster: "east"},
+			Spec: &discoveryv1.DestinationSpec{Type: &discoveryv1.DestinationSpec_KubeService_{KubeService: &discoveryv1.DestinationSpec_KubeService{
+				Ref:                    &commonv1.ClusterObjectRef{Name: name, Namespace: "ns", Cluster: "east"},
+				WorkloadSelectorLabels: map[string]string{"app": name},
+				Labels:                 map[string]string{"app": name},
+				EndpointSubsets:        []*discoveryv1.DestinationSpec_KubeService_EndpointsSubset{{Endpoints: endpoints}},
+				Hostname:               name + ".ns.svc.cluster.local",
+			}}},
+		})
+	}
+	snapshots.SealInput(s)
+	e, err := snapshots.EncodeInput(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("ReadInput", func(b *testing.B) {
+		b.SetBytes(int64(len(e.Data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			h, err := snapshots.ReadInput(e.Data)
+			if err != nil || h.EncodedVersion != s.GetVersion() {
+				b.Fatalf("ReadInput: %v, version %s", err, h.EncodedVersion)
+			}
+		}
+	})
+	b.Run("decode+EncodeInput", func(b *testing.B) {
+		b.SetBytes(int64(len(e.Data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			d := &snapshotv1.InputSnapshot{}
+			if err := proto.Unmarshal(e.Data, d); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := snapshots.EncodeInput(d); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }
