@@ -16,16 +16,20 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// The output version is the SHA-256 of the deterministic protobuf encoding
-// of the snapshot's content (contentVersion). Outputs hold up to millions of
-// objects, and protobuf-go encodes their map fields through reflection and
-// into one buffer as large as the snapshot; fastOutputVersion writes the
-// same bytes straight into the hash instead, encoding Object and
-// ResourceStatus by hand. It covers the fields the messages had when it was
-// written (outputFields, objectFields, statusFields): when the schema has
-// more, or a message holds unknown fields or a string that is not UTF-8
-// (which protobuf refuses to encode), OutputVersion takes the reflective
-// path. TestFastOutputVersion checks the two agree byte for byte.
+// The output version (see OutputVersion) hashes the deterministic
+// protobuf encoding of the snapshot with each object's annotations and spec
+// replaced by the SHA-256 of their own encoding (its body digest), which
+// ReflectOutputVersion computes by building that snapshot. Outputs hold up
+// to millions of objects, and protobuf-go encodes their map fields through
+// reflection and into one buffer as large as the snapshot;
+// fastOutputVersion writes the same bytes straight into the hash instead,
+// encoding Object and ResourceStatus by hand, and an OutputSealer digests
+// each body once however many objects and outputs share it. The hand
+// encoding covers the fields the messages had when it was written
+// (outputFields, objectFields, statusFields): when the schema has more, or
+// a message holds unknown fields or a string that is not UTF-8 (which
+// protobuf refuses to encode), OutputVersion takes the reflective path.
+// TestFastOutputVersion checks the two agree.
 
 var (
 	outputFields = map[protoreflect.FieldNumber]protoreflect.Name{
@@ -65,8 +69,8 @@ type hashWriter struct {
 	buf []byte
 	ok  bool // false once something the fast path cannot encode was seen
 
-	maps   *mapEncodings
-	sealer bool // maps are kept for the next outputs
+	cache  *outputCache
+	sealer bool // body digests are kept for the next outputs
 	// The last label map encoded and its encoding: translation gives all
 	// objects of a cluster one label map.
 	labels    uintptr
@@ -76,57 +80,64 @@ type hashWriter struct {
 	valid [5]string
 }
 
-// mapEncodings keeps the encodings of label and annotation maps for the
-// next objects with the same map: translation gives every object of a
-// cluster one label map, and the objects it writes for one destination in
-// every cluster one annotation map. A map is known by its address, so none
-// may be modified, or freed, while the encodings are kept.
-type mapEncodings struct {
-	byKey map[uintptr][]byte // by the map's address plus the field number (< 8)
-	arena []byte             // where the encodings are kept
-	// The annotation maps of the objects of the last output, in order,
-	// and those of this one so far: the outputs of one translation hold
-	// mostly the same in the same order, so the next is predicted from
-	// there without a look-up in byKey.
-	last, this []mapUse
+// outputCache keeps the encodings of label maps and the digests of object
+// bodies (annotations and spec) for the next objects that have the same:
+// translation gives every object of a cluster one label map, and the
+// objects it writes for one federated host in every client cluster one
+// annotation map and one spec. Maps and specs are known by their
+// addresses; the cache holds on to each one it keeps an entry for, so
+// that none is freed and its address reused while the cache is in use.
+// None may be modified.
+type outputCache struct {
+	labels map[uintptr]keptLabels
+	bodies map[bodyKey]keptBody // only those of a sealer
+	// The bodies of the objects of the last output, in order, and those
+	// of this one so far: the outputs of one translation hold mostly the
+	// same in the same order, so the next is predicted from there without
+	// a look-up in bodies.
+	last, this []bodyUse
 	next       int // in last
 }
 
-type mapUse struct {
-	key uintptr
+type keptLabels struct {
+	m   map[string]string
 	enc []byte
 }
 
-// keep copies b aside.
-func (e *mapEncodings) keep(b []byte) []byte {
-	if len(b) > 4<<10 {
-		return slices.Clone(b)
-	}
-	if cap(e.arena)-len(e.arena) < len(b) {
-		e.arena = make([]byte, 0, 64<<10)
-	}
-	start := len(e.arena)
-	e.arena = append(e.arena, b...)
-	return e.arena[start:len(e.arena):len(e.arena)]
+// bodyKey is an object's annotation map and spec, by address.
+type bodyKey struct {
+	annotations, spec uintptr
+	specLen           int
+}
+
+type keptBody struct {
+	annotations map[string]string
+	spec        []byte
+	sum         [sha256.Size]byte
+}
+
+type bodyUse struct {
+	key bodyKey
+	sum [sha256.Size]byte
 }
 
 // predict finds key at the next place in the last output's order, or one
 // place off: an object more or less than in the last output. Otherwise it
 // takes the key to replace the next one.
-func (e *mapEncodings) predict(key uintptr) ([]byte, bool) {
-	for _, i := range [3]int{e.next, e.next + 1, e.next - 1} {
-		if i >= 0 && i < len(e.last) && e.last[i].key == key {
-			e.next = i + 1
-			return e.last[i].enc, true
+func (c *outputCache) predict(key bodyKey) (sum [sha256.Size]byte, ok bool) {
+	for _, i := range [3]int{c.next, c.next + 1, c.next - 1} {
+		if i >= 0 && i < len(c.last) && c.last[i].key == key {
+			c.next = i + 1
+			return c.last[i].sum, true
 		}
 	}
-	e.next++
-	return nil, false
+	c.next++
+	return sum, false
 }
 
 // nextOutput starts the order of the next output.
-func (e *mapEncodings) nextOutput() {
-	e.last, e.this, e.next = e.this, e.last[:0], 0
+func (c *outputCache) nextOutput() {
+	c.last, c.this, c.next = c.this, c.last[:0], 0
 }
 
 func (w *hashWriter) flushIfLarge() {
@@ -191,14 +202,6 @@ func mapEntrySize(k, v string) int {
 	return 1 + protowire.SizeBytes(len(k)) + 1 + protowire.SizeBytes(len(v))
 }
 
-func mapSize(num protowire.Number, m map[string]string) int {
-	n := 0
-	for k, v := range m {
-		n += protowire.SizeTag(num) + protowire.SizeBytes(mapEntrySize(k, v))
-	}
-	return n
-}
-
 // strMap appends a map<string, string> field with its entries in key
 // order, as deterministic protobuf encoding does; keys holds the scratch
 // slice for sorting.
@@ -255,32 +258,20 @@ func (w *hashWriter) entry(num protowire.Number, k, v string) {
 	w.buf = protowire.AppendString(w.buf, v)
 }
 
+// object appends o with its annotations and spec replaced by their digest.
 func (w *hashWriter) object(o *snapshotv1.Object, keys *[]string) {
 	if o == nil || len(o.ProtoReflect().GetUnknown()) > 0 {
 		w.ok = false
 		return
 	}
 	labels := w.labelsEncoding(o.GetLabels(), keys)
-	var ann []byte
-	var annSize int
-	// Annotations are kept between the outputs of a sealer; one output
-	// on its own has them encoded in place, as most objects have their
-	// own.
-	var annK, annV string
-	annMap := o.GetAnnotations()
-	if w.sealer {
-		ann = w.annotationsEncoding(annMap, keys)
-		annSize = len(ann)
-	} else if len(annMap) == 1 {
-		for k, v := range annMap {
-			annK, annV = k, v
-		}
-		annSize = protowire.SizeTag(6) + protowire.SizeBytes(mapEntrySize(annK, annV))
-	} else {
-		annSize = mapSize(6, annMap)
+	sum, valid := w.bodyDigest(o.GetAnnotations(), o.GetSpec(), keys)
+	if !valid {
+		w.ok = false
+		return
 	}
 	size := strSize(1, o.GetApiVersion()) + strSize(2, o.GetKind()) + strSize(3, o.GetNamespace()) + strSize(4, o.GetName()) +
-		len(labels) + annSize + bytesSize(7, o.GetSpec())
+		len(labels) + protowire.SizeTag(7) + protowire.SizeBytes(len(sum))
 	w.buf = protowire.AppendTag(w.buf, 4, protowire.BytesType)
 	w.buf = protowire.AppendVarint(w.buf, uint64(size))
 	w.str(1, o.GetApiVersion())
@@ -288,20 +279,14 @@ func (w *hashWriter) object(o *snapshotv1.Object, keys *[]string) {
 	w.str(3, o.GetNamespace())
 	w.str(4, o.GetName())
 	w.buf = append(w.buf, labels...)
-	switch {
-	case w.sealer:
-		w.buf = append(w.buf, ann...)
-	case len(annMap) == 1:
-		w.entry(6, annK, annV)
-	default:
-		w.strMap(6, annMap, keys)
-	}
-	w.large(7, o.GetSpec())
+	w.buf = protowire.AppendTag(w.buf, 7, protowire.BytesType)
+	w.buf = protowire.AppendBytes(w.buf, sum[:])
 	w.flushIfLarge()
 }
 
-// labelsEncoding is mapEncoding for an object's labels, with the last
-// map used checked first.
+// labelsEncoding is the encoding of field 5 holding an object's labels m,
+// with the last map used checked first. A map with a string that is not
+// UTF-8 sets w.ok to false.
 func (w *hashWriter) labelsEncoding(m map[string]string, keys *[]string) []byte {
 	if len(m) == 0 {
 		return nil
@@ -310,60 +295,72 @@ func (w *hashWriter) labelsEncoding(m map[string]string, keys *[]string) []byte 
 	if p == w.labels {
 		return w.labelsEnc
 	}
-	enc, valid := w.mapEncoding(5, m, keys)
-	if valid {
-		w.labels, w.labelsEnc = p, enc
-	}
-	return enc
-}
-
-// annotationsEncoding is mapEncoding for an object's annotations,
-// predicted from the order of the last output.
-func (w *hashWriter) annotationsEncoding(m map[string]string, keys *[]string) []byte {
-	p := reflect.ValueOf(m).Pointer()
-	if p == 0 {
-		return nil
-	}
-	key := p | 6
-	enc, ok := w.maps.predict(key)
-	if !ok {
-		if enc, ok = w.mapEncoding(6, m, keys); !ok {
-			return enc
-		}
-	}
-	w.maps.this = append(w.maps.this, mapUse{key, enc})
-	return enc
-}
-
-// mapEncoding is the encoding of field num holding m, kept for the next
-// object with the same map unless m has a string that is not UTF-8
-// (valid is false then, and so is w.ok).
-func (w *hashWriter) mapEncoding(num protowire.Number, m map[string]string, keys *[]string) (enc []byte, valid bool) {
-	p := reflect.ValueOf(m).Pointer()
-	if p == 0 {
-		return nil, true
-	}
-	// A map's address is a multiple of 8 at least.
-	key := p | uintptr(num&7)
-	if enc, ok := w.maps.byKey[key]; ok {
-		return enc, true
+	if kept, ok := w.cache.labels[p]; ok {
+		w.labels, w.labelsEnc = p, kept.enc
+		return kept.enc
 	}
 	// Encode with the shared buffer's code, then move the bytes aside.
 	ok := w.ok
 	w.ok = true
 	start := len(w.buf)
-	w.strMap(num, m, keys)
-	enc = w.maps.keep(w.buf[start:])
+	w.strMap(5, m, keys)
+	enc := slices.Clone(w.buf[start:])
 	w.buf = w.buf[:start]
-	valid = w.ok
-	if valid {
-		if w.maps.byKey == nil {
-			w.maps.byKey = map[uintptr][]byte{}
+	if w.ok {
+		if w.cache.labels == nil {
+			w.cache.labels = map[uintptr]keptLabels{}
 		}
-		w.maps.byKey[key] = enc
+		w.cache.labels[p] = keptLabels{m, enc}
+		w.labels, w.labelsEnc = p, enc
 	}
-	w.ok = valid && ok
-	return enc, valid
+	w.ok = w.ok && ok
+	return enc
+}
+
+// bodyDigest is the digest of an object's annotations and spec, kept for
+// the next objects and outputs by a sealer; valid is false when the
+// annotations have a string that is not UTF-8.
+func (w *hashWriter) bodyDigest(annotations map[string]string, spec []byte, keys *[]string) (sum [sha256.Size]byte, valid bool) {
+	if !w.sealer {
+		return w.digestBody(annotations, spec, keys)
+	}
+	c := w.cache
+	key := bodyKey{reflect.ValueOf(annotations).Pointer(), uintptr(unsafe.Pointer(unsafe.SliceData(spec))), len(spec)}
+	sum, ok := c.predict(key)
+	if !ok {
+		if kept, found := c.bodies[key]; found {
+			sum = kept.sum
+		} else {
+			if sum, valid = w.digestBody(annotations, spec, keys); !valid {
+				return sum, false
+			}
+			if c.bodies == nil {
+				c.bodies = map[bodyKey]keptBody{}
+			}
+			c.bodies[key] = keptBody{annotations, spec, sum}
+		}
+	}
+	c.this = append(c.this, bodyUse{key, sum})
+	return sum, true
+}
+
+// digestBody is the SHA-256 of the deterministic encoding of an Object
+// holding only annotations and spec.
+func (w *hashWriter) digestBody(annotations map[string]string, spec []byte, keys *[]string) (sum [sha256.Size]byte, valid bool) {
+	// Encode at the end of the shared buffer, then take the bytes off.
+	ok := w.ok
+	w.ok = true
+	start := len(w.buf)
+	w.strMap(6, annotations, keys)
+	valid = w.ok
+	w.ok = ok
+	if len(spec) > 0 {
+		w.buf = protowire.AppendTag(w.buf, 7, protowire.BytesType)
+		w.buf = protowire.AppendBytes(w.buf, spec)
+	}
+	sum = sha256.Sum256(w.buf[start:])
+	w.buf = w.buf[:start]
+	return sum, valid
 }
 
 func (w *hashWriter) status(s *snapshotv1.ResourceStatus) {
@@ -405,36 +402,38 @@ func (w *hashWriter) message(num protowire.Number, m proto.Message) {
 }
 
 // OutputSealer seals outputs in turn, as SealOutput does, and keeps the
-// encodings of their label and annotation maps from one output to the
-// next: the outputs of one translation share most of them. The maps of
-// the outputs it sealed must be neither modified nor freed while it is in
-// use: keep it for the outputs of one translation. The zero value is
-// ready to use; it is not safe for concurrent use.
+// encodings of their label maps and the digests of their objects'
+// annotations and specs from one output to the next: the outputs of one
+// translation share most of them, and so do the outputs of the next
+// translations that reuse their objects. It holds on to every map and
+// spec it saw, none of which may be modified while it is in use: keep it
+// only as long as the objects it sealed are kept unchanged. The zero
+// value is ready to use; it is not safe for concurrent use.
 type OutputSealer struct {
-	maps mapEncodings
+	cache outputCache
 }
 
 // Seal sorts s and sets its version, as SealOutput does.
 func (z *OutputSealer) Seal(s *snapshotv1.OutputSnapshot) string {
 	SortOutput(s)
-	z.maps.nextOutput()
-	v, ok := fastOutputVersion(s, &z.maps, true)
+	z.cache.nextOutput()
+	v, ok := fastOutputVersion(s, &z.cache, true)
 	if !ok {
-		v = contentVersion(s, outputVolatile)
+		v = ReflectOutputVersion(s)
 	}
 	s.Version = v
 	return v
 }
 
 // fastOutputVersion is OutputVersion without reflection; ok is false when
-// the output holds something only the reflective encoding handles. maps
-// may hold encodings of maps of s already; sealer keeps annotations there
-// too, for the next outputs.
-func fastOutputVersion(s *snapshotv1.OutputSnapshot, maps *mapEncodings, sealer bool) (version string, ok bool) {
+// the output holds something only the reflective encoding handles. cache
+// may hold encodings of maps of s already; sealer keeps body digests
+// there too, for the next outputs.
+func fastOutputVersion(s *snapshotv1.OutputSnapshot, cache *outputCache, sealer bool) (version string, ok bool) {
 	if !fastOutputOK || s == nil {
 		return "", false
 	}
-	w := &hashWriter{h: sha256.New(), buf: make([]byte, 0, 40<<10), ok: true, maps: maps, sealer: sealer}
+	w := &hashWriter{h: sha256.New(), buf: make([]byte, 0, 40<<10), ok: true, cache: cache, sealer: sealer}
 	var keys []string
 	w.str(1, s.GetCluster())
 	for _, o := range s.GetObjects() {

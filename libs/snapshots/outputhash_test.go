@@ -12,7 +12,8 @@ import (
 )
 
 // TestFastOutputVersion checks that the hand encoding hashes the same bytes
-// as protobuf's deterministic encoding, over random outputs with empty,
+// as protobuf's deterministic encoding of the snapshot with body digests
+// (ReflectOutputVersion), over random outputs with empty,
 // long and non-ASCII strings, maps with empty keys and values, and every
 // list of the snapshot.
 func TestFastOutputVersion(t *testing.T) {
@@ -74,11 +75,11 @@ func TestFastOutputVersion(t *testing.T) {
 				IncludedRequestHeaders: []string{str(), str()},
 			})
 		}
-		fast, ok := fastOutputVersion(out, &mapEncodings{}, false)
+		fast, ok := fastOutputVersion(out, &outputCache{}, false)
 		if !ok {
 			t.Fatalf("output %d: the fast path refused a valid output", i)
 		}
-		if want := contentVersion(out, outputVolatile); fast != want {
+		if want := ReflectOutputVersion(out); fast != want {
 			t.Fatalf("output %d: fast version %s, reflective %s", i, fast, want)
 		}
 	}
@@ -88,35 +89,36 @@ func TestFastOutputVersion(t *testing.T) {
 // cover goes the reflective way, which gives the same result as before.
 func TestFastOutputVersionFallsBack(t *testing.T) {
 	cases := map[string]*snapshotv1.OutputSnapshot{
-		"invalid UTF-8 name":  {Cluster: "c", Objects: []*snapshotv1.Object{{Name: "\xff"}}},
-		"invalid UTF-8 label": {Cluster: "c", Objects: []*snapshotv1.Object{{Name: "a", Labels: map[string]string{"k": "\xfe"}}}},
-		"nil object":          {Cluster: "c", Objects: []*snapshotv1.Object{nil}},
-		"nil status":          {Cluster: "c", Statuses: []*snapshotv1.ResourceStatus{nil}},
+		"invalid UTF-8 name":       {Cluster: "c", Objects: []*snapshotv1.Object{{Name: "\xff"}}},
+		"invalid UTF-8 label":      {Cluster: "c", Objects: []*snapshotv1.Object{{Name: "a", Labels: map[string]string{"k": "\xfe"}}}},
+		"invalid UTF-8 annotation": {Cluster: "c", Objects: []*snapshotv1.Object{{Name: "a", Annotations: map[string]string{"\xfe": "v"}}}},
+		"nil object":               {Cluster: "c", Objects: []*snapshotv1.Object{nil}},
+		"nil status":               {Cluster: "c", Statuses: []*snapshotv1.ResourceStatus{nil}},
 	}
 	for name, out := range cases {
-		if _, ok := fastOutputVersion(out, &mapEncodings{}, false); ok {
+		if _, ok := fastOutputVersion(out, &outputCache{}, false); ok {
 			t.Errorf("%s: the fast path took it", name)
 		}
-		if got, want := OutputVersion(out), contentVersion(out, outputVolatile); got != want {
+		if got, want := OutputVersion(out), ReflectOutputVersion(out); got != want {
 			t.Errorf("%s: OutputVersion %s, reflective %s", name, got, want)
 		}
 	}
 	withUnknown := &snapshotv1.Object{Name: "a"}
 	withUnknown.ProtoReflect().SetUnknown([]byte{0x78, 0x01}) // field 15, varint 1
 	out := &snapshotv1.OutputSnapshot{Cluster: "c", Objects: []*snapshotv1.Object{withUnknown}}
-	if _, ok := fastOutputVersion(out, &mapEncodings{}, false); ok {
+	if _, ok := fastOutputVersion(out, &outputCache{}, false); ok {
 		t.Error("an object with unknown fields took the fast path")
 	}
-	if got, want := OutputVersion(out), contentVersion(out, outputVolatile); got != want {
+	if got, want := OutputVersion(out), ReflectOutputVersion(out); got != want {
 		t.Errorf("unknown fields: OutputVersion %s, reflective %s", got, want)
 	}
 }
 
-// TestOutputSealer checks that the encodings an OutputSealer keeps from
-// one output to the next give each output the version of protobuf's own
-// encoding, over outputs that share label and annotation maps (among
-// them, one map as labels of some objects and annotations of others),
-// have maps with invalid UTF-8, and come in any order.
+// TestOutputSealer checks that the encodings and digests an OutputSealer
+// keeps from one output to the next give each output the version of
+// protobuf's own encoding, over outputs that share label and annotation
+// maps (among them, one map as labels of some objects and annotations of
+// others) and specs, have maps with invalid UTF-8, and come in any order.
 func TestOutputSealer(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	var shared []map[string]string
@@ -131,6 +133,11 @@ func TestOutputSealer(t *testing.T) {
 		shared = append(shared, m)
 	}
 	pick := func() map[string]string { return shared[r.IntN(len(shared))] }
+	// Specs are shared too, among them slices of one array that start at
+	// the same byte and differ in length.
+	specArray := []byte(`{"a":1}{"b":2}`)
+	specs := [][]byte{nil, {}, specArray[:7], specArray, []byte(`{"a":1}`), []byte(strings.Repeat(`{"c":3}`, 100))}
+	pickSpec := func() []byte { return specs[r.IntN(len(specs))] }
 	// Outputs mostly follow one order of annotation maps, with maps left
 	// out, added and replaced, as the outputs of a translation do.
 	var order []map[string]string
@@ -160,7 +167,7 @@ func TestOutputSealer(t *testing.T) {
 			}
 		}
 		for j, ann := range anns {
-			o := &snapshotv1.Object{ApiVersion: "v1", Kind: "K", Namespace: "ns", Name: fmt.Sprintf("o%d", j), Labels: labels, Annotations: ann, Spec: []byte(`{"a":1}`)}
+			o := &snapshotv1.Object{ApiVersion: "v1", Kind: "K", Namespace: "ns", Name: fmt.Sprintf("o%d", j), Labels: labels, Annotations: ann, Spec: pickSpec()}
 			if r.IntN(5) == 0 {
 				o.Labels = pick()
 			}
@@ -173,5 +180,43 @@ func TestOutputSealer(t *testing.T) {
 		if got != out.GetVersion() {
 			t.Fatalf("output %d: Seal returned %s, set %s", i, got, out.GetVersion())
 		}
+	}
+}
+
+// TestOutputVersionTellsContentApart checks that outputs that differ in
+// any one thing get different versions, among them those whose hashed
+// bytes would be the same if the fields of a body were not framed: an
+// annotation and a spec that trade bytes, and content moved between an
+// object's body and its other fields.
+func TestOutputVersionTellsContentApart(t *testing.T) {
+	obj := func(name string, ann map[string]string, spec string) *snapshotv1.Object {
+		return &snapshotv1.Object{ApiVersion: "v1", Kind: "K", Namespace: "ns", Name: name, Labels: map[string]string{"l": "1"}, Annotations: ann, Spec: []byte(spec)}
+	}
+	outputs := map[string]*snapshotv1.OutputSnapshot{
+		"empty":                    {Cluster: "c"},
+		"empty object":             {Cluster: "c", Objects: []*snapshotv1.Object{{}}},
+		"no body":                  {Cluster: "c", Objects: []*snapshotv1.Object{obj("a", nil, "")}},
+		"spec":                     {Cluster: "c", Objects: []*snapshotv1.Object{obj("a", nil, "ab")}},
+		"other spec":               {Cluster: "c", Objects: []*snapshotv1.Object{obj("a", nil, "ac")}},
+		"annotation":               {Cluster: "c", Objects: []*snapshotv1.Object{obj("a", map[string]string{"k": "ab"}, "")}},
+		"annotation and spec":      {Cluster: "c", Objects: []*snapshotv1.Object{obj("a", map[string]string{"k": "a"}, "b")}},
+		"annotation and spec, cut": {Cluster: "c", Objects: []*snapshotv1.Object{obj("a", map[string]string{"k": ""}, "ab")}},
+		"empty annotation":         {Cluster: "c", Objects: []*snapshotv1.Object{obj("a", map[string]string{"": ""}, "")}},
+		"name":                     {Cluster: "c", Objects: []*snapshotv1.Object{obj("ab", nil, "")}},
+		"two objects":              {Cluster: "c", Objects: []*snapshotv1.Object{obj("a", nil, "ab"), obj("b", nil, "ab")}},
+		"two objects, other spec":  {Cluster: "c", Objects: []*snapshotv1.Object{obj("a", nil, "ab"), obj("b", nil, "ac")}},
+		"status":                   {Cluster: "c", Statuses: []*snapshotv1.ResourceStatus{{Name: "a", Status: []byte("ab")}}},
+		"other cluster":            {Cluster: "d"},
+	}
+	seen := map[string]string{}
+	for name, out := range outputs {
+		v := OutputVersion(out)
+		if want := ReflectOutputVersion(out); v != want {
+			t.Errorf("%s: version %s, reflective %s", name, v, want)
+		}
+		if other, ok := seen[v]; ok {
+			t.Errorf("%s and %s have the same version %s", name, other, v)
+		}
+		seen[v] = name
 	}
 }

@@ -54,18 +54,66 @@ func InputVersion(s *snapshotv1.InputSnapshot) string {
 
 // OutputVersion returns the content hash of an output snapshot. Call
 // SortOutput first.
+//
+// The version is VersionPrefix and the hex SHA-256 of the deterministic
+// protobuf encoding of the snapshot without its version, generated_at and
+// input_versions, in which every object's annotations and spec are
+// replaced by their body digest: spec holds the SHA-256 of the
+// deterministic encoding of an Object with only the object's annotations
+// and spec set (so even an empty body has a digest), and annotations are
+// left empty. Every other field, the statuses' included, is hashed as it
+// is. Objects share bodies (a federated host's objects have the same
+// annotations and spec in every client cluster), and the digest of one is
+// computed once however many objects and outputs hold it (OutputSealer);
+// the version is the same whichever way it is computed. Being a protobuf
+// encoding, everything hashed is tagged and length-prefixed.
 func OutputVersion(s *snapshotv1.OutputSnapshot) string {
-	if v, ok := fastOutputVersion(s, &mapEncodings{}, false); ok {
+	if v, ok := fastOutputVersion(s, &outputCache{}, false); ok {
 		return v
 	}
-	return contentVersion(s, outputVolatile)
+	return ReflectOutputVersion(s)
 }
 
-// ReflectOutputVersion is OutputVersion computed through protobuf-go's
-// reflective deterministic encoding only: the definition that OutputVersion's
-// faster hand encoding must match, for tests.
+// ReflectOutputVersion is OutputVersion computed the obvious way: it builds
+// the snapshot that OutputVersion defines, with body digests in place of
+// annotations and specs, and hashes protobuf-go's deterministic encoding of
+// it. It is the definition OutputVersion's faster hand encoding must
+// match, for tests, and what OutputVersion falls back to for what the hand
+// encoding does not cover (unknown fields, strings that are not UTF-8).
 func ReflectOutputVersion(s *snapshotv1.OutputSnapshot) string {
-	return contentVersion(s, outputVolatile)
+	if s == nil || len(s.GetObjects()) == 0 {
+		return contentVersion(s, outputVolatile)
+	}
+	digested := make([]*snapshotv1.Object, len(s.GetObjects()))
+	for i, o := range s.GetObjects() {
+		if o == nil {
+			continue
+		}
+		d := proto.Clone(o).(*snapshotv1.Object)
+		d.Annotations, d.Spec = nil, bodyDigest(o)
+		digested[i] = d
+	}
+	src := s.ProtoReflect()
+	dst := src.New()
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		dst.Set(fd, v)
+		return true
+	})
+	out := dst.Interface().(*snapshotv1.OutputSnapshot)
+	out.Objects = digested
+	return contentVersion(out, outputVolatile)
+}
+
+// bodyDigest is the SHA-256 of the deterministic encoding of an Object
+// with only o's annotations and spec.
+func bodyDigest(o *snapshotv1.Object) []byte {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&snapshotv1.Object{Annotations: o.GetAnnotations(), Spec: o.GetSpec()})
+	if err != nil {
+		// As in contentVersion: annotations that are not UTF-8.
+		b = []byte("marshal error: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return sum[:]
 }
 
 // contentVersion hashes a shallow copy of m without the skipped fields. The

@@ -48,6 +48,11 @@ type incState struct {
 	// apShared the destinations whose key a mesh-wide object also has.
 	apObjs   map[ObjectKey]*snapshotv1.Object
 	apShared map[ObjectKey]bool
+	// sealer seals the outputs of incremental translations: it knows the
+	// digests of the bodies of the objects they keep. Nothing modifies
+	// an object once it is made, and a caller that changes outputs
+	// invalidates the state.
+	sealer *snapshots.OutputSealer
 }
 
 // NewIncremental returns an incremental translator.
@@ -565,7 +570,7 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 			out.Statuses = append(out.Statuses, s)
 		}
 		out.Statuses = append(out.Statuses, newStatuses[c]...)
-		snapshots.SealOutput(out)
+		prev.sealer.Seal(out)
 		outputs[c] = out
 	}
 	for _, k := range order {

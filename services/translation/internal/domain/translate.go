@@ -224,10 +224,10 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 	if err := translateExtensions(inputs, ix, outputs, opts); err != nil {
 		return nil, nil, err
 	}
-	sealOutputs(outputs, e)
+	sealer := sealOutputs(outputs, e)
 	applied := &Applied{inputs: inputs, ix: ix, traffic: tr, policies: policies, access: access, accessPs: accessPolicies, vms: vms, vds: vds}
 	res := &Result{Outputs: outputs, LastGood: next, Applied: applied}
-	return res, &incState{opts: opts, result: res, set: set, users: users, destObjs: destObjs, apObjs: apObjs, apShared: apShared}, nil
+	return res, &incState{opts: opts, result: res, set: set, users: users, destObjs: destObjs, apObjs: apObjs, apShared: apShared, sealer: sealer}, nil
 }
 
 // sealOutputs adds the federated objects of e to the outputs and seals
@@ -235,8 +235,9 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 // is sorted and hashed on its own, and they share nothing that is written
 // (label maps, annotations and specs they share are only read). Each
 // goroutine keeps the encodings of the maps it saw for the next outputs
-// (snapshots.OutputSealer): nothing modifies them.
-func sealOutputs(outputs map[string]*snapshotv1.OutputSnapshot, e *emitter) {
+// (snapshots.OutputSealer): nothing modifies them. One of the sealers is
+// returned, for incremental translations that reuse the objects.
+func sealOutputs(outputs map[string]*snapshotv1.OutputSnapshot, e *emitter) *snapshots.OutputSealer {
 	seal := func(z *snapshots.OutputSealer, out *snapshotv1.OutputSnapshot) {
 		if b := e.federated[out.GetCluster()]; b != nil && b.labels != nil {
 			b.place(out)
@@ -244,20 +245,22 @@ func sealOutputs(outputs map[string]*snapshotv1.OutputSnapshot, e *emitter) {
 		z.Seal(out)
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(outputs))
+	sealers := make([]*snapshots.OutputSealer, max(workers, 1))
+	for i := range sealers {
+		sealers[i] = &snapshots.OutputSealer{}
+	}
 	if workers < 2 {
-		var z snapshots.OutputSealer
 		for _, c := range sortedKeys(outputs) {
-			seal(&z, outputs[c])
+			seal(sealers[0], outputs[c])
 		}
-		return
+		return sealers[0]
 	}
 	next := make(chan *snapshotv1.OutputSnapshot)
 	var wg sync.WaitGroup
-	for range workers {
+	for i := range workers {
 		wg.Go(func() {
-			var z snapshots.OutputSealer
 			for out := range next {
-				seal(&z, out)
+				seal(sealers[i], out)
 			}
 		})
 	}
@@ -266,6 +269,7 @@ func sealOutputs(outputs map[string]*snapshotv1.OutputSnapshot, e *emitter) {
 	}
 	close(next)
 	wg.Wait()
+	return sealers[0]
 }
 
 // destinationAuthorizationPolicies finds the AuthorizationPolicy written
