@@ -77,8 +77,15 @@ type hashWriter struct {
 	labelsEnc []byte
 	// Strings checked to be UTF-8 last, by field: objects in a row share
 	// their API version, kind and namespace. A string's bytes never change.
-	valid [5]string
+	valid [4]string
+	// scratch holds the encoding of one map or body.
+	scratch []byte
 }
+
+// The encoders append to a buffer they are given and return it rather
+// than append to the writer's: a store of a slice through a pointer
+// costs a write barrier while the garbage collector marks, and they run
+// for millions of objects.
 
 // outputCache keeps the encodings of label maps and the digests of object
 // bodies (annotations and spec) for the next objects that have the same:
@@ -147,9 +154,9 @@ func (w *hashWriter) flushIfLarge() {
 	}
 }
 
-func (w *hashWriter) str(num protowire.Number, s string) {
+func (w *hashWriter) str(b []byte, num protowire.Number, s string) []byte {
 	if s == "" {
-		return
+		return b
 	}
 	if num < protowire.Number(len(w.valid)) {
 		if last := w.valid[num]; len(last) != len(s) || unsafe.StringData(last) != unsafe.StringData(s) {
@@ -162,8 +169,8 @@ func (w *hashWriter) str(num protowire.Number, s string) {
 	} else if !utf8.ValidString(s) {
 		w.ok = false
 	}
-	w.buf = protowire.AppendTag(w.buf, num, protowire.BytesType)
-	w.buf = protowire.AppendString(w.buf, s)
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
 }
 
 // large appends a bytes field; a long value goes to the hash without a
@@ -205,15 +212,15 @@ func mapEntrySize(k, v string) int {
 // strMap appends a map<string, string> field with its entries in key
 // order, as deterministic protobuf encoding does; keys holds the scratch
 // slice for sorting.
-func (w *hashWriter) strMap(num protowire.Number, m map[string]string, keys *[]string) {
+func (w *hashWriter) strMap(b []byte, num protowire.Number, m map[string]string, keys *[]string) []byte {
 	switch len(m) {
 	case 0:
-		return
+		return b
 	case 1:
 		for k, v := range m {
-			w.entry(num, k, v)
+				b = w.entry(b, num, k, v)
 		}
-		return
+		return b
 	case 2:
 		var k0, k1 string
 		i := 0
@@ -228,9 +235,8 @@ func (w *hashWriter) strMap(num protowire.Number, m map[string]string, keys *[]s
 		if k1 < k0 {
 			k0, k1 = k1, k0
 		}
-		w.entry(num, k0, m[k0])
-		w.entry(num, k1, m[k1])
-		return
+		b = w.entry(b, num, k0, m[k0])
+		return w.entry(b, num, k1, m[k1])
 	}
 	ks := (*keys)[:0]
 	for k := range m {
@@ -241,47 +247,48 @@ func (w *hashWriter) strMap(num protowire.Number, m map[string]string, keys *[]s
 	}
 	*keys = ks
 	for _, k := range ks {
-		w.entry(num, k, m[k])
+		b = w.entry(b, num, k, m[k])
 	}
+	return b
 }
 
 // entry appends one entry of a map<string, string> field.
-func (w *hashWriter) entry(num protowire.Number, k, v string) {
+func (w *hashWriter) entry(b []byte, num protowire.Number, k, v string) []byte {
 	if !utf8.ValidString(k) || !utf8.ValidString(v) {
 		w.ok = false
 	}
-	w.buf = protowire.AppendTag(w.buf, num, protowire.BytesType)
-	w.buf = protowire.AppendVarint(w.buf, uint64(mapEntrySize(k, v)))
-	w.buf = protowire.AppendTag(w.buf, 1, protowire.BytesType)
-	w.buf = protowire.AppendString(w.buf, k)
-	w.buf = protowire.AppendTag(w.buf, 2, protowire.BytesType)
-	w.buf = protowire.AppendString(w.buf, v)
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(mapEntrySize(k, v)))
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendString(b, k)
+	b = protowire.AppendTag(b, 2, protowire.BytesType)
+	return protowire.AppendString(b, v)
 }
 
-// object appends o with its annotations and spec replaced by their digest.
-func (w *hashWriter) object(o *snapshotv1.Object, keys *[]string) {
+// object appends o, with its annotations and spec replaced by their
+// digest, to b, which holds the end of w.buf; the caller stores b back.
+func (w *hashWriter) object(b []byte, o *snapshotv1.Object, keys *[]string) []byte {
 	if o == nil || len(o.ProtoReflect().GetUnknown()) > 0 {
 		w.ok = false
-		return
+		return b
 	}
 	labels := w.labelsEncoding(o.GetLabels(), keys)
 	sum, valid := w.bodyDigest(o.GetAnnotations(), o.GetSpec(), keys)
 	if !valid {
 		w.ok = false
-		return
+		return b
 	}
 	size := strSize(1, o.GetApiVersion()) + strSize(2, o.GetKind()) + strSize(3, o.GetNamespace()) + strSize(4, o.GetName()) +
 		len(labels) + protowire.SizeTag(7) + protowire.SizeBytes(len(sum))
-	w.buf = protowire.AppendTag(w.buf, 4, protowire.BytesType)
-	w.buf = protowire.AppendVarint(w.buf, uint64(size))
-	w.str(1, o.GetApiVersion())
-	w.str(2, o.GetKind())
-	w.str(3, o.GetNamespace())
-	w.str(4, o.GetName())
-	w.buf = append(w.buf, labels...)
-	w.buf = protowire.AppendTag(w.buf, 7, protowire.BytesType)
-	w.buf = protowire.AppendBytes(w.buf, sum[:])
-	w.flushIfLarge()
+	b = protowire.AppendTag(b, 4, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(size))
+	b = w.str(b, 1, o.GetApiVersion())
+	b = w.str(b, 2, o.GetKind())
+	b = w.str(b, 3, o.GetNamespace())
+	b = w.str(b, 4, o.GetName())
+	b = append(b, labels...)
+	b = protowire.AppendTag(b, 7, protowire.BytesType)
+	return protowire.AppendBytes(b, sum[:])
 }
 
 // labelsEncoding is the encoding of field 5 holding an object's labels m,
@@ -299,13 +306,11 @@ func (w *hashWriter) labelsEncoding(m map[string]string, keys *[]string) []byte 
 		w.labels, w.labelsEnc = p, kept.enc
 		return kept.enc
 	}
-	// Encode with the shared buffer's code, then move the bytes aside.
 	ok := w.ok
 	w.ok = true
-	start := len(w.buf)
-	w.strMap(5, m, keys)
-	enc := slices.Clone(w.buf[start:])
-	w.buf = w.buf[:start]
+	b := w.strMap(w.scratch[:0], 5, m, keys)
+	enc := slices.Clone(b)
+	w.scratch = b
 	if w.ok {
 		if w.cache.labels == nil {
 			w.cache.labels = map[uintptr]keptLabels{}
@@ -347,19 +352,19 @@ func (w *hashWriter) bodyDigest(annotations map[string]string, spec []byte, keys
 // digestBody is the SHA-256 of the deterministic encoding of an Object
 // holding only annotations and spec.
 func (w *hashWriter) digestBody(annotations map[string]string, spec []byte, keys *[]string) (sum [sha256.Size]byte, valid bool) {
-	// Encode at the end of the shared buffer, then take the bytes off.
 	ok := w.ok
 	w.ok = true
-	start := len(w.buf)
-	w.strMap(6, annotations, keys)
+	b := w.strMap(w.scratch[:0], 6, annotations, keys)
 	valid = w.ok
 	w.ok = ok
 	if len(spec) > 0 {
-		w.buf = protowire.AppendTag(w.buf, 7, protowire.BytesType)
-		w.buf = protowire.AppendBytes(w.buf, spec)
+		b = protowire.AppendTag(b, 7, protowire.BytesType)
+		b = protowire.AppendBytes(b, spec)
 	}
-	sum = sha256.Sum256(w.buf[start:])
-	w.buf = w.buf[:start]
+	sum = sha256.Sum256(b)
+	if cap(b) != cap(w.scratch) {
+		w.scratch = b
+	}
 	return sum, valid
 }
 
@@ -374,16 +379,17 @@ func (w *hashWriter) status(s *snapshotv1.ResourceStatus) {
 	if gen != 0 {
 		size += protowire.SizeTag(5) + protowire.SizeVarint(uint64(gen))
 	}
-	w.buf = protowire.AppendTag(w.buf, 5, protowire.BytesType)
-	w.buf = protowire.AppendVarint(w.buf, uint64(size))
-	w.str(1, s.GetApiVersion())
-	w.str(2, s.GetKind())
-	w.str(3, s.GetNamespace())
-	w.str(4, s.GetName())
+	b := protowire.AppendTag(w.buf, 5, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(size))
+	b = w.str(b, 1, s.GetApiVersion())
+	b = w.str(b, 2, s.GetKind())
+	b = w.str(b, 3, s.GetNamespace())
+	b = w.str(b, 4, s.GetName())
 	if gen != 0 {
-		w.buf = protowire.AppendTag(w.buf, 5, protowire.VarintType)
-		w.buf = protowire.AppendVarint(w.buf, uint64(gen))
+		b = protowire.AppendTag(b, 5, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(gen))
 	}
+	w.buf = b
 	w.large(6, s.GetStatus())
 	w.flushIfLarge()
 }
@@ -433,12 +439,18 @@ func fastOutputVersion(s *snapshotv1.OutputSnapshot, cache *outputCache, sealer 
 	if !fastOutputOK || s == nil {
 		return "", false
 	}
-	w := &hashWriter{h: sha256.New(), buf: make([]byte, 0, 40<<10), ok: true, cache: cache, sealer: sealer}
+	w := &hashWriter{h: sha256.New(), buf: make([]byte, 0, 40<<10), scratch: make([]byte, 0, 4<<10), ok: true, cache: cache, sealer: sealer}
 	var keys []string
-	w.str(1, s.GetCluster())
+	w.buf = w.str(w.buf, 1, s.GetCluster())
+	b := w.buf
 	for _, o := range s.GetObjects() {
-		w.object(o, &keys)
+		b = w.object(b, o, &keys)
+		if len(b) >= 32<<10 {
+			w.h.Write(b)
+			b = b[:0]
+		}
 	}
+	w.buf = b
 	for _, st := range s.GetStatuses() {
 		w.status(st)
 	}
