@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"hash"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -97,7 +98,11 @@ type hashWriter struct {
 // None may be modified.
 type outputCache struct {
 	labels map[uintptr]keptLabels
-	bodies map[bodyKey]keptBody // only those of a sealer
+	// The bodies of a sealer: their index in kept by key. kept grows a
+	// block at a time, so that it is never copied.
+	bodies map[bodyKey]int32
+	kept   [][]keptBody
+	nkept  int32
 	// The bodies of the objects of the last output, in order, and those
 	// of this one so far: the outputs of one translation hold mostly the
 	// same in the same order, so the next is predicted from there without
@@ -121,6 +126,24 @@ type keptBody struct {
 	annotations map[string]string
 	spec        []byte
 	sum         [sha256.Size]byte
+}
+
+const keptBlock = 1024
+
+func (c *outputCache) keep(key bodyKey, b keptBody) {
+	if c.nkept == math.MaxInt32 {
+		return
+	}
+	if c.bodies == nil {
+		c.bodies = map[bodyKey]int32{}
+	}
+	if c.nkept%keptBlock == 0 {
+		c.kept = append(c.kept, make([]keptBody, 0, keptBlock))
+	}
+	last := &c.kept[len(c.kept)-1]
+	*last = append(*last, b)
+	c.bodies[key] = c.nkept
+	c.nkept++
 }
 
 type bodyUse struct {
@@ -218,7 +241,7 @@ func (w *hashWriter) strMap(b []byte, num protowire.Number, m map[string]string,
 		return b
 	case 1:
 		for k, v := range m {
-				b = w.entry(b, num, k, v)
+			b = w.entry(b, num, k, v)
 		}
 		return b
 	case 2:
@@ -333,16 +356,13 @@ func (w *hashWriter) bodyDigest(annotations map[string]string, spec []byte, keys
 	key := bodyKey{reflect.ValueOf(annotations).Pointer(), uintptr(unsafe.Pointer(unsafe.SliceData(spec))), len(spec)}
 	sum, ok := c.predict(key)
 	if !ok {
-		if kept, found := c.bodies[key]; found {
-			sum = kept.sum
+		if i, found := c.bodies[key]; found {
+			sum = c.kept[i/keptBlock][i%keptBlock].sum
 		} else {
 			if sum, valid = w.digestBody(annotations, spec, keys); !valid {
 				return sum, false
 			}
-			if c.bodies == nil {
-				c.bodies = map[bodyKey]keptBody{}
-			}
-			c.bodies[key] = keptBody{annotations, spec, sum}
+			c.keep(key, keptBody{annotations, spec, sum})
 		}
 	}
 	c.this = append(c.this, bodyUse{key, sum})

@@ -468,9 +468,6 @@ type federatedBlock struct {
 	// labels of the cluster's objects, set by flush when the cluster has
 	// an output.
 	labels map[string]string
-	// Made by place: the DestinationRules of the pairs, then their
-	// ServiceEntries, in the pairs' order.
-	objects []*snapshotv1.Object
 }
 
 type federatedSegment struct {
@@ -639,51 +636,132 @@ func (e *emitter) flush(outputs map[string]*snapshotv1.OutputSnapshot, opts Opti
 // as the other objects are, for SortOutput to order as it always has.
 // Outputs of different blocks may be placed concurrently.
 func (b *federatedBlock) place(out *snapshotv1.OutputSnapshot) {
-	n := len(b.pairs)
-	b.objects = make([]*snapshotv1.Object, 2*n)
-	// The objects are allocated a few at a time: one array for all would
-	// be cleared with stores that bypass the caches, and then filled
-	// from memory.
-	var chunk []snapshotv1.Object
-	for _, s := range b.segments {
-		for i := s.from; i < s.to; i++ {
-			if len(chunk) == 0 {
-				chunk = make([]snapshotv1.Object, 2*min(n-i, 64))
-			}
-			p := &b.pairs[i]
-			dr, se := &chunk[0], &chunk[1]
-			chunk = chunk[2:]
-			seSpec, drSpec := p.specs()
-			dr.ApiVersion, dr.Kind, dr.Namespace, dr.Name = IstioNetworkingV1, KindDestinationRule, p.namespace, p.x.host
-			dr.Labels, dr.Annotations, dr.Spec = b.labels, p.annotations(1), drSpec
-			se.ApiVersion, se.Kind, se.Namespace, se.Name = IstioNetworkingV1, KindServiceEntry, p.namespace, p.x.host
-			se.Labels, se.Annotations, se.Spec = b.labels, p.annotations(0), seSpec
-			b.objects[i], b.objects[n+i] = dr, se
+	if b.oneNamespace {
+		if merged, ok := b.mergeInto(out.Objects); ok {
+			out.Objects = merged
+			return
 		}
 	}
-	// The pairs are in host order: in the output's order when they have
-	// one namespace, DestinationRules before ServiceEntries.
-	fed := b.objects
+	objects := b.objects()
+	n := len(b.pairs)
 	if !b.oneNamespace {
-		fed = slices.Clone(fed)
+		fed := slices.Clone(objects)
 		slices.SortFunc(fed, snapshots.CompareObjects)
-	}
-	others := slices.Clone(out.Objects)
-	slices.SortFunc(others, snapshots.CompareObjects)
-	if merged, ok := mergeObjects(others, fed); ok {
-		out.Objects = merged
-		return
+		others := slices.Clone(out.Objects)
+		slices.SortFunc(others, snapshots.CompareObjects)
+		if merged, ok := mergeObjects(others, fed); ok {
+			out.Objects = merged
+			return
+		}
 	}
 	inOrder := make([]*snapshotv1.Object, 0, len(out.Objects)+2*n)
 	prev := 0
 	for _, s := range b.segments {
 		inOrder = append(inOrder, out.Objects[prev:s.at]...)
 		for i := s.from; i < s.to; i++ {
-			inOrder = append(inOrder, b.objects[n+i], b.objects[i])
+			inOrder = append(inOrder, objects[n+i], objects[i])
 		}
 		prev = s.at
 	}
 	out.Objects = append(inOrder, out.Objects[prev:]...)
+}
+
+// objectAllocator hands out objects a few at a time: one array for all
+// would be cleared with stores that bypass the caches, and then filled
+// from memory.
+type objectAllocator struct {
+	chunk []snapshotv1.Object
+	left  int // objects still to be asked for
+}
+
+func (a *objectAllocator) next() *snapshotv1.Object {
+	if len(a.chunk) == 0 {
+		a.chunk = make([]snapshotv1.Object, min(a.left, 128))
+	}
+	o := &a.chunk[0]
+	a.chunk = a.chunk[1:]
+	a.left--
+	return o
+}
+
+// object makes the pair's DestinationRule (k 1) or ServiceEntry (k 0).
+func (b *federatedBlock) object(p *federatedPair, k int, o *snapshotv1.Object) *snapshotv1.Object {
+	se, dr := p.specs()
+	o.ApiVersion, o.Namespace, o.Name, o.Labels, o.Annotations = IstioNetworkingV1, p.namespace, p.x.host, b.labels, p.annotations(k)
+	if k == 1 {
+		o.Kind, o.Spec = KindDestinationRule, dr
+	} else {
+		o.Kind, o.Spec = KindServiceEntry, se
+	}
+	return o
+}
+
+// objects makes the objects of the pairs: their DestinationRules, then
+// their ServiceEntries, in the pairs' order.
+func (b *federatedBlock) objects() []*snapshotv1.Object {
+	n := len(b.pairs)
+	objs := make([]*snapshotv1.Object, 2*n)
+	alloc := objectAllocator{left: 2 * n}
+	for i := range b.pairs {
+		p := &b.pairs[i]
+		objs[i] = b.object(p, 1, alloc.next())
+		objs[n+i] = b.object(p, 0, alloc.next())
+	}
+	return objs
+}
+
+// mergeInto merges the objects of b, whose pairs have one namespace and
+// so are in order by host, into others, making each where it goes: all
+// DestinationRules, then all ServiceEntries. ok is false, and nothing
+// is merged, when two objects have the same key.
+func (b *federatedBlock) mergeInto(others []*snapshotv1.Object) (merged []*snapshotv1.Object, ok bool) {
+	others = slices.Clone(others)
+	slices.SortFunc(others, snapshots.CompareObjects)
+	for i := 1; i < len(others); i++ {
+		if snapshots.CompareObjects(others[i-1], others[i]) == 0 {
+			return nil, false
+		}
+	}
+	n := len(b.pairs)
+	merged = make([]*snapshotv1.Object, 0, len(others)+2*n)
+	alloc := objectAllocator{left: 2 * n}
+	for _, k := range [2]int{1, 0} { // DestinationRule < ServiceEntry
+		kind := KindServiceEntry
+		if k == 1 {
+			kind = KindDestinationRule
+		}
+		for i := range b.pairs {
+			p := &b.pairs[i]
+			for len(others) > 0 {
+				c := compareObjectKey(others[0], IstioNetworkingV1, kind, p.namespace, p.x.host)
+				if c == 0 {
+					return nil, false
+				}
+				if c > 0 {
+					break
+				}
+				merged = append(merged, others[0])
+				others = others[1:]
+			}
+			merged = append(merged, b.object(p, k, alloc.next()))
+		}
+	}
+	return append(merged, others...), true
+}
+
+// compareObjectKey is snapshots.CompareObjects of o and an object with
+// this key.
+func compareObjectKey(o *snapshotv1.Object, apiVersion, kind, namespace, name string) int {
+	if c := strings.Compare(o.GetApiVersion(), apiVersion); c != 0 {
+		return c
+	}
+	if c := strings.Compare(o.GetKind(), kind); c != 0 {
+		return c
+	}
+	if c := strings.Compare(o.GetNamespace(), namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(o.GetName(), name)
 }
 
 // mergeObjects merges a and b, each sorted with snapshots.CompareObjects
