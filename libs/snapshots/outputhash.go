@@ -98,11 +98,13 @@ type hashWriter struct {
 // None may be modified.
 type outputCache struct {
 	labels map[uintptr]keptLabels
-	// The bodies of a sealer: their index in kept by key. kept grows a
-	// block at a time, so that it is never copied.
-	bodies map[bodyKey]int32
-	kept   [][]keptBody
-	nkept  int32
+	// The bodies of a sealer, in kept, which grows a block at a time so
+	// that it is never copied, and found by key through slots, an open
+	// addressing table: most bodies are looked for once, not found, and
+	// added, which costs a Go map several times as much.
+	kept  [][]keptBody
+	nkept int
+	slots []bodySlot
 	// The bodies of the objects of the last output, in order, and those
 	// of this one so far: the outputs of one translation hold mostly the
 	// same in the same order, so the next is predicted from there without
@@ -122,28 +124,75 @@ type bodyKey struct {
 	specLen           int
 }
 
-type keptBody struct {
-	annotations map[string]string
-	spec        []byte
-	sum         [sha256.Size]byte
+func (k bodyKey) hash() uint64 {
+	h := uint64(k.annotations)*0x9e3779b97f4a7c15 ^ uint64(k.spec)*0xc2b2ae3d27d4eb4f ^ uint64(k.specLen)*0x165667b19e3779f9
+	return h ^ h>>31
 }
+
+type keptBody struct {
+	key         bodyKey
+	sum         [sha256.Size]byte
+	annotations map[string]string // held on to, for key to stay theirs
+	spec        []byte
+}
+
+// bodySlot is a slot of the table of kept bodies: empty when zero, else
+// the top 32 bits of the key's hash and the body's index in kept plus 1.
+type bodySlot uint64
 
 const keptBlock = 1024
 
-func (c *outputCache) keep(key bodyKey, b keptBody) {
-	if c.nkept == math.MaxInt32 {
+func (c *outputCache) body(i int) *keptBody { return &c.kept[i/keptBlock][i%keptBlock] }
+
+// find returns the sum of the body kept with key.
+func (c *outputCache) find(key bodyKey) (sum [sha256.Size]byte, ok bool) {
+	if len(c.slots) == 0 {
+		return sum, false
+	}
+	h := key.hash()
+	mask := uint64(len(c.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := c.slots[i]
+		if s == 0 {
+			return sum, false
+		}
+		if uint32(s>>32) == uint32(h>>32) {
+			if b := c.body(int(uint32(s)) - 1); b.key == key {
+				return b.sum, true
+			}
+		}
+	}
+}
+
+// keep adds a body that find did not find.
+func (c *outputCache) keep(b keptBody) {
+	if c.nkept >= math.MaxUint32-1 {
 		return
 	}
-	if c.bodies == nil {
-		c.bodies = map[bodyKey]int32{}
+	if 2*(c.nkept+1) > len(c.slots) {
+		c.slots = make([]bodySlot, max(1024, 2*len(c.slots)))
+		for i := range c.nkept {
+			c.slot(c.body(i).key, i)
+		}
 	}
 	if c.nkept%keptBlock == 0 {
 		c.kept = append(c.kept, make([]keptBody, 0, keptBlock))
 	}
 	last := &c.kept[len(c.kept)-1]
 	*last = append(*last, b)
-	c.bodies[key] = c.nkept
+	c.slot(b.key, c.nkept)
 	c.nkept++
+}
+
+// slot puts kept body i, with key, in the first free slot for it.
+func (c *outputCache) slot(key bodyKey, i int) {
+	h := key.hash()
+	mask := uint64(len(c.slots) - 1)
+	j := h & mask
+	for c.slots[j] != 0 {
+		j = (j + 1) & mask
+	}
+	c.slots[j] = bodySlot(h>>32<<32 | uint64(i+1))
 }
 
 type bodyUse struct {
@@ -356,13 +405,11 @@ func (w *hashWriter) bodyDigest(annotations map[string]string, spec []byte, keys
 	key := bodyKey{reflect.ValueOf(annotations).Pointer(), uintptr(unsafe.Pointer(unsafe.SliceData(spec))), len(spec)}
 	sum, ok := c.predict(key)
 	if !ok {
-		if i, found := c.bodies[key]; found {
-			sum = c.kept[i/keptBlock][i%keptBlock].sum
-		} else {
+		if sum, ok = c.find(key); !ok {
 			if sum, valid = w.digestBody(annotations, spec, keys); !valid {
 				return sum, false
 			}
-			c.keep(key, keptBody{annotations, spec, sum})
+			c.keep(keptBody{key, sum, annotations, spec})
 		}
 	}
 	c.this = append(c.this, bodyUse{key, sum})

@@ -220,3 +220,40 @@ func TestOutputVersionTellsContentApart(t *testing.T) {
 		seen[v] = name
 	}
 }
+
+// TestOutputSealerFindsKeptBodies checks that an OutputSealer finds the
+// bodies it kept however they come again: in another order, so that the
+// last output's order does not predict them, and after its table of
+// bodies grew several times.
+func TestOutputSealerFindsKeptBodies(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	type body struct {
+		ann  map[string]string
+		spec []byte
+	}
+	var bodies []body
+	for i := range 5000 {
+		b := body{ann: map[string]string{"a": fmt.Sprint(i)}, spec: []byte(fmt.Sprintf(`{"s":%d}`, i))}
+		if i%7 == 0 {
+			b.ann = nil
+		}
+		if i%11 == 0 {
+			b.spec = nil
+		}
+		bodies = append(bodies, b)
+	}
+	var z OutputSealer
+	for round := range 4 {
+		out := &snapshotv1.OutputSnapshot{Cluster: "c"}
+		for i, j := range r.Perm(len(bodies)) {
+			if round > 0 && r.IntN(10) == 0 {
+				continue
+			}
+			b := bodies[j]
+			out.Objects = append(out.Objects, &snapshotv1.Object{ApiVersion: "v1", Kind: "K", Namespace: "ns", Name: fmt.Sprintf("o%05d", i), Annotations: b.ann, Spec: b.spec})
+		}
+		if got, want := z.Seal(out), ReflectOutputVersion(out); got != want {
+			t.Fatalf("round %d: version %s, reflective %s", round, got, want)
+		}
+	}
+}
