@@ -50,6 +50,28 @@ var (
 		sameFields((&snapshotv1.ResourceStatus{}).ProtoReflect().Descriptor(), statusFields)
 )
 
+// objectUnknown is where an Object keeps its unknown fields, which
+// object checks without ProtoReflect: that stores the message's state in
+// a message on first use, an atomic store for every object made. When the
+// generated struct has no such field, ok is false and ProtoReflect is used.
+var objectUnknown = func() (f struct {
+	offset uintptr
+	ok     bool
+}) {
+	sf, ok := reflect.TypeFor[snapshotv1.Object]().FieldByName("unknownFields")
+	if ok && sf.Type == reflect.TypeFor[[]byte]() {
+		f.offset, f.ok = sf.Offset, true
+	}
+	return f
+}()
+
+func hasUnknown(o *snapshotv1.Object) bool {
+	if !objectUnknown.ok {
+		return len(o.ProtoReflect().GetUnknown()) > 0
+	}
+	return len(*(*[]byte)(unsafe.Add(unsafe.Pointer(o), objectUnknown.offset))) > 0
+}
+
 func sameFields(md protoreflect.MessageDescriptor, want map[protoreflect.FieldNumber]protoreflect.Name) bool {
 	fs := md.Fields()
 	if fs.Len() != len(want) || md.Oneofs().Len() != 0 {
@@ -340,7 +362,7 @@ func (w *hashWriter) entry(b []byte, num protowire.Number, k, v string) []byte {
 // object appends o, with its annotations and spec replaced by their
 // digest, to b, which holds the end of w.buf; the caller stores b back.
 func (w *hashWriter) object(b []byte, o *snapshotv1.Object, keys *[]string) []byte {
-	if o == nil || len(o.ProtoReflect().GetUnknown()) > 0 {
+	if o == nil || hasUnknown(o) {
 		w.ok = false
 		return b
 	}

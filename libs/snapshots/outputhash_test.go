@@ -20,6 +20,9 @@ func TestFastOutputVersion(t *testing.T) {
 	if !fastOutputOK {
 		t.Fatal("OutputSnapshot, Object or ResourceStatus has fields the hand encoding does not know: update outputhash.go (outputFields, objectFields, statusFields and the encoders)")
 	}
+	if !objectUnknown.ok {
+		t.Fatal("Object keeps its unknown fields elsewhere than unknownFields: update objectUnknown in outputhash.go")
+	}
 	r := rand.New(rand.NewPCG(1, 2))
 	str := func() string {
 		switch r.IntN(6) {

@@ -730,21 +730,30 @@ func (b *federatedBlock) mergeInto(others []*snapshotv1.Object) (merged []*snaps
 		if k == 1 {
 			kind = KindDestinationRule
 		}
+		// The others before this kind in b's namespace, then those of it,
+		// which are merged by name.
+		for len(others) > 0 && compareObjectKey(others[0], IstioNetworkingV1, kind, b.namespace, "") < 0 {
+			merged = append(merged, others[0])
+			others = others[1:]
+		}
+		same := 0
+		for same < len(others) && others[same].GetApiVersion() == IstioNetworkingV1 && others[same].GetKind() == kind && others[same].GetNamespace() == b.namespace {
+			same++
+		}
+		named := others[:same]
+		others = others[same:]
 		for i := range b.pairs {
 			p := &b.pairs[i]
-			for len(others) > 0 {
-				c := compareObjectKey(others[0], IstioNetworkingV1, kind, p.namespace, p.x.host)
-				if c == 0 {
+			for len(named) > 0 && named[0].GetName() <= p.x.host {
+				if named[0].GetName() == p.x.host {
 					return nil, false
 				}
-				if c > 0 {
-					break
-				}
-				merged = append(merged, others[0])
-				others = others[1:]
+				merged = append(merged, named[0])
+				named = named[1:]
 			}
 			merged = append(merged, b.object(p, k, alloc.next()))
 		}
+		merged = append(merged, named...)
 	}
 	return append(merged, others...), true
 }
