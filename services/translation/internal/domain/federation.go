@@ -56,6 +56,13 @@ type exportedDest struct {
 	group int
 }
 
+// export is one exported destination with its clients, in the order
+// found.
+type export struct {
+	host string
+	fhs  []federatedHost // one allocation for all clients
+}
+
 // federatedHost is one destination of a server mesh made available to one
 // client mesh.
 type federatedHost struct {
@@ -101,11 +108,6 @@ func FederatedHostname(name, namespace, cluster, suffix string) string {
 // a cluster of that name.
 func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]*addrSet) error {
 	encodings := newHostEncodings()
-	// Each exported destination with its clients, in the order found.
-	type export struct {
-		host string
-		fhs  []federatedHost // one allocation for all clients
-	}
 	var exports []export
 	clusterIndex := map[string]int{}
 	var clusters []string
@@ -201,6 +203,7 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 	// distributing the exports in host order leaves only ties on a host
 	// (two client meshes in one cluster) for the sort below.
 	slices.SortStableFunc(exports, func(a, b export) int { return strings.Compare(a.host, b.host) })
+	relocateExports(exports)
 	// Hosts are told apart by the first export with the same host.
 	groups := make(map[string]int, len(exports))
 	for i, ex := range exports {
@@ -309,6 +312,34 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 		}
 	}
 	return nil
+}
+
+// relocateExports moves what the clients of exports share into one array,
+// and their hosts into one string, in the exports' order, which is host
+// order: every client cluster's objects are made and hashed in host
+// order, and then read memory in order rather than from all over the heap.
+func relocateExports(exports []export) {
+	xs := make([]exportedDest, len(exports))
+	size := 0
+	for _, ex := range exports {
+		size += len(ex.fhs[0].host)
+	}
+	var hosts strings.Builder
+	hosts.Grow(size)
+	for _, ex := range exports {
+		hosts.WriteString(ex.fhs[0].host)
+	}
+	all, at := hosts.String(), 0
+	for i, ex := range exports {
+		fhs := ex.fhs
+		x := &xs[i]
+		*x = *fhs[0].exportedDest
+		x.host = all[at : at+len(x.host)]
+		at += len(x.host)
+		for j := range fhs {
+			fhs[j].exportedDest = x
+		}
+	}
 }
 
 // address is federatedAddress for the host in a client cluster that has
