@@ -128,10 +128,10 @@ type outputCache struct {
 	nkept int
 	slots []bodySlot
 	// The bodies of the objects of the last output, in order, and those
-	// of this one so far: the outputs of one translation hold mostly the
-	// same in the same order, so the next is predicted from there without
-	// a look-up in bodies.
-	last, this []bodyUse
+	// of this one so far, by index in kept: the outputs of one translation
+	// hold mostly the same in the same order, so the next is predicted
+	// from there without a look-up in slots.
+	last, this []uint32
 	next       int // in last
 }
 
@@ -166,30 +166,31 @@ const keptBlock = 1024
 
 func (c *outputCache) body(i int) *keptBody { return &c.kept[i/keptBlock][i%keptBlock] }
 
-// find returns the sum of the body kept with key.
-func (c *outputCache) find(key bodyKey) (sum [sha256.Size]byte, ok bool) {
+// find returns the index of the body kept with key.
+func (c *outputCache) find(key bodyKey) (i uint32, ok bool) {
 	if len(c.slots) == 0 {
-		return sum, false
+		return 0, false
 	}
 	h := key.hash()
 	mask := uint64(len(c.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
 		s := c.slots[i]
 		if s == 0 {
-			return sum, false
+			return 0, false
 		}
 		if uint32(s>>32) == uint32(h>>32) {
-			if b := c.body(int(uint32(s)) - 1); b.key == key {
-				return b.sum, true
+			if j := uint32(s) - 1; c.body(int(j)).key == key {
+				return j, true
 			}
 		}
 	}
 }
 
-// keep adds a body that find did not find.
-func (c *outputCache) keep(b keptBody) {
+// keep adds a body that find did not find, and returns its index; ok is
+// false when there is no room left.
+func (c *outputCache) keep(b keptBody) (i uint32, ok bool) {
 	if c.nkept >= math.MaxUint32-1 {
-		return
+		return 0, false
 	}
 	if 2*(c.nkept+1) > len(c.slots) {
 		c.slots = make([]bodySlot, max(1024, 2*len(c.slots)))
@@ -204,6 +205,7 @@ func (c *outputCache) keep(b keptBody) {
 	*last = append(*last, b)
 	c.slot(b.key, c.nkept)
 	c.nkept++
+	return uint32(c.nkept - 1), true
 }
 
 // slot puts kept body i, with key, in the first free slot for it.
@@ -217,23 +219,18 @@ func (c *outputCache) slot(key bodyKey, i int) {
 	c.slots[j] = bodySlot(h>>32<<32 | uint64(i+1))
 }
 
-type bodyUse struct {
-	key bodyKey
-	sum [sha256.Size]byte
-}
-
 // predict finds key at the next place in the last output's order, or one
 // place off: an object more or less than in the last output. Otherwise it
 // takes the key to replace the next one.
-func (c *outputCache) predict(key bodyKey) (sum [sha256.Size]byte, ok bool) {
+func (c *outputCache) predict(key bodyKey) (body uint32, ok bool) {
 	for _, i := range [3]int{c.next, c.next + 1, c.next - 1} {
-		if i >= 0 && i < len(c.last) && c.last[i].key == key {
+		if i >= 0 && i < len(c.last) && c.body(int(c.last[i])).key == key {
 			c.next = i + 1
-			return c.last[i].sum, true
+			return c.last[i], true
 		}
 	}
 	c.next++
-	return sum, false
+	return 0, false
 }
 
 // nextOutput starts the order of the next output.
@@ -425,17 +422,19 @@ func (w *hashWriter) bodyDigest(annotations map[string]string, spec []byte, keys
 	}
 	c := w.cache
 	key := bodyKey{reflect.ValueOf(annotations).Pointer(), uintptr(unsafe.Pointer(unsafe.SliceData(spec))), len(spec)}
-	sum, ok := c.predict(key)
+	i, ok := c.predict(key)
 	if !ok {
-		if sum, ok = c.find(key); !ok {
+		if i, ok = c.find(key); !ok {
 			if sum, valid = w.digestBody(annotations, spec, keys); !valid {
 				return sum, false
 			}
-			c.keep(keptBody{key, sum, annotations, spec})
+			if i, ok = c.keep(keptBody{key, sum, annotations, spec}); !ok {
+				return sum, true
+			}
 		}
 	}
-	c.this = append(c.this, bodyUse{key, sum})
-	return sum, true
+	c.this = append(c.this, i)
+	return c.body(int(i)).sum, true
 }
 
 // digestBody is the SHA-256 of the deterministic encoding of an Object
