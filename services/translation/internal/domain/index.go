@@ -79,7 +79,6 @@ func NewIndex(inputs map[string]*snapshotv1.InputSnapshot, clusterDomain string)
 		byCluster:     map[string][]*destination{},
 		byClusterNS:   map[[2]string][]*destination{},
 		workloadsByNS: map[[2]string][]*workload{},
-		workloadsBySA: map[ObjectKey][]*workload{},
 
 		workloadsByCluster: map[string][]*workload{},
 	}
@@ -149,13 +148,24 @@ func NewIndex(inputs map[string]*snapshotv1.InputSnapshot, clusterDomain string)
 		nk := [2]string{d.Key.Cluster, d.Key.Namespace}
 		ix.byClusterNS[nk] = append(ix.byClusterNS[nk], d)
 	}
+	// Service accounts run a workload or two each, usually: their lists
+	// start in room for two, taken from one array.
+	ix.workloadsBySA = make(map[ObjectKey][]*workload, len(ix.workloads)/2)
+	var room []*workload
 	for _, w := range ix.workloads {
 		nk := [2]string{w.Key.Cluster, w.Key.Namespace}
 		ix.workloadsByNS[nk] = append(ix.workloadsByNS[nk], w)
 		ix.workloadsByCluster[w.Key.Cluster] = append(ix.workloadsByCluster[w.Key.Cluster], w)
 		if w.ServiceAccount != "" {
 			sk := ObjectKey{Cluster: w.Key.Cluster, Namespace: w.Key.Namespace, Name: w.ServiceAccount}
-			ix.workloadsBySA[sk] = append(ix.workloadsBySA[sk], w)
+			ws, ok := ix.workloadsBySA[sk]
+			if !ok {
+				if len(room) < 2 {
+					room = make([]*workload, 2048)
+				}
+				ws, room = room[:0:2], room[2:]
+			}
+			ix.workloadsBySA[sk] = append(ws, w)
 		}
 	}
 	return ix

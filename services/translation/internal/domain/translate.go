@@ -930,10 +930,18 @@ func Parents(refs ...ParentRef) string {
 	return buf.String()
 }
 
+// jsonPlain holds the bytes encoding/json writes as they are.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c <= 0x7e; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
 // writeJSONString writes s quoted as encoding/json quotes it.
 func writeJSONString(buf *strings.Builder, s string) {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if !jsonPlain[s[i]] {
 			b, _ := json.Marshal(s)
 			buf.Write(b)
 			return
