@@ -103,6 +103,30 @@ type hashWriter struct {
 	valid [4]string
 	// scratch holds the encoding of one map or body.
 	scratch []byte
+	prefix  objectPrefix
+}
+
+// objectPrefix is the encoding of the API version, kind and namespace of
+// the last object, which objects in a row share.
+type objectPrefix struct {
+	apiVersion, kind, namespace string
+	enc                         []byte
+}
+
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
+}
+
+// encoding is the encoding of fields 1 to 3 of an object with these
+// values.
+func (p *objectPrefix) encoding(w *hashWriter, apiVersion, kind, namespace string) []byte {
+	if p.enc == nil || !sameString(apiVersion, p.apiVersion) || !sameString(kind, p.kind) || !sameString(namespace, p.namespace) {
+		enc := w.str(p.enc[:0], 1, apiVersion)
+		enc = w.str(enc, 2, kind)
+		p.enc = w.str(enc, 3, namespace)
+		p.apiVersion, p.kind, p.namespace = apiVersion, kind, namespace
+	}
+	return p.enc
 }
 
 // The encoders append to a buffer they are given and return it rather
@@ -369,14 +393,13 @@ func (w *hashWriter) object(b []byte, o *snapshotv1.Object, keys *[]string) []by
 		w.ok = false
 		return b
 	}
-	size := strSize(1, o.GetApiVersion()) + strSize(2, o.GetKind()) + strSize(3, o.GetNamespace()) + strSize(4, o.GetName()) +
-		len(labels) + protowire.SizeTag(7) + protowire.SizeBytes(len(sum))
+	prefix := w.prefix.encoding(w, o.GetApiVersion(), o.GetKind(), o.GetNamespace())
+	name := o.GetName()
+	size := len(prefix) + strSize(4, name) + len(labels) + protowire.SizeTag(7) + protowire.SizeBytes(len(sum))
 	b = protowire.AppendTag(b, 4, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(size))
-	b = w.str(b, 1, o.GetApiVersion())
-	b = w.str(b, 2, o.GetKind())
-	b = w.str(b, 3, o.GetNamespace())
-	b = w.str(b, 4, o.GetName())
+	b = append(b, prefix...)
+	b = w.str(b, 4, name)
 	b = append(b, labels...)
 	b = protowire.AppendTag(b, 7, protowire.BytesType)
 	return protowire.AppendBytes(b, sum[:])
