@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
@@ -328,48 +329,63 @@ func parentsAnnotation(parents []ParentRef) map[string]string {
 func destinationObjects(d *destination, tr *trafficTranslation, users userObjects, set settings, opts Options) ([]*snapshotv1.Object, error) {
 	var out []*snapshotv1.Object
 	st := tr.states[d.Key]
+	var vsObj *snapshotv1.Object
 	if vs := st.virtualService(); vs != nil {
 		if u := users.conflicts(d.Key.Cluster, KindVirtualService, d.Host); len(u) == 0 || reportConflict(set.conflicts, d, st.vsParents, tr.policy, KindVirtualService, u) {
-			obj, err := newObject(KindVirtualService, d, st.vsParents, vs, opts)
+			obj, err := newObject(KindVirtualService, d, st.vsParents, vs, nil, opts)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, obj)
+			out = make([]*snapshotv1.Object, 1, 2)
+			out[0], vsObj = obj, obj
 		}
 	}
-	if u := users.conflicts(d.Key.Cluster, KindDestinationRule, d.Host); len(u) > 0 && !reportConflict(set.conflicts, d, st.allDRParents(), tr.policy, KindDestinationRule, u) {
+	drParents := st.allDRParents()
+	if u := users.conflicts(d.Key.Cluster, KindDestinationRule, d.Host); len(u) > 0 && !reportConflict(set.conflicts, d, drParents, tr.policy, KindDestinationRule, u) {
 		return out, nil
+	}
+	// The VirtualService's annotations when its parents are the same.
+	var ann map[string]string
+	if vsObj != nil && slices.Equal(st.vsParents, drParents) {
+		ann = vsObj.Annotations
 	}
 	var obj *snapshotv1.Object
 	if raw, ok := st.destinationRuleJSON(d, set.defaultTLS); ok {
-		obj = newObjectEncoded(KindDestinationRule, d, st.allDRParents(), raw, opts)
+		obj = newObjectEncoded(KindDestinationRule, d, drParents, raw, ann, opts)
 	} else {
 		var err error
-		if obj, err = newObject(KindDestinationRule, d, st.allDRParents(), st.destinationRule(d, set.defaultTLS), opts); err != nil {
+		if obj, err = newObject(KindDestinationRule, d, drParents, st.destinationRule(d, set.defaultTLS), ann, opts); err != nil {
 			return nil, err
 		}
+	}
+	if out == nil {
+		return []*snapshotv1.Object{obj}, nil
 	}
 	return append(out, obj), nil
 }
 
 // newObject wraps an Istio spec for destination d with the labels and
-// parents annotation every Meshplane object carries.
-func newObject(kind string, d *destination, policies []ObjectKey, spec proto.Message, opts Options) (*snapshotv1.Object, error) {
+// parents annotation every Meshplane object carries. ann, when not nil, is
+// that annotation made already.
+func newObject(kind string, d *destination, policies []ObjectKey, spec proto.Message, ann map[string]string, opts Options) (*snapshotv1.Object, error) {
 	specJSON, err := MarshalSpec(spec)
 	if err != nil {
 		return nil, fmt.Errorf("%s for %s/%s in %s: %w", kind, d.Key.Namespace, d.Key.Name, d.Key.Cluster, err)
 	}
-	return newObjectEncoded(kind, d, policies, specJSON, opts), nil
+	return newObjectEncoded(kind, d, policies, specJSON, ann, opts), nil
 }
 
 // newObjectEncoded is newObject for a spec encoded already.
-func newObjectEncoded(kind string, d *destination, policies []ObjectKey, specJSON []byte, opts Options) *snapshotv1.Object {
-	parents := make([]ParentRef, 0, len(policies)+1)
-	parents = append(parents, ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster})
-	for _, p := range policies {
-		parents = append(parents, ParentRef{Kind: parentKindTraffic, Name: p.Name, Namespace: p.Namespace, Cluster: p.Cluster})
+func newObjectEncoded(kind string, d *destination, policies []ObjectKey, specJSON []byte, ann map[string]string, opts Options) *snapshotv1.Object {
+	if ann == nil {
+		var small [4]ParentRef
+		parents := append(small[:0], ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster})
+		for _, p := range policies {
+			parents = append(parents, ParentRef{Kind: parentKindTraffic, Name: p.Name, Namespace: p.Namespace, Cluster: p.Cluster})
+		}
+		ann = parentsAnnotation(parents)
 	}
-	return makeObjectAnnotated(IstioNetworkingV1, kind, d.Key, parentsAnnotation(parents), specJSON, opts)
+	return makeObjectAnnotated(IstioNetworkingV1, kind, d.Key, ann, specJSON, opts)
 }
 
 // emitter gathers objects that several parents may ask for, such as one
@@ -884,9 +900,10 @@ type ParentRef struct {
 func Parents(refs ...ParentRef) string {
 	// Sorted by kind, then as each kind's list is sorted, so that equal
 	// refs are adjacent and each kind's refs follow one another.
-	var small [8]ParentRef
-	rs := append(small[:0], refs...)
+	rs := refs
 	if len(rs) > 1 {
+		var small [8]ParentRef
+		rs = append(small[:0], refs...)
 		slices.SortFunc(rs, func(a, b ParentRef) int {
 			return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 		})
@@ -896,38 +913,39 @@ func Parents(refs ...ParentRef) string {
 	for _, r := range rs {
 		size += len(r.Kind) + len(r.Name) + len(r.Namespace) + len(r.Cluster) + 48
 	}
-	var buf strings.Builder
-	buf.Grow(size)
-	buf.WriteByte('{')
+	buf := make([]byte, 0, size)
+	buf = append(buf, '{')
 	for i, r := range rs {
 		switch {
 		case i == 0:
 		case r.Kind != rs[i-1].Kind:
-			buf.WriteString("],")
+			buf = append(buf, "],"...)
 		default:
-			buf.WriteByte(',')
+			buf = append(buf, ',')
 		}
 		if i == 0 || r.Kind != rs[i-1].Kind {
-			writeJSONString(&buf, r.Kind)
-			buf.WriteString(":[")
+			buf = appendParentString(buf, r.Kind)
+			buf = append(buf, ":["...)
 		}
-		buf.WriteString(`{"name":`)
-		writeJSONString(&buf, r.Name)
+		buf = append(buf, `{"name":`...)
+		buf = appendParentString(buf, r.Name)
 		if r.Namespace != "" {
-			buf.WriteString(`,"namespace":`)
-			writeJSONString(&buf, r.Namespace)
+			buf = append(buf, `,"namespace":`...)
+			buf = appendParentString(buf, r.Namespace)
 		}
 		if r.Cluster != "" {
-			buf.WriteString(`,"cluster":`)
-			writeJSONString(&buf, r.Cluster)
+			buf = append(buf, `,"cluster":`...)
+			buf = appendParentString(buf, r.Cluster)
 		}
-		buf.WriteByte('}')
+		buf = append(buf, '}')
 	}
 	if len(rs) > 0 {
-		buf.WriteByte(']')
+		buf = append(buf, ']')
 	}
-	buf.WriteByte('}')
-	return buf.String()
+	buf = append(buf, '}')
+	// buf is not written again: the string may share its memory, as
+	// strings.Builder's does.
+	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }
 
 // jsonPlain holds the bytes encoding/json writes as they are.
@@ -938,16 +956,15 @@ var jsonPlain = func() (t [256]bool) {
 	return t
 }()
 
-// writeJSONString writes s quoted as encoding/json quotes it.
-func writeJSONString(buf *strings.Builder, s string) {
+// appendParentString appends s quoted as encoding/json quotes it.
+func appendParentString(buf []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if !jsonPlain[s[i]] {
 			b, _ := json.Marshal(s)
-			buf.Write(b)
-			return
+			return append(buf, b...)
 		}
 	}
-	buf.WriteByte('"')
-	buf.WriteString(s)
-	buf.WriteByte('"')
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"')
 }
