@@ -60,15 +60,23 @@ type exportedDest struct {
 // found.
 type export struct {
 	host string
-	fhs  []federatedHost // one allocation for all clients
+	x    *exportedDest
+	// The clients, in one of the chunks emitFederation keeps them in.
+	clients []exportClient
+}
+
+// exportClient is one client of an export: the index of its mesh among
+// the VirtualMesh's members, and of its cluster among the numbered ones.
+// It holds no pointer, so that the array of all of them is not scanned.
+type exportClient struct {
+	member, cluster int32
 }
 
 // federatedHost is one destination of a server mesh made available to one
 // client mesh.
 type federatedHost struct {
 	*exportedDest
-	client  *mesh
-	cluster int // the client's, numbered
+	client *mesh
 }
 
 // ownObject is an object the emitter has in one cluster, outside the
@@ -109,6 +117,8 @@ func FederatedHostname(name, namespace, cluster, suffix string) string {
 func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]*addrSet) error {
 	encodings := newHostEncodings()
 	var exports []export
+	var clients []exportClient // the chunk the clients of exports go in
+	var counts []int           // clients by cluster
 	clusterIndex := map[string]int{}
 	var clusters []string
 	for _, vm := range vms.all {
@@ -135,6 +145,7 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 				ci = len(clusters)
 				clusterIndex[m.Key.Cluster] = ci
 				clusters = append(clusters, m.Key.Cluster)
+				counts = append(counts, 0)
 			}
 			memberCluster[j] = ci
 		}
@@ -154,7 +165,12 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 				host := FederatedHostname(d.Key.Name, d.Key.Namespace, d.Key.Cluster, suffix)
 				dParent := ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster}
 				var x *exportedDest
-				var fhs []federatedHost
+				if cap(clients)-len(clients) < len(vm.Members) {
+					// Chunks, as growing one array for all would copy
+					// it and leave garbage several times its size.
+					clients = make([]exportClient, 0, max(1<<16, len(vm.Members)))
+				}
+				from := len(clients)
 				for j, client := range vm.Members {
 					if client.Key == server.Key || client.Key.Cluster == server.Key.Cluster || !exported.exports(d, client) {
 						continue
@@ -163,14 +179,14 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 						parents := []ParentRef{vmParent, dParent}
 						x = &exportedDest{host: host, dst: d, server: server, gw: gw, vm: vm, parents: parents, annotations: parentsAnnotation(parents)}
 						x.addr0, x.ok0 = candidateAddress(host, 0)
-						fhs = make([]federatedHost, 0, len(vm.Members)-1)
 					}
-					fhs = append(fhs, federatedHost{exportedDest: x, client: client, cluster: memberCluster[j]})
+					clients = append(clients, exportClient{member: int32(j), cluster: int32(memberCluster[j])})
+					counts[memberCluster[j]]++
 				}
 				if x == nil {
 					continue
 				}
-				exports = append(exports, export{host: host, fhs: fhs})
+				exports = append(exports, export{host: host, x: x, clients: clients[from:len(clients):len(clients)]})
 				hosts = append(hosts, host)
 				vm.federated = append(vm.federated, d.Key)
 				if len(d.Selector) > 0 {
@@ -207,27 +223,22 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 	// Hosts are told apart by the first export with the same host.
 	groups := make(map[string]int, len(exports))
 	for i, ex := range exports {
-		x := ex.fhs[0].exportedDest // an export's fhs share it
+		x := ex.x
 		if i > 0 && ex.host == exports[i-1].host {
-			x.group = exports[i-1].fhs[0].group
+			x.group = exports[i-1].x.group
 			continue
 		}
 		x.group = i
 		groups[x.host] = i
-	}
-	counts := make([]int, len(clusters))
-	for _, ex := range exports {
-		for _, fh := range ex.fhs {
-			counts[fh.cluster]++
-		}
 	}
 	byClient := make([][]federatedHost, len(clusters))
 	for ci, n := range counts {
 		byClient[ci] = make([]federatedHost, 0, n)
 	}
 	for _, ex := range exports {
-		for _, fh := range ex.fhs {
-			byClient[fh.cluster] = append(byClient[fh.cluster], fh)
+		members := ex.x.vm.Members
+		for _, c := range ex.clients {
+			byClient[c.cluster] = append(byClient[c.cluster], federatedHost{exportedDest: ex.x, client: members[c.member]})
 		}
 	}
 	order := make([]int, len(clusters))
@@ -322,23 +333,20 @@ func relocateExports(exports []export) {
 	xs := make([]exportedDest, len(exports))
 	size := 0
 	for _, ex := range exports {
-		size += len(ex.fhs[0].host)
+		size += len(ex.x.host)
 	}
 	var hosts strings.Builder
 	hosts.Grow(size)
 	for _, ex := range exports {
-		hosts.WriteString(ex.fhs[0].host)
+		hosts.WriteString(ex.x.host)
 	}
 	all, at := hosts.String(), 0
-	for i, ex := range exports {
-		fhs := ex.fhs
+	for i := range exports {
 		x := &xs[i]
-		*x = *fhs[0].exportedDest
+		*x = *exports[i].x
 		x.host = all[at : at+len(x.host)]
 		at += len(x.host)
-		for j := range fhs {
-			fhs[j].exportedDest = x
-		}
+		exports[i].x = x
 	}
 }
 

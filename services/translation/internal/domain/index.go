@@ -110,18 +110,31 @@ func NewIndex(inputs map[string]*snapshotv1.InputSnapshot, clusterDomain string)
 	dests, works = sortedUnique(dests), sortedUnique(works)
 	ix.byKey = make(map[ObjectKey]*destination, len(dests))
 	ix.destinations = make([]*destination, 0, len(dests))
+	// One allocation for all destinations, and one for all their ports.
+	allDests := make([]destination, len(dests))
+	nports := 0
 	for _, kd := range dests {
+		nports += len(kd.v.GetSpec().GetKubeService().GetPorts())
+	}
+	allPorts := make([]uint32, 0, nports)
+	for i, kd := range dests {
 		key, d := kd.key, kd.v
 		ks := d.GetSpec().GetKubeService()
 		host := ks.GetHostname()
 		if host == "" {
 			host = key.Name + "." + key.Namespace + ".svc." + clusterDomain
 		}
-		dst := &destination{Key: key, Host: host, Labels: ks.GetLabels(), Selector: ks.GetWorkloadSelectorLabels(), Subsets: ks.GetSubsets(), PortInfo: ks.GetPorts(), Region: ks.GetRegion()}
+		dst := &allDests[i]
+		*dst = destination{Key: key, Host: host, Labels: ks.GetLabels(), Selector: ks.GetWorkloadSelectorLabels(), Subsets: ks.GetSubsets(), PortInfo: ks.GetPorts(), Region: ks.GetRegion()}
 		dst.Zone = singleZone(ks)
-		dst.Ports = make([]uint32, 0, len(ks.GetPorts()))
+		from := len(allPorts)
 		for _, p := range ks.GetPorts() {
-			dst.Ports = append(dst.Ports, p.GetPort())
+			allPorts = append(allPorts, p.GetPort())
+		}
+		// Capped, so that an append copies rather than writing over the
+		// next destination's ports.
+		dst.Ports = allPorts[from:len(allPorts):len(allPorts)]
+		for _, p := range ks.GetPorts() {
 			if t := p.GetTargetPortNumber(); t != 0 {
 				if dst.TargetPorts == nil {
 					dst.TargetPorts = map[uint32]uint32{}
