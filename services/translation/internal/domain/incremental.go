@@ -403,7 +403,7 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 	for _, k := range order {
 		d := a.ix.byKey[k]
 		warnPlaintext(tr, a.vms, d)
-		objs, err := destinationObjects(d, tr, prev.users, prev.set, opts)
+		objs, err := destinationObjects(d, tr, prev.users, prev.set, opts, nil)
 		if err != nil {
 			return nil, true, err
 		}

@@ -157,8 +157,9 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 
 	users := indexUserObjects(inputs, opts.ClusterDomain)
 	destObjs := make(map[ObjectKey][]*snapshotv1.Object, len(ix.destinations))
+	alloc := &objectAllocator{left: 2 * len(ix.destinations)}
 	for _, d := range ix.destinations {
-		objs, err := destinationObjects(d, tr, users, set, opts)
+		objs, err := destinationObjects(d, tr, users, set, opts, alloc)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -326,17 +327,19 @@ func parentsAnnotation(parents []ParentRef) map[string]string {
 // destinationObjects are the VirtualService (when policies set routes) and
 // the DestinationRule of destination d, less those that a user's own
 // object for the same host blocks.
-func destinationObjects(d *destination, tr *trafficTranslation, users userObjects, set settings, opts Options) ([]*snapshotv1.Object, error) {
+//
+// alloc, when not nil, hands out the objects and their slice.
+func destinationObjects(d *destination, tr *trafficTranslation, users userObjects, set settings, opts Options, alloc *objectAllocator) ([]*snapshotv1.Object, error) {
 	var out []*snapshotv1.Object
 	st := tr.states[d.Key]
 	var vsObj *snapshotv1.Object
 	if vs := st.virtualService(); vs != nil {
 		if u := users.conflicts(d.Key.Cluster, KindVirtualService, d.Host); len(u) == 0 || reportConflict(set.conflicts, d, st.vsParents, tr.policy, KindVirtualService, u) {
-			obj, err := newObject(KindVirtualService, d, st.vsParents, vs, nil, opts)
+			obj, err := newObject(KindVirtualService, d, st.vsParents, vs, nil, opts, alloc.object())
 			if err != nil {
 				return nil, err
 			}
-			out = make([]*snapshotv1.Object, 1, 2)
+			out = alloc.objects(2)[:1]
 			out[0], vsObj = obj, obj
 		}
 	}
@@ -351,32 +354,32 @@ func destinationObjects(d *destination, tr *trafficTranslation, users userObject
 	}
 	var obj *snapshotv1.Object
 	if raw, ok := st.destinationRuleJSON(d, set.defaultTLS); ok {
-		obj = newObjectEncoded(KindDestinationRule, d, drParents, raw, ann, opts)
+		obj = newObjectEncoded(KindDestinationRule, d, drParents, raw, ann, opts, alloc.object())
 	} else {
 		var err error
-		if obj, err = newObject(KindDestinationRule, d, drParents, st.destinationRule(d, set.defaultTLS), ann, opts); err != nil {
+		if obj, err = newObject(KindDestinationRule, d, drParents, st.destinationRule(d, set.defaultTLS), ann, opts, alloc.object()); err != nil {
 			return nil, err
 		}
 	}
 	if out == nil {
-		return []*snapshotv1.Object{obj}, nil
+		out = alloc.objects(1)[:0]
 	}
 	return append(out, obj), nil
 }
 
 // newObject wraps an Istio spec for destination d with the labels and
 // parents annotation every Meshplane object carries. ann, when not nil, is
-// that annotation made already.
-func newObject(kind string, d *destination, policies []ObjectKey, spec proto.Message, ann map[string]string, opts Options) (*snapshotv1.Object, error) {
+// that annotation made already. The object is o, a new one.
+func newObject(kind string, d *destination, policies []ObjectKey, spec proto.Message, ann map[string]string, opts Options, o *snapshotv1.Object) (*snapshotv1.Object, error) {
 	specJSON, err := MarshalSpec(spec)
 	if err != nil {
 		return nil, fmt.Errorf("%s for %s/%s in %s: %w", kind, d.Key.Namespace, d.Key.Name, d.Key.Cluster, err)
 	}
-	return newObjectEncoded(kind, d, policies, specJSON, ann, opts), nil
+	return newObjectEncoded(kind, d, policies, specJSON, ann, opts, o), nil
 }
 
 // newObjectEncoded is newObject for a spec encoded already.
-func newObjectEncoded(kind string, d *destination, policies []ObjectKey, specJSON []byte, ann map[string]string, opts Options) *snapshotv1.Object {
+func newObjectEncoded(kind string, d *destination, policies []ObjectKey, specJSON []byte, ann map[string]string, opts Options, o *snapshotv1.Object) *snapshotv1.Object {
 	if ann == nil {
 		var small [4]ParentRef
 		parents := append(small[:0], ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster})
@@ -385,7 +388,9 @@ func newObjectEncoded(kind string, d *destination, policies []ObjectKey, specJSO
 		}
 		ann = parentsAnnotation(parents)
 	}
-	return makeObjectAnnotated(IstioNetworkingV1, kind, d.Key, ann, specJSON, opts)
+	o.ApiVersion, o.Kind, o.Namespace, o.Name = IstioNetworkingV1, kind, d.Key.Namespace, d.Key.Name
+	o.Labels, o.Annotations, o.Spec = opts.labels.get(opts.Install, d.Key.Cluster), ann, specJSON
+	return o
 }
 
 // emitter gathers objects that several parents may ask for, such as one
@@ -688,6 +693,31 @@ func (b *federatedBlock) place(out *snapshotv1.OutputSnapshot) {
 type objectAllocator struct {
 	chunk []snapshotv1.Object
 	left  int // objects still to be asked for
+	// Room for slices of objects, for objects.
+	room []*snapshotv1.Object
+}
+
+// object is next, or a new object on its own when a is nil or has
+// handed out as many as it was to.
+func (a *objectAllocator) object() *snapshotv1.Object {
+	if a == nil || (a.left <= 0 && len(a.chunk) == 0) {
+		return &snapshotv1.Object{}
+	}
+	return a.next()
+}
+
+// objects is a slice of n objects, cut from a larger array when a is not
+// nil; appending to it copies.
+func (a *objectAllocator) objects(n int) []*snapshotv1.Object {
+	if a == nil {
+		return make([]*snapshotv1.Object, n)
+	}
+	if len(a.room) < n {
+		a.room = make([]*snapshotv1.Object, max(n, 256))
+	}
+	s := a.room[:n:n]
+	a.room = a.room[n:]
+	return s
 }
 
 func (a *objectAllocator) next() *snapshotv1.Object {
