@@ -56,8 +56,8 @@ test: tools verify-generate lint ## Run every test (needs the tools; installs th
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 .PHONY: test-short
-test-short: ## Everything but the e2e suite (go test -short).
-	$(GO) test -short $(PKGS)
+test-short: ## Everything but the e2e suite (MESHPLANE_SKIP_E2E=1).
+	MESHPLANE_SKIP_E2E=1 $(GO) test -short $(PKGS)
 
 .PHONY: demo
 demo: tools build ## The main job: all-in-one management plane, two clusters with bookinfo, two agents.

@@ -78,9 +78,7 @@ func leaders(ctx context.Context, rs []*replica) (lead []*replica, agreed string
 // leader applies; when it is killed another takes over and the cluster
 // converges on the next change.
 func TestAgentReplicasFailOver(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e: skipped in -short mode (make test runs it)")
-	}
+	harness.RequireE2E(t)
 	ctx := t.Context()
 	dir := t.TempDir()
 	east := kubetest.Start(t, kubetest.Options{Name: "east"})

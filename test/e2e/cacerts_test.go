@@ -35,9 +35,7 @@ import (
 // It runs against the four services as processes and against the
 // all-in-one process.
 func TestVirtualMeshSharedTrustWritesCACerts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e: skipped in -short mode (make test runs it)")
-	}
+	harness.RequireE2E(t)
 	for _, mode := range []struct {
 		name     string
 		allInOne bool

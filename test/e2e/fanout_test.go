@@ -37,9 +37,7 @@ type fanOut struct {
 
 func startFanOut(tb testing.TB, n int) *fanOut {
 	tb.Helper()
-	if testing.Short() {
-		tb.Skip("e2e: skipped in -short mode (make test runs it)")
-	}
+	harness.RequireE2E(tb)
 	ctx := context.Background()
 	redis := redistest.Start(tb)
 	dir := tb.TempDir()

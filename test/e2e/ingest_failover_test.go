@@ -74,9 +74,7 @@ func (p *faultPlane) startAgentIngests(c *kubetest.Cluster, token, ingestAddrs s
 // Redis; translation's input does not change, so nothing is re-applied;
 // and new discoveries flow through the other replica.
 func TestIngestReplicaKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e: skipped in -short mode (make test runs it)")
-	}
+	harness.RequireE2E(t)
 	ctx := t.Context()
 	east := kubetest.Start(t, kubetest.Options{Name: "east"})
 	redis := redistest.Start(t)

@@ -17,9 +17,9 @@ var binDir string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if testing.Short() {
-		// -short is the developer's explicit opt-out of the slow suite;
-		// every test below skips and says so.
+	if harness.Skipped() {
+		// The developer's explicit opt-out of the slow suite
+		// (MESHPLANE_SKIP_E2E=1); every test below skips and says so.
 		os.Exit(m.Run())
 	}
 	dir, err := os.MkdirTemp("", "meshplane-e2e-bin-")

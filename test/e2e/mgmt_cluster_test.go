@@ -21,9 +21,7 @@ import (
 // servers as the VirtualService it asks for, and its status comes back on
 // the resource in the management cluster.
 func TestManagementClusterPolicyReachesBothClusters(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e: skipped in -short mode (make test runs it)")
-	}
+	harness.RequireE2E(t)
 	ctx := t.Context()
 	dir := t.TempDir()
 	clusters := kubetest.StartMany(t, kubetest.Options{Name: "east"}, kubetest.Options{Name: "west"}, kubetest.Options{Name: "mgmt", SkipIstioCRDs: true})

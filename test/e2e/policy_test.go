@@ -21,9 +21,7 @@ var virtualServices = schema.GroupVersionResource{Group: "networking.istio.io", 
 // clusters: each cluster gets the VirtualService with the retries, and the
 // DestinationRule gains the subsets of the traffic shift.
 func TestTrafficPolicyReachesBothClusters(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e: skipped in -short mode (make test runs it)")
-	}
+	harness.RequireE2E(t)
 	ctx := t.Context()
 	e := startEstate(t, true)
 	east := e.clusters[0]

@@ -57,9 +57,7 @@ func breakVirtualService(cluster string, out *snapshotv1.OutputSnapshot) {
 // with a test-only hook that breaks one VirtualService; registration,
 // ingest, distribution and the agent are processes.
 func TestRejectedObjectFailsPolicy(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e: skipped in -short mode (make test runs it)")
-	}
+	harness.RequireE2E(t)
 	ctx := t.Context()
 	east := kubetest.Start(t, kubetest.Options{Name: "east"})
 	redis := redistest.Start(t)

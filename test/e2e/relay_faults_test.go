@@ -301,9 +301,7 @@ func waitGone(t *testing.T, ctx context.Context, c *kubetest.Cluster, name strin
 // setup starts Redis, the plane and east's agent with bookinfo, and waits
 // until every bookinfo DestinationRule is applied and acknowledged.
 func setupFaults(t *testing.T) (context.Context, *faultPlane, *kubetest.Cluster, string) {
-	if testing.Short() {
-		t.Skip("e2e: skipped in -short mode (make test runs it)")
-	}
+	harness.RequireE2E(t)
 	ctx := t.Context()
 	east := kubetest.Start(t, kubetest.Options{Name: "east"})
 	redis := redistest.Start(t)

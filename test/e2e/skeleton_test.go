@@ -25,9 +25,7 @@ var destinationRules = schema.GroupVersionResource{Group: "networking.istio.io",
 // Service gets Meshplane's DestinationRule in its cluster, and deleting a
 // Service deletes its DestinationRule.
 func TestWalkingSkeleton(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e: skipped in -short mode (make test runs it)")
-	}
+	harness.RequireE2E(t)
 	for _, mode := range []struct {
 		name     string
 		allInOne bool

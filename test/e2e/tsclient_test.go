@@ -18,9 +18,7 @@ import (
 // running management plane: it creates a cluster over the Connect protocol
 // and lists clusters over gRPC, both with mTLS and a service certificate.
 func TestTypeScriptClient(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e: skipped in -short mode (make test runs it)")
-	}
+	harness.RequireE2E(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatal("node is not installed: run `make tools` (it installs nodejs and npm with apt when they are missing, then `npm ci` in clients/ts)")

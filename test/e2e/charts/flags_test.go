@@ -28,9 +28,7 @@ var flagLine = regexp.MustCompile(`(?m)^\s+-([a-z0-9][a-z0-9-]*)`)
 // each chart passes, in every value set of the matrix, is a flag that the
 // binary lists in -h.
 func TestArgsAreRealFlags(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: building the binaries is skipped")
-	}
+	harness.RequireE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -31,11 +31,8 @@ var extraCRDs []byte
 // apiServer starts one kube-apiserver for every test of the package.
 func apiServer(t testing.TB) *kubetest.Cluster {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: the API server tests are skipped")
-	}
-	if os.Getenv("MESHPLANE_SKIP_KUBE_TESTS") == "1" {
-		t.Skip("MESHPLANE_SKIP_KUBE_TESTS=1")
+	if os.Getenv(kubetest.EnvSkip) == "1" {
+		t.Skip(kubetest.EnvSkip + "=1")
 	}
 	clusterOnce.Do(func() {
 		cluster, clusterErr = kubetest.StartCluster(context.Background(), kubetest.Options{Name: "charts", CRDs: [][]byte{extraCRDs}})

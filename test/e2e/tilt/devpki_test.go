@@ -256,9 +256,7 @@ func equalData(a, b map[string][]byte) bool {
 // (as the dev values mount them), and `meshctl cluster register --pki-dir`
 // accepted with devpki's meshctl certificate, printing the agent's values.
 func TestDevPKIRegistersCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs registration")
-	}
+	harness.RequireE2E(t)
 	r := execTiltfile(t, loadTiltfile(t), nil)
 	binDir := t.TempDir()
 	if err := harness.Build(context.Background(), binDir, "./test/e2e/tilt/devpki", "./services/registration/cmd/registration", "./cmd/meshctl"); err != nil {

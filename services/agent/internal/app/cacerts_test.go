@@ -545,9 +545,6 @@ func TestCACertsKeyAlgorithmAndDuplicates(t *testing.T) {
 }
 
 func TestNewCAKeyRSA(t *testing.T) {
-	if testing.Short() {
-		t.Skip("an RSA 4096 key takes a while")
-	}
 	key, err := NewCAKey(networkingv1.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_RSA_4096)
 	if err != nil {
 		t.Fatal(err)

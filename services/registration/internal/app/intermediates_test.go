@@ -125,9 +125,6 @@ func TestIntermediatesRefusals(t *testing.T) {
 }
 
 func TestIntermediatesRSARoot(t *testing.T) {
-	if testing.Short() {
-		t.Skip("RSA 4096 key generation")
-	}
 	f := newIntermediateFixture(t, nil, sharedVM(domain.RootSource{KeyAlgorithm: domain.KeyRSA4096}))
 	out, err := f.ints.Sign(t.Context(), "east", app.IntermediateRequest{VirtualMesh: vmRef, Mesh: meshRef, CSRPEM: intermediateCSR(t)})
 	if err != nil {

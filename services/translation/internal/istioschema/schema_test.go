@@ -43,9 +43,6 @@ var resources = map[string]string{
 }
 
 func TestGoldenObjectsPassIstioCRDs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: skipping a test that needs a real kube-apiserver")
-	}
 	files, err := filepath.Glob(filepath.Join(goldenDir, "*", "output.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no golden outputs found: %v", err)
