@@ -107,7 +107,8 @@ func ReadInput(data []byte) (InputHead, error) {
 		b = b[n+m:]
 		start := at
 		at += n + m
-		known := inputSchema.field(num) != nil && inputSchema.field(num).matches(typ)
+		f := inputSchema.field(num)
+		known := f != nil && f.matches(typ)
 		if !known || inputVolatile[num] {
 			// Unknown to the decoder, or not content: not hashed.
 			sum.Write(data[run:start])

@@ -4,7 +4,7 @@ import (
 	"maps"
 	"slices"
 
-	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"google.golang.org/protobuf/proto"
@@ -128,94 +128,40 @@ func samePolicyless(a, b *snapshotv1.InputSnapshot) bool {
 	return true
 }
 
-// diffAccess is diffPolicies for AccessPolicies.
-func diffAccess(old []*accessPolicy, inputs map[string]*snapshotv1.InputSnapshot, changedClusters []string) (policies []*accessPolicy, byKey map[ObjectKey]*accessPolicy, changed map[*accessPolicy]bool, deleted []*accessPolicy, ok bool) {
-	changed = map[*accessPolicy]bool{}
-	byKey = make(map[ObjectKey]*accessPolicy, len(old))
-	for _, p := range old {
-		byKey[p.Key] = p
-	}
-	oldByKey := maps.Clone(byKey)
-	replaced := map[*accessPolicy]*accessPolicy{}
-	var added []*accessPolicy
-	for _, c := range changedClusters {
-		seen := map[ObjectKey]bool{}
-		for _, ap := range inputs[c].GetAccessPolicies() {
-			md := ap.GetMetadata()
-			key := ObjectKey{Cluster: c, Namespace: md.GetNamespace(), Name: md.GetName()}
-			if key.Name == "" {
-				continue
-			}
-			if seen[key] {
-				return nil, nil, nil, nil, false
-			}
-			seen[key] = true
-			prev := oldByKey[key]
-			if prev != nil && (prev.src == ap || proto.Equal(prev.src, ap)) {
-				continue
-			}
-			p := newAccessPolicy(key, ap)
-			byKey[key] = p
-			changed[p] = true
-			if prev == nil {
-				added = append(added, p)
-				continue
-			}
-			changed[prev] = true
-			if compareAccessAcceptance(prev, p) == 0 {
-				replaced[prev] = p
-			} else {
-				added = append(added, p)
-				deleted = append(deleted, prev)
-			}
-		}
-		for key, prev := range oldByKey {
-			if key.Cluster == c && !seen[key] {
-				changed[prev] = true
-				deleted = append(deleted, prev)
-				delete(byKey, key)
-			}
-		}
-	}
-	gone := map[*accessPolicy]bool{}
-	for _, p := range deleted {
-		gone[p] = true
-	}
-	policies = make([]*accessPolicy, 0, len(old)+len(added))
-	for _, p := range old {
-		switch {
-		case gone[p]:
-		case replaced[p] != nil:
-			policies = append(policies, replaced[p])
-		default:
-			policies = append(policies, p)
-		}
-	}
-	slices.SortFunc(added, compareAccessAcceptance)
-	for _, p := range added {
-		i, _ := slices.BinarySearchFunc(policies, p, compareAccessAcceptance)
-		policies = slices.Insert(policies, i, p)
-	}
-	deleted = slices.DeleteFunc(deleted, func(p *accessPolicy) bool { return byKey[p.Key] != nil })
-	return policies, byKey, changed, deleted, true
+// keyedPolicy is a policy that diffPolicies follows between translations:
+// the key of the resource it was made from, and that resource.
+type keyedPolicy interface {
+	comparable
+	key() ObjectKey
+	source() proto.Message
 }
 
-// diffPolicies finds the TrafficPolicies of the changed clusters that are
-// new, edited or deleted, and returns the new list in acceptance order: old
-// contains the previous list in that order. Unchanged policies keep their
-// instances. ok is false when a changed cluster's list holds one policy
-// twice: a full translation resolves that.
-func diffPolicies(old []*trafficPolicy, oldByKey map[ObjectKey]*trafficPolicy, inputs map[string]*snapshotv1.InputSnapshot, changedClusters []string) (policies []*trafficPolicy, byKey map[ObjectKey]*trafficPolicy, changed map[*trafficPolicy]bool, deleted []*trafficPolicy, ok bool) {
-	changed = map[*trafficPolicy]bool{}
+func (p *trafficPolicy) key() ObjectKey        { return p.Key }
+func (p *trafficPolicy) source() proto.Message { return p.src }
+func (p *accessPolicy) key() ObjectKey         { return p.Key }
+func (p *accessPolicy) source() proto.Message  { return p.src }
+
+// diffPolicies finds the policies of the changed clusters that are new,
+// edited or deleted, and returns the new list in acceptance order (compare):
+// old holds the previous list in that order and oldByKey indexes it. list
+// reads a cluster's resources and make turns one into a policy. Unchanged
+// policies keep their instances. ok is false when a changed cluster's list
+// holds one policy twice: a full translation resolves that.
+func diffPolicies[P keyedPolicy, R interface {
+	proto.Message
+	GetMetadata() *commonv1.ObjectMeta
+}](
+	old []P, oldByKey map[ObjectKey]P, inputs map[string]*snapshotv1.InputSnapshot, changedClusters []string,
+	list func(*snapshotv1.InputSnapshot) []R, make func(ObjectKey, R) P, compare func(a, b P) int,
+) (policies []P, byKey map[ObjectKey]P, changed map[P]bool, deleted []P, ok bool) {
+	changed = map[P]bool{}
 	byKey = maps.Clone(oldByKey)
-	replaced := map[*trafficPolicy]*trafficPolicy{} // old instance -> new, same acceptance position
-	var added []*trafficPolicy
-	inChanged := map[string]bool{}
+	replaced := map[P]P{} // old instance -> new, same acceptance position
+	var added []P
 	for _, c := range changedClusters {
-		inChanged[c] = true
 		seen := map[ObjectKey]bool{}
-		for _, tp := range inputs[c].GetTrafficPolicies() {
-			md := tp.GetMetadata()
+		for _, r := range list(inputs[c]) {
+			md := r.GetMetadata()
 			key := ObjectKey{Cluster: c, Namespace: md.GetNamespace(), Name: md.GetName()}
 			if key.Name == "" {
 				continue
@@ -224,22 +170,19 @@ func diffPolicies(old []*trafficPolicy, oldByKey map[ObjectKey]*trafficPolicy, i
 				return nil, nil, nil, nil, false
 			}
 			seen[key] = true
-			prev := oldByKey[key]
-			if prev != nil && (prev.src == tp || proto.Equal(prev.src, tp)) {
+			prev, had := oldByKey[key]
+			if had && (prev.source() == proto.Message(r) || proto.Equal(prev.source(), r)) {
 				continue
 			}
-			p := &trafficPolicy{Key: key, Meta: md, Spec: tp.GetSpec(), src: tp}
-			if p.Spec == nil {
-				p.Spec = &networkingv1.TrafficPolicySpec{}
-			}
+			p := make(key, r)
 			byKey[key] = p
 			changed[p] = true
-			if prev == nil {
+			if !had {
 				added = append(added, p)
 				continue
 			}
 			changed[prev] = true
-			if compareAcceptance(prev, p) == 0 {
+			if compare(prev, p) == 0 {
 				replaced[prev] = p
 			} else {
 				// Its creation time changed: it moves.
@@ -255,27 +198,27 @@ func diffPolicies(old []*trafficPolicy, oldByKey map[ObjectKey]*trafficPolicy, i
 			}
 		}
 	}
-	gone := map[*trafficPolicy]bool{}
+	gone := map[P]bool{}
 	for _, p := range deleted {
 		gone[p] = true
 	}
-	policies = make([]*trafficPolicy, 0, len(old)+len(added))
+	policies = slices.Grow([]P(nil), len(old)+len(added))
 	for _, p := range old {
-		switch {
-		case gone[p]:
-		case replaced[p] != nil:
-			policies = append(policies, replaced[p])
-		default:
-			policies = append(policies, p)
+		if gone[p] {
+			continue
 		}
+		if r, ok := replaced[p]; ok {
+			p = r
+		}
+		policies = append(policies, p)
 	}
-	slices.SortFunc(added, compareAcceptance)
+	slices.SortFunc(added, compare)
 	for _, p := range added {
-		i, _ := slices.BinarySearchFunc(policies, p, compareAcceptance)
+		i, _ := slices.BinarySearchFunc(policies, p, compare)
 		policies = slices.Insert(policies, i, p)
 	}
 	// A policy deleted because it moved is not deleted.
-	deleted = slices.DeleteFunc(deleted, func(p *trafficPolicy) bool { return byKey[p.Key] != nil })
+	deleted = slices.DeleteFunc(deleted, func(p P) bool { _, ok := byKey[p.key()]; return ok })
 	return policies, byKey, changed, deleted, true
 }
 
@@ -309,11 +252,17 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 	// Which policies changed: a new or edited policy gets a new instance;
 	// an unchanged one keeps its instance, status and all. Nothing is
 	// changed before it is known that the incremental path applies.
-	policies, newByKey, changed, deleted, ok := diffPolicies(a.policies, tr.byKey, inputs, changedClusters)
+	policies, newByKey, changed, deleted, ok := diffPolicies(a.policies, tr.byKey, inputs, changedClusters,
+		(*snapshotv1.InputSnapshot).GetTrafficPolicies, newTrafficPolicy, compareAcceptance)
 	if !ok {
 		return nil, false, nil
 	}
-	accessPs, accessByKey, aChanged, aDeleted, ok := diffAccess(a.accessPs, inputs, changedClusters)
+	oldAccess := make(map[ObjectKey]*accessPolicy, len(a.accessPs))
+	for _, p := range a.accessPs {
+		oldAccess[p.Key] = p
+	}
+	accessPs, accessByKey, aChanged, aDeleted, ok := diffPolicies(a.accessPs, oldAccess, inputs, changedClusters,
+		(*snapshotv1.InputSnapshot).GetAccessPolicies, newAccessPolicy, compareAccessAcceptance)
 	if !ok {
 		return nil, false, nil
 	}

@@ -46,11 +46,7 @@ func collectTrafficPolicies(inputs map[string]*snapshotv1.InputSnapshot) []*traf
 			if old, dup := byKey[key]; dup && compareContent(old.src, tp) <= 0 {
 				continue
 			}
-			p := &trafficPolicy{Key: key, Meta: md, Spec: tp.GetSpec(), src: tp}
-			if p.Spec == nil {
-				p.Spec = &networkingv1.TrafficPolicySpec{}
-			}
-			byKey[key] = p
+			byKey[key] = newTrafficPolicy(key, tp)
 		}
 	}
 	out := make([]*trafficPolicy, 0, len(byKey))
@@ -79,4 +75,12 @@ func compareContent(a, b proto.Message) int {
 	ab, _ := opts.Marshal(a)
 	bb, _ := opts.Marshal(b)
 	return slices.Compare(ab, bb)
+}
+
+func newTrafficPolicy(key ObjectKey, tp *networkingv1.TrafficPolicy) *trafficPolicy {
+	p := &trafficPolicy{Key: key, Meta: tp.GetMetadata(), Spec: tp.GetSpec(), src: tp}
+	if p.Spec == nil {
+		p.Spec = &networkingv1.TrafficPolicySpec{}
+	}
+	return p
 }
