@@ -136,7 +136,7 @@ func newAccessPolicy(key ObjectKey, ap *networkingv1.AccessPolicy) *accessPolicy
 func (t *accessTranslation) prepare(p *accessPolicy, lastGood map[ObjectKey]LastGoodAccess) {
 	p.Status = &commonv1.ResourceStatus{ObservedGeneration: p.Meta.GetGeneration()}
 	p.Errors = validateVersion(p.Meta, p.Spec, ValidateAccessPolicy)
-	spec, held := inForce(p.Key, p.Spec, p.Errors, lastGood)
+	spec, held := inForce(p.Key, p.Meta, p.Spec, p.Errors, lastGood)
 	if len(p.Errors) > 0 && held == nil {
 		return
 	}
@@ -305,7 +305,7 @@ func (p *accessPolicy) goodVersion() (LastGoodAccess, bool) {
 	if p.Status.GetState() != commonv1.ApprovalState_ACCEPTED {
 		return LastGoodAccess{}, false
 	}
-	return LastGoodAccess{Generation: p.Meta.GetGeneration(), Spec: p.Spec}, true
+	return keptOf(p.Meta, p.Spec), true
 }
 
 // accessPolicyStatus is the status written back to an AccessPolicy.

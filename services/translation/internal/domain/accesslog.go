@@ -72,14 +72,14 @@ func translateAccessLogs(e *extensionOutputs, ix *Index, in []collected[*observa
 	for _, c := range in {
 		key, md, spec := c.Key, c.Res.GetMetadata(), c.Res.GetSpec()
 		errs := validateVersion(md, spec, validateAccessLog)
-		spec, held := inForce(key, spec, errs, kept)
+		spec, held := inForce(key, md, spec, errs, kept)
 		var ws []*workload
 		var failures []string
 		if len(errs) == 0 || held != nil {
 			ws = selectedWorkloads(ix, spec.GetWorkloadSelectors())
 			failures = emitAccessLog(e, key, spec, ws)
 		}
-		keep(next, key, held, md.GetGeneration(), spec, len(errs) == 0)
+		keep(next, key, held, md, spec, len(errs) == 0)
 		st, err := extensionStatus(ObservabilityV1, KindAccessLogPolicy, key, md, errs, failures, ws, heldGeneration(held))
 		if err != nil {
 			return err

@@ -87,7 +87,7 @@ func readSettings(inputs map[string]*snapshotv1.InputSnapshot, opts Options, kep
 			s.Spec = &settingsv1.SettingsSpec{}
 		}
 		s.Errors = validateVersion(s.Meta, s.Spec, ValidateSettings)
-		s.Spec, s.lastGood = inForce(s.Key, s.Spec, s.Errors, kept)
+		s.Spec, s.lastGood = inForce(s.Key, s.Meta, s.Spec, s.Errors, kept)
 		all = append(all, s)
 	}
 	var chosen *settingsObject
@@ -162,5 +162,5 @@ func (s *settingsObject) goodVersion() (Kept[*settingsv1.SettingsSpec], bool) {
 	if s.lastGood != nil {
 		return *s.lastGood, true
 	}
-	return Kept[*settingsv1.SettingsSpec]{Generation: s.Meta.GetGeneration(), Spec: s.Spec}, len(s.Errors) == 0
+	return keptOf(s.Meta, s.Spec), len(s.Errors) == 0
 }

@@ -132,14 +132,14 @@ func (t *trafficTranslation) prepare(p *trafficPolicy) {
 	p.Status = &commonv1.ResourceStatus{ObservedGeneration: p.Meta.GetGeneration()}
 	p.prior, p.priorSelects, p.heldOn = nil, nil, nil
 	p.Errors = validateVersion(p.Meta, p.Spec, ValidateTrafficPolicy)
-	spec, held := inForce(p.Key, p.Spec, p.Errors, t.lastGood)
+	spec, held := inForce(p.Key, p.Meta, p.Spec, p.Errors, t.lastGood)
 	if len(p.Errors) > 0 && held == nil {
 		p.selectWorkloads(t.ix)
 		return
 	}
 	// An invalid edit is reported; the last valid version stays in force.
 	p.lastGood, p.Spec = held, spec
-	if good, ok := t.lastGood[p.Key]; ok && held == nil && good.Generation != p.Meta.GetGeneration() {
+	if good, ok := lastOf(t.lastGood, p.Key, p.Meta); ok && held == nil && good.Generation != p.Meta.GetGeneration() {
 		p.prior = &good
 	}
 	p.selectWorkloads(t.ix)
@@ -198,7 +198,7 @@ func (p *trafficPolicy) goodVersion() (LastGoodTraffic, bool) {
 	if st := p.Status.GetState(); st != commonv1.ApprovalState_ACCEPTED && st != commonv1.ApprovalState_FAILED {
 		return LastGoodTraffic{}, false
 	}
-	return LastGoodTraffic{Generation: p.Meta.GetGeneration(), Spec: p.Spec}, true
+	return keptOf(p.Meta, p.Spec), true
 }
 
 // applyTo applies one valid policy to one destination, or reports why it

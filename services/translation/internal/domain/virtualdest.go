@@ -226,7 +226,7 @@ func applyVirtualDestinations(ix *Index, vms *virtualMeshes, list []collected[*n
 		if len(vd.Errors) == 0 {
 			vd.resolve(ix, vms, hosts)
 		}
-		if good, ok := kept[vd.Key]; ok && len(vd.Errors) > 0 {
+		if good, ok := lastOf(kept, vd.Key, vd.Meta); ok && len(vd.Errors) > 0 {
 			held := &virtualDestination{Key: vd.Key, Meta: vd.Meta, Spec: good.Spec, Meshes: vd.Meshes}
 			if held.Errors = ValidateVirtualDestination(good.Spec); len(held.Errors) == 0 {
 				held.resolve(ix, vms, hosts)
@@ -276,7 +276,7 @@ func (vd *virtualDestination) goodVersion() (Kept[*networkingv1.VirtualDestinati
 	if vd.lastGood != nil {
 		return *vd.lastGood, true
 	}
-	return Kept[*networkingv1.VirtualDestinationSpec]{Generation: vd.Meta.GetGeneration(), Spec: vd.Spec}, vd.valid()
+	return keptOf(vd.Meta, vd.Spec), vd.valid()
 }
 
 // resolveTargets finds the meshes that get the hostname.

@@ -141,7 +141,7 @@ func applyVirtualMeshes(ix *Index, vms []collected[*networkingv1.VirtualMesh], k
 			meshes, members = out.claim(ix, vm.Spec, claims)
 			errs = meshErrors(meshes)
 		}
-		if good, ok := kept[vm.Key]; ok && len(errs) > 0 {
+		if good, ok := lastOf(kept, vm.Key, vm.Meta); ok && len(errs) > 0 {
 			if gm, gmembers := out.claim(ix, good.Spec, claims); len(meshErrors(gm)) == 0 {
 				vm.lastGood, vm.rejected, vm.Spec = &good, errs, good.Spec
 				meshes, members = gm, gmembers
@@ -166,7 +166,7 @@ func (vm *virtualMesh) goodVersion() (Kept[*networkingv1.VirtualMeshSpec], bool)
 		return *vm.lastGood, true
 	}
 	valid := len(vm.Errors) == 0 && len(meshErrors(vm.Meshes)) == 0
-	return Kept[*networkingv1.VirtualMeshSpec]{Generation: vm.Meta.GetGeneration(), Spec: vm.Spec}, valid
+	return keptOf(vm.Meta, vm.Spec), valid
 }
 
 // claim resolves the meshes spec names against the estate and the

@@ -199,7 +199,7 @@ func translateWasm(e *extensionOutputs, ix *Index, in []collected[*networkingv1.
 	for _, c := range in {
 		p := &wasmPolicy{Key: c.Key, Meta: c.Res.GetMetadata(), Spec: c.Res.GetSpec()}
 		p.Errors = validateVersion(p.Meta, p.Spec, validateWasm)
-		spec, held := inForce(p.Key, p.Spec, p.Errors, kept)
+		spec, held := inForce(p.Key, p.Meta, p.Spec, p.Errors, kept)
 		if len(p.Errors) == 0 || held != nil {
 			p.Spec = spec
 			p.Workloads = selectedWorkloads(ix, p.Spec.GetWorkloadSelectors())
@@ -207,7 +207,7 @@ func translateWasm(e *extensionOutputs, ix *Index, in []collected[*networkingv1.
 				return err
 			}
 		}
-		keep(next, p.Key, held, p.Meta.GetGeneration(), p.Spec, len(p.Errors) == 0)
+		keep(next, p.Key, held, p.Meta, p.Spec, len(p.Errors) == 0)
 		st, err := extensionStatus(NetworkingV1, KindWasmDeploymentPolicy, p.Key, p.Meta, p.Errors, p.Failures, p.Workloads, heldGeneration(held))
 		if err != nil {
 			return err
