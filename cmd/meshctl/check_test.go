@@ -56,7 +56,7 @@ func TestSnapshotDump(t *testing.T) {
 			}
 		}
 	}
-	out, _, code := s.meshctl(t, "snapshot", "dump", "--cluster", "mgmt", "-o", "table")
+	out, _, code := s.meshctl(t, "snapshot", "dump", "--cluster", "meshplane", "-o", "table")
 	if code != 0 || !strings.Contains(out, "TrafficPolicy (status)") || !strings.Contains(out, "INVALID") {
 		t.Errorf("snapshot dump of the management cluster: exit %d:\n%s", code, out)
 	}

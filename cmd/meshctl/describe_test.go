@@ -169,7 +169,7 @@ func TestDescribeGolden(t *testing.T) {
 
 	// --cluster completes from the clusters translation has outputs for.
 	out, _, code = meshctlOffline(t, append(append([]string{"__complete", "describe", "destination", "reviews"}, s.flags...), "--cluster", "")...)
-	if code != 0 || !strings.Contains(out, "east\n") || !strings.Contains(out, "west\n") || !strings.Contains(out, "mgmt\n") {
+	if code != 0 || !strings.Contains(out, "east\n") || !strings.Contains(out, "west\n") || !strings.Contains(out, "meshplane\n") {
 		t.Errorf("completion of --cluster: exit %d:\n%s", code, out)
 	}
 	out, _, _ = meshctlOffline(t, append(append([]string{"__complete", "snapshot", "dump"}, s.flags...), "--cluster", "we")...)

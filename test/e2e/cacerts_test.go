@@ -47,11 +47,12 @@ func TestVirtualMeshSharedTrustWritesCACerts(t *testing.T) {
 func runCACerts(t *testing.T, allInOne bool) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	clusters := kubetest.StartMany(t, kubetest.Options{Name: "east"}, kubetest.Options{Name: "west"})
+	all := kubetest.StartMany(t, kubetest.Options{Name: "east"}, kubetest.Options{Name: "west"}, kubetest.Options{Name: "mgmt", SkipIstioCRDs: true})
+	clusters, mgmt := all[:2], all[2]
 	redis := redistest.Start(t)
 	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{
 		BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east", "west"},
-		AllInOne: allInOne, RegistrationRedis: true,
+		AllInOne: allInOne, RegistrationRedis: true, ManagementKubeconfig: mgmt.Kubeconfig(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +76,9 @@ func runCACerts(t *testing.T, allInOne bool) {
 	}
 
 	east := clusters[0]
+	// The VirtualMesh is applied in east and holds west's mesh too: the
+	// management cluster grants east that scope.
+	grantScope(t, mgmt, procs, "east")
 	vm := `apiVersion: v1
 kind: Namespace
 metadata: {name: meshplane-config}

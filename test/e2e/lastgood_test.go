@@ -88,9 +88,12 @@ func reviewsVirtualService(ctx context.Context, c *kubetest.Cluster) (*unstructu
 func TestInvalidEditsKeepWorkingConfig(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := t.Context()
-	e := startEstate(t, true)
+	e := startEstateWith(t, true, true)
 	east := e.clusters[0]
 	const name = "reviews-retries"
+	// east's policies may change west: a ScopeGrant in the management
+	// cluster says so.
+	grantScope(t, e.mgmt, e.procs, "east")
 
 	if err := east.ApplyYAML(ctx, reviewsPolicy(name, "    retries: {attempts: 3, perTryTimeout: 2s}\n")); err != nil {
 		t.Fatal(err)

@@ -18,13 +18,16 @@ import (
 var virtualServices = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices"}
 
 // A TrafficPolicy applied in one cluster selects the reviews Service in both
-// clusters: each cluster gets the VirtualService with the retries, and the
+// clusters. By default it changes only its own cluster: east gets the
+// VirtualService, west gets nothing, and the status says west is outside
+// east's scope. Once a ScopeGrant in the management cluster grants east
+// west, each cluster gets the VirtualService with the retries, and the
 // DestinationRule gains the subsets of the traffic shift.
 func TestTrafficPolicyReachesBothClusters(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := t.Context()
-	e := startEstate(t, true)
-	east := e.clusters[0]
+	e := startEstateWith(t, true, true)
+	east, west := e.clusters[0], e.clusters[1]
 	policy := `apiVersion: networking.meshplane.dev/v1
 kind: TrafficPolicy
 metadata: {name: reviews-retries, namespace: bookinfo}
@@ -45,6 +48,18 @@ spec:
 	if err := east.ApplyYAML(ctx, []byte(policy)); err != nil {
 		t.Fatal(err)
 	}
+	waitPolicyStatus(t, east, "reviews-retries", "west refused: outside east's scope", func(st *policyStatus) bool {
+		errs := strings.Join(st.Errors, "\n")
+		return st.State == "INVALID" && strings.Contains(errs, "destination reviews.bookinfo.west: spec.destinationSelector") && strings.Contains(errs, "outside the scope of cluster \"east\"")
+	}, e.procs)
+	if _, err := reviewsVirtualService(ctx, east); err != nil {
+		t.Fatalf("VirtualService reviews in east, the policy's own cluster: %v", err)
+	}
+	if _, err := reviewsVirtualService(ctx, west); !apierrors.IsNotFound(err) {
+		t.Fatalf("VirtualService reviews in west: %v; east's policy must not change west without a grant", err)
+	}
+
+	grantScope(t, e.mgmt, e.procs, "east")
 	for _, c := range e.clusters {
 		var vs map[string]any
 		err := harness.Wait(ctx, 90*time.Second, fmt.Sprintf("VirtualService reviews in %s", c.Name), func(ctx context.Context) (bool, error) {

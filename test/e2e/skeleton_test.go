@@ -15,6 +15,7 @@ import (
 	"github.com/meshplane/meshplane/test/e2e/harness"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -40,22 +41,40 @@ func TestWalkingSkeleton(t *testing.T) {
 // and one agent each.
 type estate struct {
 	clusters []*kubetest.Cluster
-	plane    *harness.Plane
-	procs    []*harness.Process
+	// mgmt is the management cluster, when the estate has one.
+	mgmt  *kubetest.Cluster
+	plane *harness.Plane
+	procs []*harness.Process
 }
 
 // startEstate starts two API servers with bookinfo, Redis, the management
 // plane (four processes, or the all-in-one) and one agent per cluster.
 func startEstate(t *testing.T, allInOne bool) *estate {
+	return startEstateWith(t, allInOne, false)
+}
+
+// startEstateWith is startEstate, with a management cluster (a third API
+// server, whose Meshplane resources the plane watches) when mgmt is set.
+func startEstateWith(t *testing.T, allInOne, mgmt bool) *estate {
 	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
-	clusters := kubetest.StartMany(t, kubetest.Options{Name: "east"}, kubetest.Options{Name: "west"})
+	opts := []kubetest.Options{{Name: "east"}, {Name: "west"}}
+	if mgmt {
+		opts = append(opts, kubetest.Options{Name: "mgmt", SkipIstioCRDs: true})
+	}
+	clusters := kubetest.StartMany(t, opts...)
+	var mc *kubetest.Cluster
+	if mgmt {
+		clusters, mc = clusters[:2], clusters[2]
+	}
 	redis := redistest.Start(t)
 
-	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{
-		BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east", "west"}, AllInOne: allInOne,
-	})
+	po := harness.PlaneOptions{BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east", "west"}, AllInOne: allInOne}
+	if mc != nil {
+		po.ManagementKubeconfig = mc.Kubeconfig()
+	}
+	plane, tokens, err := harness.StartPlane(ctx, po)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +95,43 @@ func startEstate(t *testing.T, allInOne bool) *estate {
 		t.Cleanup(agent.Stop)
 		procs = append(procs, agent)
 	}
-	return &estate{clusters: clusters, plane: plane, procs: procs}
+	return &estate{clusters: clusters, mgmt: mc, plane: plane, procs: procs}
 }
+
+// grantScope applies, in the management cluster, a ScopeGrant that lets the
+// resources of clusters change every cluster, and waits until translation
+// accepted it.
+func grantScope(t *testing.T, mgmt *kubetest.Cluster, procs []*harness.Process, clusters ...string) {
+	t.Helper()
+	ctx := t.Context()
+	if err := mgmt.ApplyYAML(ctx, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: meshplane}
+---
+apiVersion: multicluster.meshplane.dev/v1
+kind: ScopeGrant
+metadata: {name: e2e, namespace: meshplane}
+spec:
+  clusters: [%s]
+  targets:
+  - {}
+`, strings.Join(clusters, ", ")))); err != nil {
+		t.Fatal(err)
+	}
+	err := harness.Wait(ctx, 60*time.Second, "the ScopeGrant ACCEPTED", func(ctx context.Context) (bool, error) {
+		u, err := mgmt.Dynamic().Resource(scopeGrants).Namespace("meshplane").Get(ctx, "e2e", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		state, _, _ := unstructured.NestedString(u.Object, "status", "state")
+		return state == "ACCEPTED", fmt.Errorf("status %v", u.Object["status"])
+	}, procs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var scopeGrants = schema.GroupVersionResource{Group: "multicluster.meshplane.dev", Version: "v1", Resource: "scopegrants"}
 
 func runSkeleton(t *testing.T, allInOne bool) {
 	ctx := t.Context()

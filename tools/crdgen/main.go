@@ -52,6 +52,7 @@ var Resources = []resource{
 	{"networking.meshplane.dev", "WasmDeploymentPolicy", "wasmdeploymentpolicies", []string{"wdp"}, &networkingv1.WasmDeploymentPolicy{}, stateColumns},
 	{"observability.meshplane.dev", "AccessLogPolicy", "accesslogpolicies", []string{"alp"}, &observabilityv1.AccessLogPolicy{}, stateColumns},
 	{"multicluster.meshplane.dev", "KubernetesCluster", "kubernetesclusters", []string{"kc"}, &multiclusterv1.KubernetesCluster{}, clusterColumns},
+	{"multicluster.meshplane.dev", "ScopeGrant", "scopegrants", nil, &multiclusterv1.ScopeGrant{}, stateColumns},
 	{"translation.meshplane.dev", "ResourceRecord", "resourcerecords", nil, &translationv1.ResourceRecord{}, recordColumns},
 }
 

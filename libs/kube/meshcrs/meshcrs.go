@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
+	multiclusterv1 "github.com/meshplane/meshplane/libs/gen/meshplane/multicluster/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	observabilityv1 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
 	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
@@ -38,6 +39,7 @@ type Resources struct {
 	WasmDeployments     []*networkingv1.WasmDeploymentPolicy
 	AccessLogPolicies   []*observabilityv1.AccessLogPolicy
 	Settings            []*settingsv1.Settings
+	ScopeGrants         []*multiclusterv1.ScopeGrant
 }
 
 // AddTo appends r to the user-resource lists of s.
@@ -49,12 +51,16 @@ func (r Resources) AddTo(s *snapshotv1.InputSnapshot) {
 	s.WasmDeploymentPolicies = append(s.WasmDeploymentPolicies, r.WasmDeployments...)
 	s.AccessLogPolicies = append(s.AccessLogPolicies, r.AccessLogPolicies...)
 	s.Settings = append(s.Settings, r.Settings...)
+	s.ScopeGrants = append(s.ScopeGrants, r.ScopeGrants...)
 }
 
 // Kind is one Meshplane resource type that is read into input snapshots.
 type Kind struct {
 	GVR  schema.GroupVersionResource
 	Kind string
+	// ManagementOnly kinds are read from the management cluster only:
+	// agents do not watch them.
+	ManagementOnly bool
 	// add decodes spec and adds the resource to r.
 	add func(r *Resources, md *commonv1.ObjectMeta, spec []byte) error
 }
@@ -141,6 +147,16 @@ var kinds = []Kind{
 			s, err := decodeSpec(spec, &settingsv1.SettingsSpec{})
 			if err == nil {
 				r.Settings = append(r.Settings, &settingsv1.Settings{Metadata: md, Spec: s})
+			}
+			return err
+		},
+	},
+	{
+		GVR: schema.GroupVersionResource{Group: "multicluster.meshplane.dev", Version: "v1", Resource: "scopegrants"}, Kind: "ScopeGrant", ManagementOnly: true,
+		add: func(r *Resources, md *commonv1.ObjectMeta, spec []byte) error {
+			s, err := decodeSpec(spec, &multiclusterv1.ScopeGrantSpec{})
+			if err == nil {
+				r.ScopeGrants = append(r.ScopeGrants, &multiclusterv1.ScopeGrant{Metadata: md, Spec: s})
 			}
 			return err
 		},

@@ -48,6 +48,18 @@ type PlaneOptions struct {
 	// IngestArgs are added to the ingest process's flags (not used with
 	// AllInOne), e.g. the management cluster's --kubeconfig.
 	IngestArgs []string
+	// ManagementKubeconfig, when set, is the management cluster: ingest (or
+	// the all-in-one) watches its Meshplane resources, ScopeGrants
+	// included.
+	ManagementKubeconfig string
+}
+
+// managementArgs are ingest's flags for the management cluster.
+func (o PlaneOptions) managementArgs() []string {
+	if o.ManagementKubeconfig == "" {
+		return nil
+	}
+	return []string{"--kubeconfig", o.ManagementKubeconfig, "--watch-management-cluster", "true", "--management-debounce", "50ms"}
 }
 
 // StartPlane starts the management plane and returns it with a bootstrap
@@ -98,7 +110,7 @@ func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string,
 			cert, key := filepath.Join(p.PKI.Dir, "ingest.crt"), filepath.Join(p.PKI.Dir, "ingest.key")
 			args := append(redis, "--translation-addr", a["translation"], "--translation-ca-file", p.PKI.RootFile(),
 				"--translation-cert-file", cert, "--translation-key-file", key, "--translation-server-name", "localhost")
-			return append(args, o.IngestArgs...)
+			return append(append(args, o.managementArgs()...), o.IngestArgs...)
 		}},
 	}
 	for _, s := range services {
@@ -138,6 +150,7 @@ func (p *Plane) startAllInOne(o PlaneOptions, logs string) error {
 	if o.RedisAddr != "" {
 		args = append(args, "--redis-addrs", o.RedisAddr)
 	}
+	args = append(args, o.managementArgs()...)
 	proc, err := Start(Spec{Name: "meshplane", Binary: Binary(o.BinDir, CmdMeshplane), Args: args, LogDir: logs, Listeners: pair.both()})
 	if err != nil {
 		return err

@@ -144,6 +144,18 @@ func (t *accessTranslation) prepare(p *accessPolicy, lastGood map[ObjectKey]Last
 	p.lastGood, p.Spec = held, spec
 	t.resolveSources(p)
 	for _, d := range t.ix.selectDestinations(p.Spec.GetDestinationSelector(), p.Key) {
+		if !t.ix.scope.allows(p.Key.Cluster, d.Key.Cluster, d.Key.Namespace) {
+			// Not applied there; its status says why.
+			if p.Status.Destinations == nil {
+				p.Status.Destinations = map[string]*commonv1.ApprovalStatus{}
+			}
+			p.Status.Destinations[d.Key.String()] = &commonv1.ApprovalStatus{
+				State:    commonv1.ApprovalState_INVALID,
+				Errors:   []string{t.ix.scope.outOfScope("spec.destinationSelector", "destination "+d.Key.String(), p.Key.Cluster, d.Key.Cluster, d.Key.Namespace)},
+				Warnings: []string{scopeWarning},
+			}
+			continue
+		}
 		p.selected = append(p.selected, d.Key)
 	}
 }
@@ -302,7 +314,9 @@ func (p *accessPolicy) goodVersion() (LastGoodAccess, bool) {
 	if p.lastGood != nil {
 		return *p.lastGood, true
 	}
-	if p.Status.GetState() != commonv1.ApprovalState_ACCEPTED {
+	// A policy INVALID only for destinations outside its cluster's scope
+	// is still a valid one.
+	if len(p.Errors) > 0 {
 		return LastGoodAccess{}, false
 	}
 	return keptOf(p.Meta, p.Spec), true
@@ -315,6 +329,14 @@ func accessPolicyStatus(p *accessPolicy) (*snapshotv1.ResourceStatus, error) {
 	s.Errors = slices.Clone(p.Errors)
 	if len(p.Errors) > 0 {
 		s.State = commonv1.ApprovalState_INVALID
+	}
+	for _, key := range slices.Sorted(maps.Keys(s.Destinations)) {
+		if as := s.Destinations[key]; as.GetState() == commonv1.ApprovalState_INVALID {
+			s.State = commonv1.ApprovalState_INVALID
+			for _, e := range as.GetErrors() {
+				s.Errors = append(s.Errors, "destination "+key+": "+e)
+			}
+		}
 	}
 	if p.lastGood != nil {
 		s.LastKnownGood = true

@@ -74,13 +74,13 @@ func translateAccessLogs(e *extensionOutputs, ix *Index, in []collected[*observa
 		errs := validateVersion(md, spec, validateAccessLog)
 		spec, held := inForce(key, md, spec, errs, kept)
 		var ws []*workload
-		var failures []string
+		var failures, denied []string
 		if len(errs) == 0 || held != nil {
-			ws = selectedWorkloads(ix, spec.GetWorkloadSelectors())
+			ws, denied = scopedWorkloads(ix, key.Cluster, spec.GetWorkloadSelectors())
 			failures = emitAccessLog(e, key, spec, ws)
 		}
 		keep(next, key, held, md, spec, len(errs) == 0)
-		st, err := extensionStatus(ObservabilityV1, KindAccessLogPolicy, key, md, errs, failures, ws, heldGeneration(held))
+		st, err := extensionStatus(ObservabilityV1, KindAccessLogPolicy, key, md, append(slices.Clone(errs), denied...), failures, ws, heldGeneration(held))
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
+	multiclusterv1 "github.com/meshplane/meshplane/libs/gen/meshplane/multicluster/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
@@ -29,7 +30,18 @@ func applyFailureEstate(t *testing.T, timeout int64) map[string]*snapshotv1.Outp
 		},
 	}}
 	snapshots.SealInput(east)
-	return translate(t, domain.Options{}, east, west)
+	return translate(t, domain.Options{}, east, west, grantAll("east"))
+}
+
+// grantAll is the management cluster's input with a ScopeGrant that lets
+// the resources of clusters change every cluster.
+func grantAll(clusters ...string) *snapshotv1.InputSnapshot {
+	in := &snapshotv1.InputSnapshot{Cluster: "meshplane", ScopeGrants: []*multiclusterv1.ScopeGrant{{
+		Metadata: &commonv1.ObjectMeta{Name: "all", Namespace: "meshplane", Generation: 1},
+		Spec:     &multiclusterv1.ScopeGrantSpec{Clusters: clusters, Targets: []*multiclusterv1.ScopeGrantSpec_Target{{}}},
+	}}}
+	snapshots.SealInput(in)
+	return in
 }
 
 func object(t *testing.T, out *snapshotv1.OutputSnapshot, kind string) *snapshotv1.Object {

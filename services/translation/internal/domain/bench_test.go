@@ -26,8 +26,8 @@ import (
 // every mesh with shared mTLS and global access ENABLED; p TrafficPolicies,
 // each selecting one service with 3 retries and a 50/50 shift to v1/v2;
 // and p/2 AccessPolicies, each letting one service's identity call the
-// next service with GET on port 9080. Policies are applied in the first
-// cluster.
+// next service with GET on port 9080. Policies are applied in the
+// management cluster.
 func referenceEstate(c, s, p int) map[string]*snapshotv1.InputSnapshot {
 	return federatedEstate(c, s, p, nil)
 }
@@ -66,7 +66,10 @@ func federatedEstate(c, s, p int, fed *networkingv1.VirtualMeshSpec_Federation) 
 		}
 		inputs[cluster] = in
 	}
-	first := "cluster-000"
+	// Policies are applied in the management cluster, where they may
+	// select every cluster.
+	first := "meshplane"
+	inputs[first] = &snapshotv1.InputSnapshot{Cluster: first}
 	for pi := range p {
 		ci, si := pi%c, (pi/c)%s
 		shift := func(v string) *networkingv1.TrafficPolicySpec_Policy_MultiDestination_WeightedDestination {
@@ -312,24 +315,24 @@ func BenchmarkIncrementalEdit(b *testing.B) {
 		b.Run(fmt.Sprintf("C=%d/S=%d/P=%d", e.c, e.s, e.p), func(b *testing.B) {
 			a := referenceEstate(e.c, e.s, e.p)
 			editTP := maps.Clone(a)
-			first := shallowInput(a["cluster-000"])
+			first := shallowInput(a["meshplane"])
 			first.TrafficPolicies = slices.Clone(first.TrafficPolicies)
 			tp := proto.CloneOf(first.TrafficPolicies[0])
 			tp.Metadata.Generation++
 			tp.Spec.Policy.Retries.Attempts = 4
 			first.TrafficPolicies[0] = tp
 			snapshots.SealInput(first)
-			editTP["cluster-000"] = first
+			editTP["meshplane"] = first
 
 			editAP := maps.Clone(a)
-			first = shallowInput(a["cluster-000"])
+			first = shallowInput(a["meshplane"])
 			first.AccessPolicies = slices.Clone(first.AccessPolicies)
 			ap := proto.CloneOf(first.AccessPolicies[0])
 			ap.Metadata.Generation++
 			ap.Spec.AllowedMethods = []string{"GET", "HEAD"}
 			first.AccessPolicies[0] = ap
 			snapshots.SealInput(first)
-			editAP["cluster-000"] = first
+			editAP["meshplane"] = first
 
 			inc := domain.NewIncremental(domain.Options{})
 			r, err := inc.Translate(a, domain.LastGood{})

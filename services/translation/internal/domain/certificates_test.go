@@ -54,8 +54,11 @@ func sharedEstate(ca *rootCA, ttl *durationpb.Duration) map[string]*snapshotv1.I
 	for _, c := range []string{"east", "west"} {
 		in[c] = &snapshotv1.InputSnapshot{Cluster: c, Meshes: []*discoveryv1.Mesh{fuzzMesh(c, c+".local")}}
 	}
-	in["east"].VirtualMeshes = []*networkingv1.VirtualMesh{{
-		Metadata: &commonv1.ObjectMeta{Name: "vm", Namespace: "meshplane", Cluster: "east", Generation: 1},
+	// In the management cluster: a VirtualMesh read from a workload
+	// cluster could not hold the other cluster's mesh.
+	in["meshplane"] = &snapshotv1.InputSnapshot{Cluster: "meshplane"}
+	in["meshplane"].VirtualMeshes = []*networkingv1.VirtualMesh{{
+		Metadata: &commonv1.ObjectMeta{Name: "vm", Namespace: "meshplane", Cluster: "meshplane", Generation: 1},
 		Spec: &networkingv1.VirtualMeshSpec{
 			Meshes: []*commonv1.ObjectRef{
 				{Name: "istiod-istio-system-west", Namespace: "istio-system"},
@@ -122,7 +125,7 @@ func TestIssuedCertificatesDeterministic(t *testing.T) {
 		canary := fuzzMesh("east", "east.local")
 		canary.Metadata.Name = "istiod-canary-istio-system-east"
 		in["east"].Meshes = append(in["east"].Meshes, canary)
-		vm := in["east"].VirtualMeshes[0]
+		vm := in["meshplane"].VirtualMeshes[0]
 		vm.Spec.Meshes = append(vm.Spec.Meshes, &commonv1.ObjectRef{Name: canary.Metadata.Name, Namespace: "istio-system"})
 		if reverse {
 			slices.Reverse(in["east"].Meshes)

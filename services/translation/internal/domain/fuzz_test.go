@@ -8,6 +8,7 @@ import (
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
+	multiclusterv1 "github.com/meshplane/meshplane/libs/gen/meshplane/multicluster/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	observabilityv1 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
 	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
@@ -319,6 +320,15 @@ func fuzzEstate(data []byte) map[string]*snapshotv1.InputSnapshot {
 				md.DecodeError = "spec.policy.requestTimeout: does not decode (fuzz)"
 			}
 		}
+	}
+	// Most estates grant the workload clusters every cluster, so that
+	// VirtualMeshes and policies across clusters are translated; the rest
+	// check the default scope.
+	if s.n(4) != 3 {
+		inputs["meshplane"] = &snapshotv1.InputSnapshot{Cluster: "meshplane", ScopeGrants: []*multiclusterv1.ScopeGrant{{
+			Metadata: &commonv1.ObjectMeta{Name: "fuzz", Namespace: "meshplane", Generation: 1},
+			Spec:     &multiclusterv1.ScopeGrantSpec{Clusters: []string{"east", "west"}, Targets: []*multiclusterv1.ScopeGrantSpec_Target{{}}},
+		}}}
 	}
 	for _, in := range inputs {
 		snapshots.SealInput(in)

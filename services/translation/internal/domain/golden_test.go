@@ -5,7 +5,6 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -14,6 +13,7 @@ import (
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"sigs.k8s.io/yaml"
 )
 
@@ -117,27 +117,22 @@ func readInputs(t *testing.T, path string) map[string]*snapshotv1.InputSnapshot 
 func reversed(inputs map[string]*snapshotv1.InputSnapshot) map[string]*snapshotv1.InputSnapshot {
 	out := map[string]*snapshotv1.InputSnapshot{}
 	for c, in := range inputs {
-		r := &snapshotv1.InputSnapshot{
-			Cluster: in.GetCluster(), Version: in.GetVersion(),
-			Meshes: slices.Clone(in.GetMeshes()), Workloads: slices.Clone(in.GetWorkloads()),
-			Destinations: slices.Clone(in.GetDestinations()), TrafficPolicies: slices.Clone(in.GetTrafficPolicies()),
-			VirtualMeshes: slices.Clone(in.GetVirtualMeshes()), AccessPolicies: slices.Clone(in.GetAccessPolicies()),
-			VirtualDestinations: slices.Clone(in.GetVirtualDestinations()), Settings: slices.Clone(in.GetSettings()),
-			UserIstioObjects:       slices.Clone(in.GetUserIstioObjects()),
-			WasmDeploymentPolicies: slices.Clone(in.GetWasmDeploymentPolicies()),
-			AccessLogPolicies:      slices.Clone(in.GetAccessLogPolicies()),
-		}
-		slices.Reverse(r.WasmDeploymentPolicies)
-		slices.Reverse(r.AccessLogPolicies)
-		slices.Reverse(r.VirtualDestinations)
-		slices.Reverse(r.Settings)
-		slices.Reverse(r.UserIstioObjects)
-		slices.Reverse(r.Meshes)
-		slices.Reverse(r.Workloads)
-		slices.Reverse(r.Destinations)
-		slices.Reverse(r.TrafficPolicies)
-		slices.Reverse(r.VirtualMeshes)
-		slices.Reverse(r.AccessPolicies)
+		// Every list, so that a field added later is reversed too; the
+		// elements are shared, not copied.
+		r := &snapshotv1.InputSnapshot{}
+		rm := r.ProtoReflect()
+		in.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			if !fd.IsList() {
+				rm.Set(fd, v)
+				return true
+			}
+			l := rm.NewField(fd).List()
+			for i := v.List().Len() - 1; i >= 0; i-- {
+				l.Append(v.List().Get(i))
+			}
+			rm.Set(fd, protoreflect.ValueOfList(l))
+			return true
+		})
 		out[c] = r
 	}
 	return out

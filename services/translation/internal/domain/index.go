@@ -68,6 +68,10 @@ type Index struct {
 	workloadsBySA map[ObjectKey][]*workload
 
 	meshIndex
+
+	// scope says what each cluster's resources may change; nil allows
+	// everything (set by translateAll).
+	scope *scopes
 }
 
 // NewIndex indexes the destinations and workloads of every input. The

@@ -79,7 +79,7 @@ func ValidateSettings(spec *settingsv1.SettingsSpec) []string {
 // input of its own, a Settings with that name and namespace in any input
 // is read instead: the first by cluster name. Every other Settings is
 // reported as ignored. An invalid Settings leaves the defaults in force.
-func readSettings(inputs map[string]*snapshotv1.InputSnapshot, opts Options, kept map[ObjectKey]Kept[*settingsv1.SettingsSpec]) (settings, []*settingsObject) {
+func readSettings(inputs map[string]*snapshotv1.InputSnapshot, opts Options, kept map[ObjectKey]Kept[*settingsv1.SettingsSpec], scope *scopes) (settings, []*settingsObject) {
 	var all []*settingsObject
 	for _, c := range collectResources(inputs, (*snapshotv1.InputSnapshot).GetSettings) {
 		s := &settingsObject{Key: c.Key, Meta: c.Res.GetMetadata(), Spec: c.Res.GetSpec()}
@@ -92,7 +92,7 @@ func readSettings(inputs map[string]*snapshotv1.InputSnapshot, opts Options, kep
 	}
 	var chosen *settingsObject
 	for _, s := range all {
-		if s.Key.Name != SettingsName || opts.Namespace != "" && s.Key.Namespace != opts.Namespace {
+		if s.Key.Name != SettingsName || opts.Namespace != "" && s.Key.Namespace != opts.Namespace || !scope.global(s.Key.Cluster) {
 			continue
 		}
 		if chosen == nil || rankSettings(s, opts) < rankSettings(chosen, opts) {
@@ -108,6 +108,8 @@ func readSettings(inputs map[string]*snapshotv1.InputSnapshot, opts Options, kep
 			s.ignored = fmt.Sprintf("only the Settings named %q is read", SettingsName)
 		case opts.Namespace != "" && s.Key.Namespace != opts.Namespace:
 			s.ignored = fmt.Sprintf("only the Settings in the install's namespace %q is read", opts.Namespace)
+		case !scope.global(s.Key.Cluster):
+			s.ignored = fmt.Sprintf("a Settings changes every cluster: one read from workload cluster %q is read only when a ScopeGrant in the management cluster %q grants that cluster every cluster and namespace", s.Key.Cluster, scope.management)
 		default:
 			s.ignored = fmt.Sprintf("the Settings %s is in force; one Settings is read, from the management cluster %q when it has one", chosen.Key, opts.ManagementCluster)
 		}

@@ -194,9 +194,15 @@ func (p *trafficPolicy) goodVersion() (LastGoodTraffic, bool) {
 		return *p.prior, true
 	}
 	// FAILED means valid, but some output was blocked (by a user's own
-	// Istio object): the spec is still a good one.
-	if st := p.Status.GetState(); st != commonv1.ApprovalState_ACCEPTED && st != commonv1.ApprovalState_FAILED {
+	// Istio object): the spec is still a good one. So is one that is
+	// INVALID only for destinations outside its cluster's scope.
+	if len(p.Errors) > 0 {
 		return LastGoodTraffic{}, false
+	}
+	for _, as := range p.Status.GetDestinations() {
+		if as.GetState() == commonv1.ApprovalState_INVALID && !outOfScope(as) {
+			return LastGoodTraffic{}, false
+		}
 	}
 	return keptOf(p.Meta, p.Spec), true
 }
@@ -208,6 +214,11 @@ func (p *trafficPolicy) goodVersion() (LastGoodTraffic, bool) {
 // stays in force for the destination: its status is INVALID with the
 // errors, and says so.
 func (t *trafficTranslation) applyTo(st *destState, p *trafficPolicy, as *commonv1.ApprovalStatus) {
+	if d := st.dst; !t.ix.scope.allows(p.Key.Cluster, d.Key.Cluster, d.Key.Namespace) {
+		as.State, as.Errors = commonv1.ApprovalState_INVALID, []string{t.ix.scope.outOfScope("spec.destinationSelector", "destination "+d.Key.String(), p.Key.Cluster, d.Key.Cluster, d.Key.Namespace)}
+		as.Warnings = []string{scopeWarning}
+		return
+	}
 	errs := t.applySpec(st, p, p.Spec, as)
 	if len(errs) == 0 {
 		as.State = commonv1.ApprovalState_ACCEPTED
@@ -236,7 +247,7 @@ func (t *trafficTranslation) applyTo(st *destState, p *trafficPolicy, as *common
 func (t *trafficTranslation) applySpec(st *destState, p *trafficPolicy, spec *networkingv1.TrafficPolicySpec, as *commonv1.ApprovalStatus) []string {
 	d := st.dst
 	pol := spec.GetPolicy()
-	shift, subsets, mirror, errs := t.resolveTargets(d, pol)
+	shift, subsets, mirror, errs := t.resolveTargets(d, pol, p.Key.Cluster)
 	if len(errs) > 0 {
 		return errs
 	}
@@ -332,11 +343,15 @@ type subsetRef struct {
 // to, as seen from destination d. A target's cluster and namespace default
 // to d's: a policy that selects a service in several clusters shifts each
 // one's traffic within its cluster.
-func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.TrafficPolicySpec_Policy) (shift []*istiov1alpha3.HTTPRouteDestination, subsets []subsetRef, mirror *istiov1alpha3.Destination, errs []string) {
+func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.TrafficPolicySpec_Policy, source string) (shift []*istiov1alpha3.HTTPRouteDestination, subsets []subsetRef, mirror *istiov1alpha3.Destination, errs []string) {
 	resolve := func(path, name, namespace, cluster, clusterField string, port uint32) (*destination, bool) {
 		key := ObjectKey{Cluster: cmp.Or(cluster, d.Key.Cluster), Namespace: cmp.Or(namespace, d.Key.Namespace), Name: name}
 		if key.Cluster != d.Key.Cluster {
 			errs = append(errs, fmt.Sprintf("%s.%s: service %s is not in cluster %q of destination %s; traffic to other clusters needs federation, which is not translated yet", path, clusterField, key, d.Key.Cluster, d.Key))
+			return nil, false
+		}
+		if !t.ix.scope.allows(source, key.Cluster, key.Namespace) {
+			errs = append(errs, t.ix.scope.outOfScope(path, "service "+key.String(), source, key.Cluster, key.Namespace))
 			return nil, false
 		}
 		target, ok := t.ix.destination(key)

@@ -143,8 +143,10 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 		}
 	}
 
-	set, settingsObjects := readSettings(inputs, opts, last.Settings)
+	scope := readScopes(inputs, opts.ManagementCluster)
+	set, settingsObjects := readSettings(inputs, opts, last.Settings, scope)
 	ix := NewIndex(inputs, opts.ClusterDomain)
+	ix.scope = scope
 	vms := applyVirtualMeshes(ix, collectResources(inputs, (*snapshotv1.InputSnapshot).GetVirtualMeshes), last.VirtualMeshes)
 	vds := applyVirtualDestinations(ix, vms, collectResources(inputs, (*snapshotv1.InputSnapshot).GetVirtualDestinations), last.VirtualDestinations)
 	tr := newTrafficTranslation(ix)
@@ -219,6 +221,13 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 		if g, ok := so.goodVersion(); ok {
 			next.Settings[so.Key] = g
 		}
+	}
+	for _, g := range ix.scope.all {
+		st, err := scopeGrantStatus(g)
+		if err != nil {
+			return nil, nil, err
+		}
+		outputs[g.Key.Cluster].Statuses = append(outputs[g.Key.Cluster].Statuses, st)
 	}
 	for _, vd := range vds.all {
 		st, err := virtualDestinationStatus(vd)

@@ -45,6 +45,9 @@ type virtualDestination struct {
 	// why) and the last valid version, now in Spec, is translated instead.
 	lastGood *Kept[*networkingv1.VirtualDestinationSpec]
 	rejected []string
+	// denied are the meshes and backing services left out because they are
+	// outside the scope of the cluster it was read from.
+	denied []string
 	// Per target mesh, keyed by "<name>.<namespace>".
 	Meshes map[string]*commonv1.ApprovalStatus
 	// The meshes that get the hostname, sorted by key.
@@ -271,6 +274,16 @@ func (vd *virtualDestination) resolve(ix *Index, vms *virtualMeshes, hosts map[s
 	}
 }
 
+// inScope says whether the VirtualDestination may use what is in namespace
+// of cluster, and records why not.
+func (vd *virtualDestination) inScope(ix *Index, path, what, cluster, namespace string) bool {
+	if ix.scope.allows(vd.Key.Cluster, cluster, namespace) {
+		return true
+	}
+	vd.denied = append(vd.denied, ix.scope.outOfScope(path, what, vd.Key.Cluster, cluster, namespace))
+	return false
+}
+
 // goodVersion is the version to keep as the last valid one, if any.
 func (vd *virtualDestination) goodVersion() (Kept[*networkingv1.VirtualDestinationSpec], bool) {
 	if vd.lastGood != nil {
@@ -297,7 +310,11 @@ func (vd *virtualDestination) resolveTargets(ix *Index, vms *virtualMeshes) {
 		case len(vm.Members) == 0:
 			vd.Errors = append(vd.Errors, fmt.Sprintf("spec.virtualMesh: VirtualMesh %s holds no mesh", vm.Key))
 		default:
-			vd.targets = slices.Clone(vm.Members)
+			for _, m := range vm.Members {
+				if vd.inScope(ix, "spec.virtualMesh", "mesh "+m.RefKey(), m.Key.Cluster, m.Namespace) {
+					vd.targets = append(vd.targets, m)
+				}
+			}
 		}
 		return
 	}
@@ -307,6 +324,9 @@ func (vd *virtualDestination) resolveTargets(ix *Index, vms *virtualMeshes) {
 		case 0:
 			vd.Errors = append(vd.Errors, fmt.Sprintf("spec.meshList.meshes[%d]: mesh %s not found in any cluster", i, key))
 		case 1:
+			if !vd.inScope(ix, fmt.Sprintf("spec.meshList.meshes[%d]", i), "mesh "+key, found[0].Key.Cluster, found[0].Namespace) {
+				continue
+			}
 			if !slices.Contains(vd.targets, found[0]) {
 				vd.targets = append(vd.targets, found[0])
 			}
@@ -354,6 +374,9 @@ func (vd *virtualDestination) resolveBacking(ix *Index, checkMesh bool) {
 	p := vd.Spec.GetPort()
 	for _, f := range list {
 		d := f.dst
+		if !vd.inScope(ix, f.path, "service "+d.Key.String(), d.Key.Cluster, d.Key.Namespace) {
+			continue
+		}
 		port, perr := backingPort(p, d)
 		switch {
 		case perr != "":
@@ -569,6 +592,7 @@ func virtualDestinationStatus(vd *virtualDestination) (*snapshotv1.ResourceStatu
 		s.Errors = append(slices.Clone(vd.rejected), lastGoodMessage(vd.lastGood.Generation))
 		s.LastKnownGood = true
 	}
+	s.Errors = append(s.Errors, vd.denied...)
 	if len(s.Errors) > 0 {
 		s.State = commonv1.ApprovalState_INVALID
 	}

@@ -138,11 +138,11 @@ func applyVirtualMeshes(ix *Index, vms []collected[*networkingv1.VirtualMesh], k
 		var meshes map[string]*commonv1.ApprovalStatus
 		var members []*mesh
 		if len(errs) == 0 {
-			meshes, members = out.claim(ix, vm.Spec, claims)
+			meshes, members = out.claim(ix, vm.Key.Cluster, vm.Spec, claims)
 			errs = meshErrors(meshes)
 		}
 		if good, ok := lastOf(kept, vm.Key, vm.Meta); ok && len(errs) > 0 {
-			if gm, gmembers := out.claim(ix, good.Spec, claims); len(meshErrors(gm)) == 0 {
+			if gm, gmembers := out.claim(ix, vm.Key.Cluster, good.Spec, claims); len(meshErrors(gm)) == 0 {
 				vm.lastGood, vm.rejected, vm.Spec = &good, errs, good.Spec
 				meshes, members = gm, gmembers
 			}
@@ -173,7 +173,11 @@ func (vm *virtualMesh) goodVersion() (Kept[*networkingv1.VirtualMeshSpec], bool)
 // VirtualMeshes accepted before it, without taking them: it returns the
 // status of each reference and the meshes the VirtualMesh would hold,
 // sorted by key.
-func (out *virtualMeshes) claim(ix *Index, spec *networkingv1.VirtualMeshSpec, claims map[ObjectKey]uint32) (map[string]*commonv1.ApprovalStatus, []*mesh) {
+//
+// A mesh outside the scope of cluster source, whose input carried the
+// VirtualMesh, is not taken; its status says so, but does not count as an
+// error of the spec (meshErrors).
+func (out *virtualMeshes) claim(ix *Index, source string, spec *networkingv1.VirtualMeshSpec, claims map[ObjectKey]uint32) (map[string]*commonv1.ApprovalStatus, []*mesh) {
 	meshes := map[string]*commonv1.ApprovalStatus{}
 	var members []*mesh
 	for i, ref := range spec.GetMeshes() {
@@ -196,6 +200,12 @@ func (out *virtualMeshes) claim(ix *Index, spec *networkingv1.VirtualMeshSpec, c
 			continue
 		}
 		m := found[0]
+		if !ix.scope.allows(source, m.Key.Cluster, m.Namespace) {
+			as.State = commonv1.ApprovalState_INVALID
+			as.Errors = []string{ix.scope.outOfScope(fmt.Sprintf("spec.meshes[%d]", i), "mesh "+key, source, m.Key.Cluster, m.Namespace)}
+			as.Warnings = []string{scopeWarning}
+			continue
+		}
 		as.AcceptanceOrder = claims[m.Key]
 		if owner := out.byMesh[m.Key]; owner != nil {
 			as.State = commonv1.ApprovalState_INVALID
@@ -214,7 +224,18 @@ func (out *virtualMeshes) claim(ix *Index, spec *networkingv1.VirtualMeshSpec, c
 func meshErrors(meshes map[string]*commonv1.ApprovalStatus) []string {
 	var errs []string
 	for _, key := range slices.Sorted(maps.Keys(meshes)) {
-		if as := meshes[key]; as.State == commonv1.ApprovalState_INVALID {
+		if as := meshes[key]; as.State == commonv1.ApprovalState_INVALID && !outOfScope(as) {
+			errs = append(errs, as.Errors...)
+		}
+	}
+	return errs
+}
+
+// scopeErrors are the errors of the mesh references outside the scope.
+func scopeErrors(meshes map[string]*commonv1.ApprovalStatus) []string {
+	var errs []string
+	for _, key := range slices.Sorted(maps.Keys(meshes)) {
+		if as := meshes[key]; outOfScope(as) {
 			errs = append(errs, as.Errors...)
 		}
 	}
@@ -289,6 +310,7 @@ func virtualMeshStatus(vm *virtualMesh) (*snapshotv1.ResourceStatus, error) {
 		// Each error starts with the field path that names the mesh.
 		s.Errors = append(s.Errors, meshErrors(vm.Meshes)...)
 	}
+	s.Errors = append(s.Errors, scopeErrors(vm.Meshes)...)
 	if len(s.Errors) > 0 {
 		s.State = commonv1.ApprovalState_INVALID
 	}

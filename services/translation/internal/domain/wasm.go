@@ -2,6 +2,7 @@ package domain
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -49,6 +50,9 @@ type wasmPolicy struct {
 	// policy already has.
 	Failures  []string
 	Workloads []*workload
+	// Denied says which selected workloads are outside the scope of the
+	// cluster it was read from.
+	Denied []string
 }
 
 // validateWasm returns the problems of a WasmDeploymentPolicy's spec, each
@@ -150,6 +154,29 @@ func selectedWorkloads(ix *Index, sels []*networkingv1.WorkloadSelector) []*work
 	return ix.selectWorkloads(sels)
 }
 
+// scopedWorkloads are the workloads sels select that a resource read from
+// cluster source may change, and an error per cluster of those it may not.
+func scopedWorkloads(ix *Index, source string, sels []*networkingv1.WorkloadSelector) ([]*workload, []string) {
+	all := selectedWorkloads(ix, sels)
+	var out []*workload
+	outside := map[[2]string]int{}
+	for _, w := range all {
+		if ix.scope.allows(source, w.Key.Cluster, w.Key.Namespace) {
+			out = append(out, w)
+			continue
+		}
+		outside[[2]string{w.Key.Cluster, w.Key.Namespace}]++
+	}
+	if len(outside) == 0 {
+		return all, nil
+	}
+	var denied []string
+	for _, k := range slices.SortedFunc(maps.Keys(outside), func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) }) {
+		denied = append(denied, ix.scope.outOfScope("spec.workloadSelectors", fmt.Sprintf("%d selected workloads", outside[k]), source, k[0], k[1]))
+	}
+	return out, denied
+}
+
 // extensionOutputs collects what the Wasm and access-log translations add
 // to each cluster's output; a name already taken in a cluster is reported
 // to the later policy.
@@ -202,13 +229,13 @@ func translateWasm(e *extensionOutputs, ix *Index, in []collected[*networkingv1.
 		spec, held := inForce(p.Key, p.Meta, p.Spec, p.Errors, kept)
 		if len(p.Errors) == 0 || held != nil {
 			p.Spec = spec
-			p.Workloads = selectedWorkloads(ix, p.Spec.GetWorkloadSelectors())
+			p.Workloads, p.Denied = scopedWorkloads(ix, p.Key.Cluster, p.Spec.GetWorkloadSelectors())
 			if err := emitWasm(e, p, opts); err != nil {
 				return err
 			}
 		}
 		keep(next, p.Key, held, p.Meta, p.Spec, len(p.Errors) == 0)
-		st, err := extensionStatus(NetworkingV1, KindWasmDeploymentPolicy, p.Key, p.Meta, p.Errors, p.Failures, p.Workloads, heldGeneration(held))
+		st, err := extensionStatus(NetworkingV1, KindWasmDeploymentPolicy, p.Key, p.Meta, append(slices.Clone(p.Errors), p.Denied...), p.Failures, p.Workloads, heldGeneration(held))
 		if err != nil {
 			return err
 		}

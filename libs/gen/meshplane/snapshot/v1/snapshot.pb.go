@@ -7,8 +7,9 @@
 package snapshotv1
 
 import (
-	v14 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
+	v15 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	v1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
+	v14 "github.com/meshplane/meshplane/libs/gen/meshplane/multicluster/v1"
 	v11 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	v13 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
 	v12 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
@@ -108,6 +109,8 @@ type InputSnapshot struct {
 	Settings               []*v12.Settings             `protobuf:"bytes,24,rep,name=settings,proto3" json:"settings,omitempty"`
 	WasmDeploymentPolicies []*v11.WasmDeploymentPolicy `protobuf:"bytes,25,rep,name=wasm_deployment_policies,json=wasmDeploymentPolicies,proto3" json:"wasm_deployment_policies,omitempty"`
 	AccessLogPolicies      []*v13.AccessLogPolicy      `protobuf:"bytes,26,rep,name=access_log_policies,json=accessLogPolicies,proto3" json:"access_log_policies,omitempty"`
+	// Read only from the management cluster's input.
+	ScopeGrants []*v14.ScopeGrant `protobuf:"bytes,27,rep,name=scope_grants,json=scopeGrants,proto3" json:"scope_grants,omitempty"`
 	// Istio VirtualServices and DestinationRules in the cluster that Meshplane
 	// did not write (no ownership labels of this install). Translation reports
 	// a Meshplane object for the same host as a conflict unless Settings allow
@@ -241,6 +244,13 @@ func (x *InputSnapshot) GetWasmDeploymentPolicies() []*v11.WasmDeploymentPolicy 
 func (x *InputSnapshot) GetAccessLogPolicies() []*v13.AccessLogPolicy {
 	if x != nil {
 		return x.AccessLogPolicies
+	}
+	return nil
+}
+
+func (x *InputSnapshot) GetScopeGrants() []*v14.ScopeGrant {
+	if x != nil {
+		return x.ScopeGrants
 	}
 	return nil
 }
@@ -529,9 +539,9 @@ type WasmFilterConfig struct {
 	// The ECDS resource name: "meshplane.<namespace>.<policy>.<filter>".
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// The WasmDeploymentPolicy it comes from.
-	Policy *v14.ObjectRef `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	Policy *v15.ObjectRef `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	// The workloads that get it, in this cluster.
-	Workloads []*v14.ObjectRef `protobuf:"bytes,3,rep,name=workloads,proto3" json:"workloads,omitempty"`
+	Workloads []*v15.ObjectRef `protobuf:"bytes,3,rep,name=workloads,proto3" json:"workloads,omitempty"`
 	// The module over HTTP(S) and its SHA-256 (hex). Empty for an OCI-only
 	// filter, which only the WasmPlugin output carries.
 	Url    string `protobuf:"bytes,4,opt,name=url,proto3" json:"url,omitempty"`
@@ -582,14 +592,14 @@ func (x *WasmFilterConfig) GetName() string {
 	return ""
 }
 
-func (x *WasmFilterConfig) GetPolicy() *v14.ObjectRef {
+func (x *WasmFilterConfig) GetPolicy() *v15.ObjectRef {
 	if x != nil {
 		return x.Policy
 	}
 	return nil
 }
 
-func (x *WasmFilterConfig) GetWorkloads() []*v14.ObjectRef {
+func (x *WasmFilterConfig) GetWorkloads() []*v15.ObjectRef {
 	if x != nil {
 		return x.Workloads
 	}
@@ -641,10 +651,10 @@ func (x *WasmFilterConfig) GetPriority() int32 {
 // AccessLogPolicyConfig is an AccessLogPolicy resolved for one cluster.
 type AccessLogPolicyConfig struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
-	Policy *v14.ObjectRef         `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	Policy *v15.ObjectRef         `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
 	// The workloads of this cluster it selects (name and namespace of each
 	// discovered Workload).
-	Workloads []*v14.ObjectRef `protobuf:"bytes,2,rep,name=workloads,proto3" json:"workloads,omitempty"`
+	Workloads []*v15.ObjectRef `protobuf:"bytes,2,rep,name=workloads,proto3" json:"workloads,omitempty"`
 	// Pod label sets and namespaces of those workloads, so that an entry can
 	// be matched from the proxy's node metadata alone.
 	WorkloadMatches         []*AccessLogPolicyConfig_WorkloadMatch `protobuf:"bytes,3,rep,name=workload_matches,json=workloadMatches,proto3" json:"workload_matches,omitempty"`
@@ -685,14 +695,14 @@ func (*AccessLogPolicyConfig) Descriptor() ([]byte, []int) {
 	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *AccessLogPolicyConfig) GetPolicy() *v14.ObjectRef {
+func (x *AccessLogPolicyConfig) GetPolicy() *v15.ObjectRef {
 	if x != nil {
 		return x.Policy
 	}
 	return nil
 }
 
-func (x *AccessLogPolicyConfig) GetWorkloads() []*v14.ObjectRef {
+func (x *AccessLogPolicyConfig) GetWorkloads() []*v15.ObjectRef {
 	if x != nil {
 		return x.Workloads
 	}
@@ -734,9 +744,9 @@ func (x *AccessLogPolicyConfig) GetIncludedResponseHeaders() []string {
 type IssuedCertificate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The VirtualMesh whose root signs.
-	VirtualMesh *v14.ObjectRef `protobuf:"bytes,1,opt,name=virtual_mesh,json=virtualMesh,proto3" json:"virtual_mesh,omitempty"`
+	VirtualMesh *v15.ObjectRef `protobuf:"bytes,1,opt,name=virtual_mesh,json=virtualMesh,proto3" json:"virtual_mesh,omitempty"`
 	// The mesh, in this cluster, the CA is for.
-	Mesh *v14.ObjectRef `protobuf:"bytes,2,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	Mesh *v15.ObjectRef `protobuf:"bytes,2,opt,name=mesh,proto3" json:"mesh,omitempty"`
 	// The mesh's SPIFFE trust domain.
 	TrustDomain string `protobuf:"bytes,3,opt,name=trust_domain,json=trustDomain,proto3" json:"trust_domain,omitempty"`
 	// Where the agent writes the CA: Istio reads the Secret "cacerts" in
@@ -786,14 +796,14 @@ func (*IssuedCertificate) Descriptor() ([]byte, []int) {
 	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *IssuedCertificate) GetVirtualMesh() *v14.ObjectRef {
+func (x *IssuedCertificate) GetVirtualMesh() *v15.ObjectRef {
 	if x != nil {
 		return x.VirtualMesh
 	}
 	return nil
 }
 
-func (x *IssuedCertificate) GetMesh() *v14.ObjectRef {
+func (x *IssuedCertificate) GetMesh() *v15.ObjectRef {
 	if x != nil {
 		return x.Mesh
 	}
@@ -1220,7 +1230,7 @@ var File_meshplane_snapshot_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
-	"$meshplane/snapshot/v1/snapshot.proto\x12\x15meshplane.snapshot.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a meshplane/common/v1/common.proto\x1a&meshplane/discovery/v1/discovery.proto\x1a+meshplane/networking/v1/access_policy.proto\x1a,meshplane/networking/v1/traffic_policy.proto\x1a1meshplane/networking/v1/virtual_destination.proto\x1a*meshplane/networking/v1/virtual_mesh.proto\x1a4meshplane/networking/v1/wasm_deployment_policy.proto\x1a2meshplane/observability/v1/access_log_policy.proto\x1a$meshplane/settings/v1/settings.proto\"\xa2\b\n" +
+	"$meshplane/snapshot/v1/snapshot.proto\x12\x15meshplane.snapshot.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a meshplane/common/v1/common.proto\x1a&meshplane/discovery/v1/discovery.proto\x1a+meshplane/multicluster/v1/scope_grant.proto\x1a+meshplane/networking/v1/access_policy.proto\x1a,meshplane/networking/v1/traffic_policy.proto\x1a1meshplane/networking/v1/virtual_destination.proto\x1a*meshplane/networking/v1/virtual_mesh.proto\x1a4meshplane/networking/v1/wasm_deployment_policy.proto\x1a2meshplane/observability/v1/access_log_policy.proto\x1a$meshplane/settings/v1/settings.proto\"\xec\b\n" +
 	"\rInputSnapshot\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x126\n" +
@@ -1236,7 +1246,8 @@ const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x14virtual_destinations\x18\x17 \x03(\v2+.meshplane.networking.v1.VirtualDestinationR\x13virtualDestinations\x12;\n" +
 	"\bsettings\x18\x18 \x03(\v2\x1f.meshplane.settings.v1.SettingsR\bsettings\x12g\n" +
 	"\x18wasm_deployment_policies\x18\x19 \x03(\v2-.meshplane.networking.v1.WasmDeploymentPolicyR\x16wasmDeploymentPolicies\x12[\n" +
-	"\x13access_log_policies\x18\x1a \x03(\v2+.meshplane.observability.v1.AccessLogPolicyR\x11accessLogPolicies\x12T\n" +
+	"\x13access_log_policies\x18\x1a \x03(\v2+.meshplane.observability.v1.AccessLogPolicyR\x11accessLogPolicies\x12H\n" +
+	"\fscope_grants\x18\x1b \x03(\v2%.meshplane.multicluster.v1.ScopeGrantR\vscopeGrants\x12T\n" +
 	"\x12user_istio_objects\x18\x1e \x03(\v2&.meshplane.snapshot.v1.UserIstioObjectR\x10userIstioObjects\"\x8a\x01\n" +
 	"\x0fUserIstioObject\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
@@ -1380,11 +1391,12 @@ var file_meshplane_snapshot_v1_snapshot_proto_goTypes = []any{
 	(*v12.Settings)(nil),             // 25: meshplane.settings.v1.Settings
 	(*v11.WasmDeploymentPolicy)(nil), // 26: meshplane.networking.v1.WasmDeploymentPolicy
 	(*v13.AccessLogPolicy)(nil),      // 27: meshplane.observability.v1.AccessLogPolicy
-	(*v14.ObjectRef)(nil),            // 28: meshplane.common.v1.ObjectRef
-	(v11.WasmDeploymentPolicySpec_WasmFilter_Phase)(0),                                  // 29: meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.Phase
-	(*v13.AccessLogPolicySpec_Filter)(nil),                                              // 30: meshplane.observability.v1.AccessLogPolicySpec.Filter
-	(*durationpb.Duration)(nil),                                                         // 31: google.protobuf.Duration
-	(v11.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm)(0), // 32: meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
+	(*v14.ScopeGrant)(nil),           // 28: meshplane.multicluster.v1.ScopeGrant
+	(*v15.ObjectRef)(nil),            // 29: meshplane.common.v1.ObjectRef
+	(v11.WasmDeploymentPolicySpec_WasmFilter_Phase)(0),                                  // 30: meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.Phase
+	(*v13.AccessLogPolicySpec_Filter)(nil),                                              // 31: meshplane.observability.v1.AccessLogPolicySpec.Filter
+	(*durationpb.Duration)(nil),                                                         // 32: google.protobuf.Duration
+	(v11.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm)(0), // 33: meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
 }
 var file_meshplane_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	3,  // 0: meshplane.snapshot.v1.InputSnapshot.agent:type_name -> meshplane.snapshot.v1.AgentInfo
@@ -1399,35 +1411,36 @@ var file_meshplane_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	25, // 9: meshplane.snapshot.v1.InputSnapshot.settings:type_name -> meshplane.settings.v1.Settings
 	26, // 10: meshplane.snapshot.v1.InputSnapshot.wasm_deployment_policies:type_name -> meshplane.networking.v1.WasmDeploymentPolicy
 	27, // 11: meshplane.snapshot.v1.InputSnapshot.access_log_policies:type_name -> meshplane.observability.v1.AccessLogPolicy
-	2,  // 12: meshplane.snapshot.v1.InputSnapshot.user_istio_objects:type_name -> meshplane.snapshot.v1.UserIstioObject
-	17, // 13: meshplane.snapshot.v1.OutputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
-	8,  // 14: meshplane.snapshot.v1.OutputSnapshot.objects:type_name -> meshplane.snapshot.v1.Object
-	9,  // 15: meshplane.snapshot.v1.OutputSnapshot.statuses:type_name -> meshplane.snapshot.v1.ResourceStatus
-	12, // 16: meshplane.snapshot.v1.OutputSnapshot.input_versions:type_name -> meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
-	7,  // 17: meshplane.snapshot.v1.OutputSnapshot.issued_certificates:type_name -> meshplane.snapshot.v1.IssuedCertificate
-	5,  // 18: meshplane.snapshot.v1.OutputSnapshot.wasm_filters:type_name -> meshplane.snapshot.v1.WasmFilterConfig
-	6,  // 19: meshplane.snapshot.v1.OutputSnapshot.access_log_policies:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig
-	28, // 20: meshplane.snapshot.v1.WasmFilterConfig.policy:type_name -> meshplane.common.v1.ObjectRef
-	28, // 21: meshplane.snapshot.v1.WasmFilterConfig.workloads:type_name -> meshplane.common.v1.ObjectRef
-	29, // 22: meshplane.snapshot.v1.WasmFilterConfig.phase:type_name -> meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.Phase
-	28, // 23: meshplane.snapshot.v1.AccessLogPolicyConfig.policy:type_name -> meshplane.common.v1.ObjectRef
-	28, // 24: meshplane.snapshot.v1.AccessLogPolicyConfig.workloads:type_name -> meshplane.common.v1.ObjectRef
-	13, // 25: meshplane.snapshot.v1.AccessLogPolicyConfig.workload_matches:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch
-	30, // 26: meshplane.snapshot.v1.AccessLogPolicyConfig.filters:type_name -> meshplane.observability.v1.AccessLogPolicySpec.Filter
-	28, // 27: meshplane.snapshot.v1.IssuedCertificate.virtual_mesh:type_name -> meshplane.common.v1.ObjectRef
-	28, // 28: meshplane.snapshot.v1.IssuedCertificate.mesh:type_name -> meshplane.common.v1.ObjectRef
-	31, // 29: meshplane.snapshot.v1.IssuedCertificate.ttl:type_name -> google.protobuf.Duration
-	32, // 30: meshplane.snapshot.v1.IssuedCertificate.key_algorithm:type_name -> meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
-	15, // 31: meshplane.snapshot.v1.Object.labels:type_name -> meshplane.snapshot.v1.Object.LabelsEntry
-	16, // 32: meshplane.snapshot.v1.Object.annotations:type_name -> meshplane.snapshot.v1.Object.AnnotationsEntry
-	10, // 33: meshplane.snapshot.v1.ApplyResult.ref:type_name -> meshplane.snapshot.v1.ObjectRef
-	0,  // 34: meshplane.snapshot.v1.ApplyResult.outcome:type_name -> meshplane.snapshot.v1.ApplyOutcome
-	14, // 35: meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.labels:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.LabelsEntry
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	28, // 12: meshplane.snapshot.v1.InputSnapshot.scope_grants:type_name -> meshplane.multicluster.v1.ScopeGrant
+	2,  // 13: meshplane.snapshot.v1.InputSnapshot.user_istio_objects:type_name -> meshplane.snapshot.v1.UserIstioObject
+	17, // 14: meshplane.snapshot.v1.OutputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
+	8,  // 15: meshplane.snapshot.v1.OutputSnapshot.objects:type_name -> meshplane.snapshot.v1.Object
+	9,  // 16: meshplane.snapshot.v1.OutputSnapshot.statuses:type_name -> meshplane.snapshot.v1.ResourceStatus
+	12, // 17: meshplane.snapshot.v1.OutputSnapshot.input_versions:type_name -> meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
+	7,  // 18: meshplane.snapshot.v1.OutputSnapshot.issued_certificates:type_name -> meshplane.snapshot.v1.IssuedCertificate
+	5,  // 19: meshplane.snapshot.v1.OutputSnapshot.wasm_filters:type_name -> meshplane.snapshot.v1.WasmFilterConfig
+	6,  // 20: meshplane.snapshot.v1.OutputSnapshot.access_log_policies:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig
+	29, // 21: meshplane.snapshot.v1.WasmFilterConfig.policy:type_name -> meshplane.common.v1.ObjectRef
+	29, // 22: meshplane.snapshot.v1.WasmFilterConfig.workloads:type_name -> meshplane.common.v1.ObjectRef
+	30, // 23: meshplane.snapshot.v1.WasmFilterConfig.phase:type_name -> meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.Phase
+	29, // 24: meshplane.snapshot.v1.AccessLogPolicyConfig.policy:type_name -> meshplane.common.v1.ObjectRef
+	29, // 25: meshplane.snapshot.v1.AccessLogPolicyConfig.workloads:type_name -> meshplane.common.v1.ObjectRef
+	13, // 26: meshplane.snapshot.v1.AccessLogPolicyConfig.workload_matches:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch
+	31, // 27: meshplane.snapshot.v1.AccessLogPolicyConfig.filters:type_name -> meshplane.observability.v1.AccessLogPolicySpec.Filter
+	29, // 28: meshplane.snapshot.v1.IssuedCertificate.virtual_mesh:type_name -> meshplane.common.v1.ObjectRef
+	29, // 29: meshplane.snapshot.v1.IssuedCertificate.mesh:type_name -> meshplane.common.v1.ObjectRef
+	32, // 30: meshplane.snapshot.v1.IssuedCertificate.ttl:type_name -> google.protobuf.Duration
+	33, // 31: meshplane.snapshot.v1.IssuedCertificate.key_algorithm:type_name -> meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
+	15, // 32: meshplane.snapshot.v1.Object.labels:type_name -> meshplane.snapshot.v1.Object.LabelsEntry
+	16, // 33: meshplane.snapshot.v1.Object.annotations:type_name -> meshplane.snapshot.v1.Object.AnnotationsEntry
+	10, // 34: meshplane.snapshot.v1.ApplyResult.ref:type_name -> meshplane.snapshot.v1.ObjectRef
+	0,  // 35: meshplane.snapshot.v1.ApplyResult.outcome:type_name -> meshplane.snapshot.v1.ApplyOutcome
+	14, // 36: meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.labels:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.LabelsEntry
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_snapshot_v1_snapshot_proto_init() }

@@ -18,6 +18,9 @@ type userResource struct {
 var userResources = func() []userResource {
 	var out []userResource
 	for _, k := range meshcrs.Kinds() {
+		if k.ManagementOnly {
+			continue // a workload cluster cannot grant itself anything
+		}
 		out = append(out, userResource{gvr: k.GVR, kind: k})
 	}
 	return out

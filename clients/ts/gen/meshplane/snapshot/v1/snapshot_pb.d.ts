@@ -13,6 +13,7 @@ import type { VirtualDestination } from "../../networking/v1/virtual_destination
 import type { Settings } from "../../settings/v1/settings_pb.js";
 import type { WasmDeploymentPolicy, WasmDeploymentPolicySpec_WasmFilter_Phase } from "../../networking/v1/wasm_deployment_policy_pb.js";
 import type { AccessLogPolicy, AccessLogPolicySpec_Filter } from "../../observability/v1/access_log_policy_pb.js";
+import type { ScopeGrant } from "../../multicluster/v1/scope_grant_pb.js";
 import type { ObjectRef as ObjectRef$1 } from "../../common/v1/common_pb.js";
 
 /**
@@ -104,6 +105,13 @@ export declare type InputSnapshot = Message<"meshplane.snapshot.v1.InputSnapshot
    * @generated from field: repeated meshplane.observability.v1.AccessLogPolicy access_log_policies = 26;
    */
   accessLogPolicies: AccessLogPolicy[];
+
+  /**
+   * Read only from the management cluster's input.
+   *
+   * @generated from field: repeated meshplane.multicluster.v1.ScopeGrant scope_grants = 27;
+   */
+  scopeGrants: ScopeGrant[];
 
   /**
    * Istio VirtualServices and DestinationRules in the cluster that Meshplane
