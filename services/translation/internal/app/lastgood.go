@@ -102,7 +102,7 @@ func (k *lastGoodKeeper) record(next domain.LastGood, present func(cluster strin
 		return // nothing is written before the stored versions are read
 	}
 	seen := make(map[versionKey]bool, len(k.stored))
-	for _, v := range next.Versions() {
+	next.Each(func(v domain.KeptVersion) {
 		vk := versionKey{v.Kind, v.Key}
 		seen[vk] = true
 		if old, ok := k.stored[vk]; ok && sameVersion(old, v) {
@@ -110,10 +110,10 @@ func (k *lastGoodKeeper) record(next domain.LastGood, present func(cluster strin
 			// pointer.
 			k.stored[vk] = v
 			delete(k.pending, vk)
-			continue
+			return
 		}
 		k.pending[vk] = &v
-	}
+	})
 	for vk := range k.stored {
 		if !seen[vk] && present(vk.key.Cluster) {
 			k.pending[vk] = nil
@@ -179,11 +179,11 @@ func (k *lastGoodKeeper) pendingCount() int {
 // a cluster that has not reported since a restart must not lose them.
 func carryOver(next, prev domain.LastGood, present func(cluster string) bool) domain.LastGood {
 	var missing []domain.KeptVersion
-	for _, v := range prev.Versions() {
+	prev.Each(func(v domain.KeptVersion) {
 		if !present(v.Key.Cluster) {
 			missing = append(missing, v)
 		}
-	}
+	})
 	if len(missing) == 0 {
 		return next
 	}

@@ -149,6 +149,7 @@ type lastGoodKind struct {
 	kind    string
 	newSpec func() proto.Message
 	list    func(LastGood) []KeptVersion
+	each    func(LastGood, func(KeptVersion))
 	put     func(LastGood, KeptVersion) bool
 }
 
@@ -162,6 +163,11 @@ func keptKind[S proto.Message](kind string, newSpec func() S, m func(LastGood) m
 				out = append(out, KeptVersion{Kind: kind, Key: k, Generation: v.Generation, UID: v.UID, Spec: v.Spec})
 			}
 			return out
+		},
+		each: func(l LastGood, fn func(KeptVersion)) {
+			for k, v := range m(l) {
+				fn(KeptVersion{Kind: kind, Key: k, Generation: v.Generation, UID: v.UID, Spec: v.Spec})
+			}
 		},
 		put: func(l LastGood, v KeptVersion) bool {
 			s, ok := v.Spec.(S)
@@ -198,6 +204,14 @@ func (l LastGood) Versions() []KeptVersion {
 		out = append(out, vs...)
 	}
 	return out
+}
+
+// Each calls fn with every last valid version of l, in no order, without
+// building a list: translation's caller does this after every translation.
+func (l LastGood) Each(fn func(KeptVersion)) {
+	for _, k := range lastGoodKinds {
+		k.each(l, fn)
+	}
 }
 
 // NewSpec returns an empty spec of a kind that has last valid versions, for
