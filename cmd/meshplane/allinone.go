@@ -193,6 +193,9 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 
 	tcfg := translation.DefaultConfig()
 	tcfg.Install, tcfg.ClusterDomain, tcfg.Debounce = s.install, s.clusterDomain, s.debounce
+	// The clusters registration mirrors are the ones every output expects:
+	// safe mode waits for them even after Redis restarts empty.
+	tcfg.Kubeconfig, tcfg.ClustersNamespace = s.reg.Kubeconfig, s.reg.MirrorNamespace
 	tr, err := translation.New(tcfg, translation.WithLogger(log), translation.WithRegisterer(promReg), translation.WithStores(inputs, outputs), translation.WithAcks(acks))
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ type metrics struct {
 	publishErrors *prometheus.CounterVec
 	safeMode      prometheus.Gauge
 	safeWaiting   prometheus.Gauge
+	missing       prometheus.Gauge
 }
 
 var _ app.Metrics = (*metrics)(nil)
@@ -45,8 +46,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meshplane_translation_safe_mode_clusters_waiting",
 			Help: "Registered clusters that safe mode waits for to report an input.",
 		}),
+		missing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshplane_translation_clusters_missing",
+			Help: "Expected clusters (KubernetesClusters in the management cluster) with no input since translation started; outputs built meanwhile are incomplete and agents hold their deletions.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.outputObjects, m.outputBytes, m.publishErrors, m.safeMode, m.safeWaiting} {
+	for _, c := range []prometheus.Collector{m.duration, m.outputObjects, m.outputBytes, m.publishErrors, m.safeMode, m.safeWaiting, m.missing} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -79,3 +84,5 @@ func (m *metrics) SetSafeMode(on bool, waiting int) {
 	m.safeMode.Set(v)
 	m.safeWaiting.Set(float64(waiting))
 }
+
+func (m *metrics) SetMissing(clusters int) { m.missing.Set(float64(clusters)) }

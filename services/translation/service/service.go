@@ -10,20 +10,25 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1/translationv1connect"
+	kubelib "github.com/meshplane/meshplane/libs/kube"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/revocation"
 	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/translation/internal/adapters/connectrpc"
+	"github.com/meshplane/meshplane/services/translation/internal/adapters/kube"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
 )
 
 // Name is the service's name in its SPIFFE ID and metrics.
@@ -37,6 +42,18 @@ type Config struct {
 	// SafeStartWindow is how long publishing may wait after a start for
 	// every registered cluster to report; zero disables safe mode.
 	SafeStartWindow time.Duration
+	// Kubeconfig reaches the management cluster; empty means in-cluster.
+	// Read only with ClustersNamespace.
+	Kubeconfig string
+	// ClustersNamespace, when set, is where registration mirrors its
+	// cluster records (its --mirror-namespace): the registered clusters
+	// there are the ones every output expects, and safe mode waits for
+	// them even after a lost Redis. Empty: safe mode waits for the
+	// clusters with outputs in the output store, and outputs are always
+	// complete.
+	ClustersNamespace string
+	// ExpectedRefresh is how often the expected clusters are read again.
+	ExpectedRefresh time.Duration
 	Redis           snapshots.RedisOptions
 
 	flags *platform.Flags
@@ -49,6 +66,7 @@ func DefaultConfig() Config {
 		ClusterDomain:   "cluster.local",
 		Debounce:        100 * time.Millisecond,
 		SafeStartWindow: 60 * time.Second,
+		ExpectedRefresh: app.DefaultExpectedRefresh,
 		Redis:           snapshots.NewRedisOptions(),
 	}
 }
@@ -60,7 +78,23 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags.String(&c.ClusterDomain, "cluster-domain", "DNS suffix of Services in workload clusters")
 	c.flags.Duration(&c.Debounce, "debounce", "how long a burst of input changes may settle before translating")
 	c.flags.Duration(&c.SafeStartWindow, "safe-start-window", "after a start or a store loss, how long publishing may wait for every registered cluster to report (0 disables safe mode)")
+	c.AddExpectedFlags(c.flags)
 	c.Redis.AddFlags(fs)
+}
+
+// AddExpectedFlags registers the flags that name the expected clusters'
+// source; all-in-one shares --kubeconfig with registration and takes only
+// the others.
+func (c *Config) AddExpectedFlags(f *platform.Flags) {
+	f.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of the management cluster, read with --clusters-namespace; empty means in-cluster")
+	c.AddOwnExpectedFlags(f)
+}
+
+// AddOwnExpectedFlags registers --clusters-namespace and
+// --expected-clusters-refresh.
+func (c *Config) AddOwnExpectedFlags(f *platform.Flags) {
+	f.String(&c.ClustersNamespace, "clusters-namespace", "namespace of the management cluster where registration mirrors cluster records as KubernetesClusters (its --mirror-namespace); the registered ones are the clusters every output expects, and safe mode waits for them even after Redis restarts empty. Empty: safe mode waits for the clusters with outputs in Redis")
+	f.Duration(&c.ExpectedRefresh, "expected-clusters-refresh", "how often the KubernetesClusters in --clusters-namespace are read again")
 }
 
 // Validate checks the configuration.
@@ -78,6 +112,14 @@ func (c *Config) Validate() error {
 	if c.SafeStartWindow < 0 {
 		errs = append(errs, errors.New("--safe-start-window must not be negative"))
 	}
+	if c.ExpectedRefresh <= 0 {
+		errs = append(errs, errors.New("--expected-clusters-refresh must be positive"))
+	}
+	if c.ClustersNamespace != "" {
+		if err := validation.IsDNS1123Label(c.ClustersNamespace); len(err) > 0 {
+			errs = append(errs, fmt.Errorf("--clusters-namespace %q: %s", c.ClustersNamespace, strings.Join(err, "; ")))
+		}
+	}
 	errs = append(errs, c.Redis.Validate())
 	return errors.Join(errs...)
 }
@@ -93,6 +135,8 @@ type deps struct {
 	redis   redis.UniversalClient
 	acks    snapshots.AckStore
 	hook    func(cluster string, out *snapshotv1.OutputSnapshot)
+	// expected overrides the source ClustersNamespace names.
+	expected app.ExpectedClusters
 }
 
 // WithLogger sets the logger.
@@ -112,6 +156,10 @@ func WithStores(in snapshots.Store[*snapshotv1.InputSnapshot], out snapshots.Sto
 // from it. Objects that an agent could not apply make the policies behind
 // them FAILED.
 func WithAcks(a snapshots.AckStore) Option { return func(d *deps) { d.acks = a } }
+
+// WithExpectedClusters sets where the expected clusters are read, instead
+// of the KubernetesClusters in --clusters-namespace.
+func WithExpectedClusters(e app.ExpectedClusters) Option { return func(d *deps) { d.expected = e } }
 
 // WithTestOutputHook is for tests only: fn may change each output after
 // translation, before it is sealed and published, for example to inject an
@@ -161,10 +209,25 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.expected == nil && cfg.ClustersNamespace != "" {
+		rc, err := kubelib.RESTConfigFromKubeconfig(cfg.Kubeconfig, "")
+		if err != nil {
+			return nil, err
+		}
+		rc.UserAgent = "meshplane-translation"
+		dyn, err := dynamic.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		d.expected = kube.NewExpectedClusters(dyn, cfg.ClustersNamespace, cfg.Install)
+		log.Info("expected clusters are the registered KubernetesClusters", "namespace", cfg.ClustersNamespace)
+	}
 	t := app.NewTranslator(app.Config{
 		Domain:          domain.Options{Install: cfg.Install, ClusterDomain: cfg.ClusterDomain},
 		Debounce:        cfg.Debounce,
 		SafeStartWindow: cfg.SafeStartWindow,
+		Expected:        d.expected,
+		ExpectedRefresh: cfg.ExpectedRefresh,
 		TestOutputHook:  d.hook,
 	}, d.inputs, d.outputs, metrics, log)
 	if d.acks != nil {
