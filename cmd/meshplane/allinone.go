@@ -39,6 +39,9 @@ type settings struct {
 	// cluster's resources, access-log buffers); install is set from the
 	// shared one.
 	ing ingest.Config
+	// tr holds translation's own flags; the rest of its configuration is
+	// the shared one.
+	tr translation.Config
 }
 
 func allInOne(args []string) int {
@@ -56,7 +59,7 @@ func allInOne(args []string) int {
 	s := settings{
 		install: snapshots.DefaultInstall, trustDomain: pki.DefaultTrustDomain, clusterDomain: "cluster.local",
 		debounce: 100 * time.Millisecond, redis: snapshots.NewRedisOptions(), reg: registration.DefaultConfig(),
-		ing: ingest.DefaultConfig(),
+		ing: ingest.DefaultConfig(), tr: translation.DefaultConfig(),
 	}
 	// Empty means <dev-pki-dir>/ca, or registration's default without one.
 	s.reg.CADir = ""
@@ -66,6 +69,9 @@ func allInOne(args []string) int {
 	f.Duration(&s.debounce, "debounce", "how long a burst of input changes may settle before translating")
 	s.reg.AddOwnFlags(f)
 	s.ing.AddOwnFlags(f)
+	// Translation's own: the expected clusters are registration's mirrors.
+	f.Duration(&s.tr.SafeStartWindow, "safe-start-window", "after a start or a store loss, how long publishing may wait for every registered cluster to report (0 disables safe mode)")
+	f.Duration(&s.tr.ExpectedRefresh, "expected-clusters-refresh", "how often the KubernetesClusters in --mirror-namespace are read again for the clusters every output expects")
 	// --kubeconfig is registration's; ingest reads the same cluster.
 	f.String(&s.ing.KubeContext, "kube-context", "kubeconfig context of the management cluster, for reading its Meshplane resources (default: the current one)")
 	f.String(&s.devPKIDir, "dev-pki-dir", "create a development CA and a server certificate for localhost here, when no --tls-cert-file is given")
@@ -191,7 +197,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		return nil, err
 	}
 
-	tcfg := translation.DefaultConfig()
+	tcfg := s.tr
 	tcfg.Install, tcfg.ClusterDomain, tcfg.Debounce = s.install, s.clusterDomain, s.debounce
 	// The clusters registration mirrors are the ones every output expects:
 	// safe mode waits for them even after Redis restarts empty.

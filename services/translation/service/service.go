@@ -78,23 +78,10 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags.String(&c.ClusterDomain, "cluster-domain", "DNS suffix of Services in workload clusters")
 	c.flags.Duration(&c.Debounce, "debounce", "how long a burst of input changes may settle before translating")
 	c.flags.Duration(&c.SafeStartWindow, "safe-start-window", "after a start or a store loss, how long publishing may wait for every registered cluster to report (0 disables safe mode)")
-	c.AddExpectedFlags(c.flags)
+	c.flags.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of the management cluster, read with --clusters-namespace; empty means in-cluster")
+	c.flags.String(&c.ClustersNamespace, "clusters-namespace", "namespace of the management cluster where registration mirrors cluster records as KubernetesClusters (its --mirror-namespace); the registered ones are the clusters every output expects, and safe mode waits for them even after Redis restarts empty. Empty: safe mode waits for the clusters with outputs in Redis")
+	c.flags.Duration(&c.ExpectedRefresh, "expected-clusters-refresh", "how often the KubernetesClusters in --clusters-namespace are read again")
 	c.Redis.AddFlags(fs)
-}
-
-// AddExpectedFlags registers the flags that name the expected clusters'
-// source; all-in-one shares --kubeconfig with registration and takes only
-// the others.
-func (c *Config) AddExpectedFlags(f *platform.Flags) {
-	f.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of the management cluster, read with --clusters-namespace; empty means in-cluster")
-	c.AddOwnExpectedFlags(f)
-}
-
-// AddOwnExpectedFlags registers --clusters-namespace and
-// --expected-clusters-refresh.
-func (c *Config) AddOwnExpectedFlags(f *platform.Flags) {
-	f.String(&c.ClustersNamespace, "clusters-namespace", "namespace of the management cluster where registration mirrors cluster records as KubernetesClusters (its --mirror-namespace); the registered ones are the clusters every output expects, and safe mode waits for them even after Redis restarts empty. Empty: safe mode waits for the clusters with outputs in Redis")
-	f.Duration(&c.ExpectedRefresh, "expected-clusters-refresh", "how often the KubernetesClusters in --clusters-namespace are read again")
 }
 
 // Validate checks the configuration.
