@@ -60,7 +60,8 @@ func (s *Reseeder) Reseed(ctx context.Context, name string) (domain.Cluster, err
 }
 
 // ReseedAll puts back every archived record the store lacks, and revokes
-// the unexpired certificates of every archived deregistered cluster.
+// again the unexpired certificates of every deregistered cluster that has
+// an archived copy.
 func (s *Reseeder) ReseedAll(ctx context.Context) error {
 	archived, err := s.archive.ArchivedClusters(ctx)
 	if err != nil {
@@ -68,14 +69,15 @@ func (s *Reseeder) ReseedAll(ctx context.Context) error {
 	}
 	var errs []error
 	for _, a := range archived {
-		_, err := s.clusters.Cluster(ctx, a.Name)
+		c, err := s.clusters.Cluster(ctx, a.Name)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			_, err = s.put(ctx, a)
-		case err == nil && a.Status == domain.StatusDeregistered:
+		case err == nil && c.Status == domain.StatusDeregistered:
 			// Revoking is idempotent: this heals a revocation set that
-			// was lost while the record was not.
-			err = s.revoker.Revoke(ctx, a.Deregister(s.now()))
+			// was lost while the record was not. The record decides, not
+			// the copy, which anyone who may edit it could change.
+			err = s.revoker.Revoke(ctx, c.Deregister(s.now()))
 		}
 		errs = append(errs, err)
 	}

@@ -48,7 +48,7 @@ func NewMirror(client dynamic.Interface, namespace, install string, reg promethe
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "meshplane", Subsystem: "registration", Name: "mirror_errors_total",
-			Help: "KubernetesCluster mirror failures, by operation (apply, list, delete). They never fail a registration call.",
+			Help: "KubernetesCluster mirror failures, by operation (apply, list, get). They never fail a registration call.",
 		}, []string{"operation"}),
 	}
 	if reg != nil {
