@@ -73,7 +73,7 @@ type Translator struct {
 	published map[string]string // cluster -> version in the publisher
 	safe      safeMode
 	// expected are the clusters Config.Expected last named, sorted; nil
-	// until it has answered once. expectedAt is when it answered.
+	// until it has answered once. expectedAt is when it was last read.
 	expected   []string
 	expectedAt time.Time
 	// failures are the objects each cluster's agent last reported it could
@@ -198,14 +198,22 @@ func (t *Translator) loadExpected(ctx context.Context) {
 		return
 	}
 	t.mu.RLock()
-	due := (t.safe.on && t.safe.unsure) || t.expected == nil || t.now().Sub(t.expectedAt) >= t.cfg.ExpectedRefresh
+	due := (t.safe.on && t.safe.unsure) || t.now().Sub(t.expectedAt) >= t.cfg.ExpectedRefresh
 	t.mu.RUnlock()
 	if !due {
 		return
 	}
 	names, err := t.cfg.Expected.ExpectedClusters(ctx)
 	if err != nil {
-		t.log.Warn("reading the expected clusters failed; safe mode waits for them or the safe-start window", "error", err)
+		t.mu.Lock()
+		// Retried at every tick while safe mode is unsure, else after
+		// ExpectedRefresh; said once per refresh interval.
+		warn := t.now().Sub(t.expectedAt) >= t.cfg.ExpectedRefresh
+		t.expectedAt = t.now()
+		t.mu.Unlock()
+		if warn {
+			t.log.Warn("reading the expected clusters failed; the last ones read stay in use, and safe mode waits for them or its window", "error", err)
+		}
 		return
 	}
 	names = slices.Compact(slices.Sorted(slices.Values(names)))
