@@ -39,8 +39,9 @@ type settings struct {
 	// cluster's resources, access-log buffers); install is set from the
 	// shared one.
 	ing ingest.Config
-	// tr holds translation's own flags; the rest of its configuration is
-	// the shared one.
+	// tr holds translation's own settings (where the last valid versions
+	// are kept, the safe-start window); the management cluster is
+	// registration's, and the expected clusters its mirrors.
 	tr translation.Config
 }
 
@@ -69,8 +70,8 @@ func allInOne(args []string) int {
 	f.Duration(&s.debounce, "debounce", "how long a burst of input changes may settle before translating")
 	s.reg.AddOwnFlags(f)
 	s.ing.AddOwnFlags(f)
-	// Translation's own: the expected clusters are registration's mirrors.
-	f.Duration(&s.tr.SafeStartWindow, "safe-start-window", "after a start or a store loss, how long publishing may wait for every registered cluster to report (0 disables safe mode)")
+	s.tr.AddOwnFlags(f)
+	f.Duration(&s.tr.SafeStartWindow, "safe-start-window", "after a start or a store loss, how long publishing may wait for every expected cluster to report (0 disables safe mode)")
 	f.Duration(&s.tr.ExpectedRefresh, "expected-clusters-refresh", "how often the KubernetesClusters in --mirror-namespace are read again for the clusters every output expects")
 	// --kubeconfig is registration's; ingest reads the same cluster.
 	f.String(&s.ing.KubeContext, "kube-context", "kubeconfig context of the management cluster, for reading its Meshplane resources (default: the current one)")
@@ -79,6 +80,7 @@ func allInOne(args []string) int {
 	_ = fs.Parse(args)
 	s.trustDomain = srvOpts.TrustDomain
 	s.ing.Kubeconfig = s.reg.Kubeconfig
+	s.tr.Kubeconfig, s.tr.KubeContext = s.reg.Kubeconfig, s.ing.KubeContext
 
 	if s.devPKIDir != "" && srvOpts.TLS.CertFile == "" {
 		if s.reg.CADir == "" {
@@ -201,7 +203,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 	tcfg.Install, tcfg.ClusterDomain, tcfg.Debounce = s.install, s.clusterDomain, s.debounce
 	// The clusters registration mirrors are the ones every output expects:
 	// safe mode waits for them even after Redis restarts empty.
-	tcfg.Kubeconfig, tcfg.ClustersNamespace = s.reg.Kubeconfig, s.reg.MirrorNamespace
+	tcfg.ClustersNamespace = s.reg.MirrorNamespace
 	tr, err := translation.New(tcfg, translation.WithLogger(log), translation.WithRegisterer(promReg), translation.WithStores(inputs, outputs), translation.WithAcks(acks))
 	if err != nil {
 		return nil, err

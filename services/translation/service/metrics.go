@@ -15,6 +15,8 @@ type metrics struct {
 	safeMode      prometheus.Gauge
 	safeWaiting   prometheus.Gauge
 	missing       prometheus.Gauge
+	lkgLoaded     prometheus.Gauge
+	lkgPending    prometheus.Gauge
 }
 
 var _ app.Metrics = (*metrics)(nil)
@@ -50,8 +52,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meshplane_translation_clusters_missing",
 			Help: "Expected clusters (KubernetesClusters in the management cluster) with no input since translation started; outputs built meanwhile are incomplete and agents hold their deletions.",
 		}),
+		lkgLoaded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshplane_translation_last_good_loaded",
+			Help: "1 once the last valid versions kept in the management cluster have been read (publishing waits for them, at most the safe-start window), else 0.",
+		}),
+		lkgPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshplane_translation_last_good_pending_writes",
+			Help: "Changes to the last valid versions not yet written to the management cluster (retried).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.outputObjects, m.outputBytes, m.publishErrors, m.safeMode, m.safeWaiting, m.missing} {
+	for _, c := range []prometheus.Collector{m.duration, m.outputObjects, m.outputBytes, m.publishErrors, m.safeMode, m.safeWaiting, m.lkgLoaded, m.lkgPending, m.missing} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -86,3 +96,12 @@ func (m *metrics) SetSafeMode(on bool, waiting int) {
 }
 
 func (m *metrics) SetMissing(clusters int) { m.missing.Set(float64(clusters)) }
+
+func (m *metrics) SetLastGood(loaded bool, pending int) {
+	v := 0.0
+	if loaded {
+		v = 1
+	}
+	m.lkgLoaded.Set(v)
+	m.lkgPending.Set(float64(pending))
+}

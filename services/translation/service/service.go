@@ -42,9 +42,6 @@ type Config struct {
 	// SafeStartWindow is how long publishing may wait after a start for
 	// every registered cluster to report; zero disables safe mode.
 	SafeStartWindow time.Duration
-	// Kubeconfig reaches the management cluster; empty means in-cluster.
-	// Read only with ClustersNamespace.
-	Kubeconfig string
 	// ClustersNamespace, when set, is where registration mirrors its
 	// cluster records (its --mirror-namespace): the registered clusters
 	// there are the ones every output expects, and safe mode waits for
@@ -55,6 +52,14 @@ type Config struct {
 	// ExpectedRefresh is how often the expected clusters are read again.
 	ExpectedRefresh time.Duration
 	Redis           snapshots.RedisOptions
+	// RecordsNamespace is the namespace of the management cluster where
+	// the last valid version of every resource is kept (ResourceRecords),
+	// so that a restart of the plane and a lost Redis cannot lose them
+	// together. Empty keeps them in memory only.
+	RecordsNamespace string
+	// Kubeconfig and KubeContext reach the management cluster; an empty
+	// Kubeconfig means the in-cluster configuration.
+	Kubeconfig, KubeContext string
 
 	flags *platform.Flags
 }
@@ -77,11 +82,20 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags.String(&c.Install, "install", "install name, the value of the meshplane.dev/managed-by label")
 	c.flags.String(&c.ClusterDomain, "cluster-domain", "DNS suffix of Services in workload clusters")
 	c.flags.Duration(&c.Debounce, "debounce", "how long a burst of input changes may settle before translating")
-	c.flags.Duration(&c.SafeStartWindow, "safe-start-window", "after a start or a store loss, how long publishing may wait for every registered cluster to report (0 disables safe mode)")
-	c.flags.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of the management cluster, read with --clusters-namespace; empty means in-cluster")
+	c.flags.Duration(&c.SafeStartWindow, "safe-start-window", "after a start or a store loss, how long publishing may wait for every expected cluster to report, and for the last valid versions to be read (0 disables safe mode)")
+	c.flags.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of the management cluster, for --records-namespace and --clusters-namespace; empty means in-cluster")
+	c.flags.String(&c.KubeContext, "kube-context", "kubeconfig context of the management cluster (default: the current one)")
 	c.flags.String(&c.ClustersNamespace, "clusters-namespace", "namespace of the management cluster where registration mirrors cluster records as KubernetesClusters (its --mirror-namespace); the registered ones are the clusters every output expects, and safe mode waits for them even after Redis restarts empty. Empty: safe mode waits for the clusters with outputs in Redis")
 	c.flags.Duration(&c.ExpectedRefresh, "expected-clusters-refresh", "how often the KubernetesClusters in --clusters-namespace are read again")
+	c.AddOwnFlags(c.flags)
 	c.Redis.AddFlags(fs)
+}
+
+// AddOwnFlags registers the flags that the all-in-one process takes from
+// translation as they are (the management cluster's kubeconfig is
+// registration's there).
+func (c *Config) AddOwnFlags(f *platform.Flags) {
+	f.String(&c.RecordsNamespace, "records-namespace", "namespace of the management cluster where the last valid version of every resource is kept, so that a restart and a lost Redis cannot lose them (empty: in memory only)")
 }
 
 // Validate checks the configuration.
@@ -197,17 +211,20 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		return nil, err
 	}
 	if d.expected == nil && cfg.ClustersNamespace != "" {
-		rc, err := kubelib.RESTConfigFromKubeconfig(cfg.Kubeconfig, "")
+		client, err := managementClient(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("translation: --clusters-namespace needs the management cluster: %w", err)
+		}
+		d.expected = kube.NewExpectedClusters(client, cfg.ClustersNamespace, cfg.Install)
+		log.Info("expected clusters are the registered KubernetesClusters", "namespace", cfg.ClustersNamespace)
+	}
+	var topts []app.TranslatorOption
+	if cfg.RecordsNamespace != "" {
+		store, err := newRecordStore(cfg, log)
 		if err != nil {
 			return nil, err
 		}
-		rc.UserAgent = "meshplane-translation"
-		dyn, err := dynamic.NewForConfig(rc)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
-		}
-		d.expected = kube.NewExpectedClusters(dyn, cfg.ClustersNamespace, cfg.Install)
-		log.Info("expected clusters are the registered KubernetesClusters", "namespace", cfg.ClustersNamespace)
+		topts = append(topts, app.WithLastGoodStore(store))
 	}
 	t := app.NewTranslator(app.Config{
 		Domain:          domain.Options{Install: cfg.Install, ClusterDomain: cfg.ClusterDomain},
@@ -216,7 +233,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		Expected:        d.expected,
 		ExpectedRefresh: cfg.ExpectedRefresh,
 		TestOutputHook:  d.hook,
-	}, d.inputs, d.outputs, metrics, log)
+	}, d.inputs, d.outputs, metrics, log, topts...)
 	if d.acks != nil {
 		t.SetApplyReports(d.acks)
 	}
@@ -225,6 +242,38 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		svc.revoked = revocation.NewCache(revredis.NewSource(d.redis, cfg.Install), 0, log)
 	}
 	return svc, nil
+}
+
+// newRecordStore keeps the last valid versions in ResourceRecords of the
+// management cluster.
+func newRecordStore(cfg Config, log *slog.Logger) (*kube.LastGood, error) {
+	rc, err := kubelib.RESTConfigFromKubeconfig(cfg.Kubeconfig, cfg.KubeContext)
+	if err != nil {
+		return nil, fmt.Errorf("translation: --records-namespace needs the management cluster: %w", err)
+	}
+	// The first start after an upgrade writes one record per valid
+	// resource; client-go's default of 5 writes a second is too slow.
+	rc.QPS, rc.Burst = 100, 200
+	client, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("translation: client of the management cluster: %w", err)
+	}
+	return kube.NewLastGood(client, cfg.RecordsNamespace, cfg.Install, log), nil
+}
+
+// managementClient reaches the management cluster, for the expected
+// clusters.
+func managementClient(cfg Config) (dynamic.Interface, error) {
+	rc, err := kubelib.RESTConfigFromKubeconfig(cfg.Kubeconfig, cfg.KubeContext)
+	if err != nil {
+		return nil, err
+	}
+	rc.UserAgent = "meshplane-translation"
+	client, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("client of the management cluster: %w", err)
+	}
+	return client, nil
 }
 
 func newInput() *snapshotv1.InputSnapshot   { return &snapshotv1.InputSnapshot{} }

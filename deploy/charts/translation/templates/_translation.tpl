@@ -18,6 +18,9 @@
 - --expected-clusters-refresh={{ . }}
 {{- end }}
 {{- end }}
+{{- if .Values.lastKnownGood.records }}
+- --records-namespace={{ .Release.Namespace }}
+{{- end }}
 {{- end }}
 
 {{- define "translation.specificMounts" -}}{{- end }}

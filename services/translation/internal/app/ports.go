@@ -51,6 +51,9 @@ type Metrics interface {
 	SetSafeMode(on bool, waiting int)
 	// SetMissing records how many expected clusters have no input.
 	SetMissing(clusters int)
+	// SetLastGood records whether the stored last valid versions have been
+	// read, and how many writes to the store are pending.
+	SetLastGood(loaded bool, pending int)
 }
 
 // NopMetrics discards everything.
@@ -61,3 +64,4 @@ func (NopMetrics) ObserveOutput(string, int, int)          {}
 func (NopMetrics) ObservePublishError(string)              {}
 func (NopMetrics) SetSafeMode(bool, int)                   {}
 func (NopMetrics) SetMissing(int)                          {}
+func (NopMetrics) SetLastGood(bool, int)                   {}

@@ -1,5 +1,3 @@
-// Package kube reads translation's inputs that live in the management
-// cluster's API server.
 package kube
 
 import (
