@@ -38,6 +38,10 @@ type checkReport struct {
 type safeModeCheck struct {
 	On      bool     `json:"on"`
 	Waiting []string `json:"waitingFor,omitempty"`
+	// Missing are the expected clusters (registered in the management
+	// cluster) that have not reported since translation started: outputs
+	// are incomplete, and agents hold their deletions.
+	Missing []string `json:"missingClusters,omitempty"`
 }
 
 type serviceCheck struct {
@@ -54,6 +58,9 @@ type clusterCheck struct {
 	Pull         string     `json:"pull"`
 	Applied      string     `json:"applied"`
 	ApplyErrors  uint32     `json:"applyErrors"`
+	// HeldDeletions are owned objects the agent kept because its output
+	// was built without some expected cluster's input.
+	HeldDeletions uint32 `json:"heldDeletions"`
 	// Registration is the cluster's record: its status, and when its
 	// agent's certificate expires.
 	Registration string     `json:"registration,omitempty"`
@@ -169,8 +176,8 @@ func checkManagementPlane(ctx context.Context, c *conn) checkReport {
 	if st, err := tc.GetStatus(ctx, connect.NewRequest(&translationv1.GetStatusRequest{})); err != nil {
 		rep.Notes = append(rep.Notes, "safe mode not checked: "+notServedOr(err, "translation", c.addr))
 	} else {
-		rep.SafeMode = &safeModeCheck{On: st.Msg.GetSafeMode(), Waiting: st.Msg.GetClustersWaiting()}
-		if rep.SafeMode.On {
+		rep.SafeMode = &safeModeCheck{On: st.Msg.GetSafeMode(), Waiting: st.Msg.GetClustersWaiting(), Missing: st.Msg.GetMissingClusters()}
+		if rep.SafeMode.On || len(rep.SafeMode.Missing) > 0 {
 			rep.OK = false
 		}
 	}
@@ -178,7 +185,7 @@ func checkManagementPlane(ctx context.Context, c *conn) checkReport {
 	for _, cl := range clusters.Msg.GetClusters() {
 		seen[cl.GetCluster()] = true
 		a := byCluster[cl.GetCluster()]
-		cc := clusterCheck{Cluster: cl.GetCluster(), Push: "disconnected", Pull: "disconnected", Applied: "-", InputVersion: cl.GetVersion(), ApplyErrors: a.GetApplyErrors()}
+		cc := clusterCheck{Cluster: cl.GetCluster(), Push: "disconnected", Pull: "disconnected", Applied: "-", InputVersion: cl.GetVersion(), ApplyErrors: a.GetApplyErrors(), HeldDeletions: a.GetHeldDeletions()}
 		if cl.GetConnected() {
 			cc.Push = "connected"
 		}
@@ -195,7 +202,14 @@ func checkManagementPlane(ctx context.Context, c *conn) checkReport {
 			t := cl.GetLastPush().AsTime().UTC()
 			cc.LastPush = &t
 		}
-		if !cl.GetConnected() || !a.GetConnected() || cc.Applied != "current" || a.GetApplyErrors() > 0 {
+		if cl.GetManagement() {
+			// The management cluster's own resources: read by ingest,
+			// pulled by no agent.
+			cc.Pull, cc.Applied = "-", "-"
+			if !cl.GetConnected() {
+				rep.OK = false
+			}
+		} else if !cl.GetConnected() || !a.GetConnected() || cc.Applied != "current" || a.GetApplyErrors() > 0 || a.GetHeldDeletions() > 0 {
 			rep.OK = false
 		}
 		if r := records[cl.GetCluster()]; r != nil {
@@ -206,15 +220,25 @@ func checkManagementPlane(ctx context.Context, c *conn) checkReport {
 		}
 		rep.Clusters = append(rep.Clusters, cc)
 	}
-	// A cluster registration knows but ingest never heard from: its agent
-	// is not installed or cannot connect.
-	for _, name := range slices.Sorted(maps.Keys(records)) {
+	// A cluster registration knows, or translation expects, but ingest
+	// never heard from: its agent is not installed or cannot connect.
+	never := maps.Clone(records)
+	if rep.SafeMode != nil {
+		for _, name := range rep.SafeMode.Missing {
+			if _, ok := never[name]; !ok {
+				never[name] = nil
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(never)) {
 		if seen[name] {
 			continue
 		}
-		r := records[name]
-		cc := clusterCheck{Cluster: name, Push: "never", Pull: "never", Applied: "-", Registration: statusName(r.GetStatus())}
-		certValid(&cc, r)
+		cc := clusterCheck{Cluster: name, Push: "never", Pull: "never", Applied: "-"}
+		if r := never[name]; r != nil {
+			cc.Registration = statusName(r.GetStatus())
+			certValid(&cc, r)
+		}
 		rep.OK = false
 		rep.Clusters = append(rep.Clusters, cc)
 	}
@@ -263,10 +287,13 @@ func printCheckTable(w io.Writer, rep checkReport) {
 			}
 		}
 		fmt.Fprintf(w, "%-45s %s\n", "safe mode", state)
+		if len(sm.Missing) > 0 {
+			fmt.Fprintf(w, "%-45s %s\n", "expected clusters missing", strings.Join(sm.Missing, ", ")+": outputs are incomplete, agents hold their deletions")
+		}
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tPUSH\tINPUT VERSION\tLAST PUSH\tPULL\tAPPLIED\tAPPLY ERRORS\tCERT EXPIRES")
+	fmt.Fprintln(tw, "CLUSTER\tPUSH\tINPUT VERSION\tLAST PUSH\tPULL\tAPPLIED\tAPPLY ERRORS\tHELD DELETIONS\tCERT EXPIRES")
 	for _, c := range rep.Clusters {
 		last := "-"
 		if c.LastPush != nil {
@@ -280,7 +307,7 @@ func printCheckTable(w io.Writer, rep checkReport) {
 				cert = "EXPIRED " + (-d).Round(time.Minute).String() + " ago"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", c.Cluster, c.Push, dash(short(c.InputVersion)), last, c.Pull, c.Applied, c.ApplyErrors, cert)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", c.Cluster, c.Push, dash(short(c.InputVersion)), last, c.Pull, c.Applied, c.ApplyErrors, c.HeldDeletions, cert)
 	}
 	tw.Flush()
 	for _, n := range rep.Notes {

@@ -170,3 +170,20 @@ func TestCertValid(t *testing.T) {
 		t.Errorf("table:\n%s", b.String())
 	}
 }
+
+// The expected clusters that have not reported, and the deletions agents
+// hold meanwhile, are shown.
+func TestCheckTableMissingAndHeld(t *testing.T) {
+	var b strings.Builder
+	printCheckTable(&b, checkReport{
+		Clusters: []clusterCheck{
+			{Cluster: "west", Push: "connected", Pull: "connected", Applied: "current", HeldDeletions: 3},
+			{Cluster: "east", Push: "never", Pull: "never", Applied: "-"},
+		},
+		SafeMode: &safeModeCheck{Missing: []string{"east"}},
+	})
+	if !hasLine(b.String(), "expected clusters missing", "east", "hold their deletions") || !hasLine(b.String(), "west", "current", "0", "3") ||
+		!strings.Contains(b.String(), "HELD DELETIONS") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}

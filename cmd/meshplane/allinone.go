@@ -40,7 +40,8 @@ type settings struct {
 	// shared one.
 	ing ingest.Config
 	// tr holds translation's own settings (where the last valid versions
-	// are kept); the management cluster is registration's.
+	// are kept, the safe-start window); the management cluster is
+	// registration's, and the expected clusters its mirrors.
 	tr translation.Config
 }
 
@@ -70,6 +71,8 @@ func allInOne(args []string) int {
 	s.reg.AddOwnFlags(f)
 	s.ing.AddOwnFlags(f)
 	s.tr.AddOwnFlags(f)
+	f.Duration(&s.tr.SafeStartWindow, "safe-start-window", "after a start or a store loss, how long publishing may wait for every expected cluster to report (0 disables safe mode)")
+	f.Duration(&s.tr.ExpectedRefresh, "expected-clusters-refresh", "how often the KubernetesClusters in --mirror-namespace are read again for the clusters every output expects")
 	// --kubeconfig is registration's; ingest reads the same cluster.
 	f.String(&s.ing.KubeContext, "kube-context", "kubeconfig context of the management cluster, for reading its Meshplane resources (default: the current one)")
 	f.String(&s.devPKIDir, "dev-pki-dir", "create a development CA and a server certificate for localhost here, when no --tls-cert-file is given")
@@ -198,6 +201,9 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 
 	tcfg := s.tr
 	tcfg.Install, tcfg.ClusterDomain, tcfg.Debounce = s.install, s.clusterDomain, s.debounce
+	// The clusters registration mirrors are the ones every output expects:
+	// safe mode waits for them even after Redis restarts empty.
+	tcfg.ClustersNamespace = s.reg.MirrorNamespace
 	tr, err := translation.New(tcfg, translation.WithLogger(log), translation.WithRegisterer(promReg), translation.WithStores(inputs, outputs), translation.WithAcks(acks))
 	if err != nil {
 		return nil, err

@@ -26,6 +26,19 @@ type Ack struct {
 	AckedAt     time.Time
 }
 
+// HeldDeletions counts the owned objects the agent kept although the
+// acknowledged output no longer holds them, because that output was built
+// without some expected cluster's input.
+func (a Ack) HeldDeletions() int {
+	n := 0
+	for _, r := range a.Results {
+		if r.GetOutcome() == snapshotv1.ApplyOutcome_APPLY_OUTCOME_DELETION_HELD {
+			n++
+		}
+	}
+	return n
+}
+
 // AckStore keeps the latest ack of each cluster and tells subscribers when
 // one changes. Distribution writes it; translation reads it to report what
 // could not be applied in the statuses of the policies behind it.

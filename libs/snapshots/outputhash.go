@@ -35,7 +35,7 @@ import (
 var (
 	outputFields = map[protoreflect.FieldNumber]protoreflect.Name{
 		1: "cluster", 2: "version", 3: "generated_at", 4: "objects", 5: "statuses", 6: "input_versions",
-		7: "issued_certificates", 8: "wasm_filters", 9: "access_log_policies",
+		7: "issued_certificates", 8: "wasm_filters", 9: "access_log_policies", 10: "missing_clusters",
 	}
 	objectFields = map[protoreflect.FieldNumber]protoreflect.Name{
 		1: "api_version", 2: "kind", 3: "namespace", 4: "name", 5: "labels", 6: "annotations", 7: "spec",
@@ -505,6 +505,18 @@ func (w *hashWriter) status(s *snapshotv1.ResourceStatus) {
 	w.flushIfLarge()
 }
 
+// element appends one element of a repeated string field: unlike a
+// singular field, an empty element is encoded too.
+func (w *hashWriter) element(num protowire.Number, s string) {
+	if !utf8.ValidString(s) {
+		w.ok = false
+		return
+	}
+	w.buf = protowire.AppendTag(w.buf, num, protowire.BytesType)
+	w.buf = protowire.AppendString(w.buf, s)
+	w.flushIfLarge()
+}
+
 // message appends a field holding m with protobuf's deterministic
 // encoding, for the small lists that are not worth encoding by hand.
 func (w *hashWriter) message(num protowire.Number, m proto.Message) {
@@ -573,6 +585,9 @@ func fastOutputVersion(s *snapshotv1.OutputSnapshot, cache *outputCache, sealer 
 	}
 	for _, p := range s.GetAccessLogPolicies() {
 		w.message(9, p)
+	}
+	for _, c := range s.GetMissingClusters() {
+		w.element(10, c)
 	}
 	if !w.ok {
 		return "", false

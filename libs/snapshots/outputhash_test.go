@@ -78,6 +78,9 @@ func TestFastOutputVersion(t *testing.T) {
 				IncludedRequestHeaders: []string{str(), str()},
 			})
 		}
+		for range r.IntN(3) {
+			out.MissingClusters = append(out.MissingClusters, str())
+		}
 		fast, ok := fastOutputVersion(out, &outputCache{}, false)
 		if !ok {
 			t.Fatalf("output %d: the fast path refused a valid output", i)
@@ -97,6 +100,7 @@ func TestFastOutputVersionFallsBack(t *testing.T) {
 		"invalid UTF-8 annotation": {Cluster: "c", Objects: []*snapshotv1.Object{{Name: "a", Annotations: map[string]string{"\xfe": "v"}}}},
 		"nil object":               {Cluster: "c", Objects: []*snapshotv1.Object{nil}},
 		"nil status":               {Cluster: "c", Statuses: []*snapshotv1.ResourceStatus{nil}},
+		"invalid UTF-8 missing":    {Cluster: "c", MissingClusters: []string{"\xff"}},
 	}
 	for name, out := range cases {
 		if _, ok := fastOutputVersion(out, &outputCache{}, false); ok {

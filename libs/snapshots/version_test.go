@@ -56,6 +56,29 @@ func TestOutputVersionIgnoresInputVersions(t *testing.T) {
 	}
 }
 
+// An output built without an expected cluster's input is another version
+// than the complete one with the same objects, so that the complete one
+// reaches the agent, which garbage-collects only on complete outputs. Both
+// ways of computing the version agree.
+func TestOutputVersionCoversMissingClusters(t *testing.T) {
+	complete := output("east", "x")
+	incomplete := output("east", "x")
+	incomplete.MissingClusters = []string{"west"}
+	other := output("east", "x")
+	other.MissingClusters = []string{"north", "west"}
+	versions := map[string]bool{}
+	for _, o := range []*snapshotv1.OutputSnapshot{complete, incomplete, other} {
+		v := snapshots.OutputVersion(o)
+		if r := snapshots.ReflectOutputVersion(o); r != v {
+			t.Fatalf("missing %v: OutputVersion %s, ReflectOutputVersion %s", o.MissingClusters, v, r)
+		}
+		versions[v] = true
+	}
+	if len(versions) != 3 {
+		t.Fatalf("missing clusters do not change the version: %d distinct versions of 3 outputs", len(versions))
+	}
+}
+
 func TestInputVersionCoversUserIstioObjects(t *testing.T) {
 	user := func(names ...string) *snapshotv1.InputSnapshot {
 		s := input("pod-1", "a")

@@ -10,6 +10,7 @@ type metrics struct {
 	pushBytes   prometheus.Histogram
 	applied     *prometheus.CounterVec
 	applyErrors prometheus.Gauge
+	held        prometheus.Gauge
 	connected   *prometheus.GaugeVec
 
 	caIssued    *prometheus.CounterVec
@@ -42,6 +43,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		applyErrors: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "meshplane_agent_apply_errors", Help: "Objects that failed in the latest apply.",
 		}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshplane_agent_held_deletions",
+			Help: "Owned objects the latest output no longer holds but the agent kept, because that output was built without some expected cluster's input; deleted once a complete output arrives.",
+		}),
 		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meshplane_agent_connected", Help: "1 while the push or watch stream is open.",
 		}, []string{"stream"}),
@@ -64,7 +69,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meshplane_agent_pods_bounced_total", Help: "Pods deleted to restart them on a new Istio intermediate CA, by phase: istiod, gateways or workloads.",
 		}, []string{"phase"}),
 	}
-	for _, c := range []prometheus.Collector{m.pushes, m.pushBytes, m.applied, m.applyErrors, m.connected, m.caIssued, m.caFailures, m.caConflicts, m.caExpiry, m.rotations, m.podsBounced} {
+	for _, c := range []prometheus.Collector{m.pushes, m.pushBytes, m.applied, m.applyErrors, m.held, m.connected, m.caIssued, m.caFailures, m.caConflicts, m.caExpiry, m.rotations, m.podsBounced} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -87,6 +92,8 @@ func (m *metrics) Applied(_ string, applied, failed, deleted int) {
 	m.applied.WithLabelValues("deleted").Add(float64(deleted))
 	m.applyErrors.Set(float64(failed))
 }
+
+func (m *metrics) HeldDeletions(n int) { m.held.Set(float64(n)) }
 
 func (m *metrics) Connected(stream string, up bool) {
 	v := 0.0

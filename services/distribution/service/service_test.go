@@ -207,6 +207,7 @@ func TestAckAndListAcks(t *testing.T) {
 				Results: []*snapshotv1.ApplyResult{
 					{Ref: &snapshotv1.ObjectRef{Kind: "DestinationRule", Name: "reviews"}, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED},
 					{Ref: &snapshotv1.ObjectRef{Kind: "DestinationRule", Name: "ratings"}, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_CONFLICT, Error: "owned by another manager"},
+					{Ref: &snapshotv1.ObjectRef{Kind: "VirtualService", Name: "details"}, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_DELETION_HELD},
 				},
 			})); err != nil {
 				t.Fatalf("Ack: %v", err)
@@ -224,8 +225,8 @@ func TestAckAndListAcks(t *testing.T) {
 			}
 			a := acks[0]
 			if a.GetCluster() != "east" || a.GetAckedVersion() != v1.GetVersion() || a.GetLatestVersion() != v1.GetVersion() ||
-				a.GetApplyErrors() != 1 || !a.GetConnected() {
-				t.Fatalf("ListAcks = %v, want east acked and connected at %s with 1 apply error", a, v1.GetVersion())
+				a.GetApplyErrors() != 1 || a.GetHeldDeletions() != 1 || !a.GetConnected() {
+				t.Fatalf("ListAcks = %v, want east acked and connected at %s with 1 apply error and 1 held deletion", a, v1.GetVersion())
 			}
 			if at := a.GetAckedAt().AsTime(); a.GetAckedAt() == nil || at.Before(before.Add(-time.Second)) || at.After(time.Now()) {
 				t.Fatalf("acked_at %v is not the time of the ack", a.GetAckedAt())

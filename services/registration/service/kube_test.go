@@ -17,6 +17,7 @@ import (
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"github.com/meshplane/meshplane/libs/pki"
+	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"github.com/meshplane/meshplane/services/registration/service"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -165,21 +166,36 @@ func TestManagementCluster(t *testing.T) {
 		wantRefused(t, res, err, connect.CodeFailedPrecondition, "no-such-secret")
 	})
 
-	t.Run("mirrors of clusters without a record are removed", func(t *testing.T) {
-		// The records are lost (a flushed store): the resync removes the
-		// mirrors, and nothing else in the namespace.
+	t.Run("records a flushed store lost are re-seeded from their mirrors", func(t *testing.T) {
+		// The records are lost (Redis restarted empty): the mirrors stay,
+		// the records come back from them, and east, whose agent still
+		// holds a valid certificate, can be deregistered, which revokes it.
 		if err := e.redis.FlushAll(t.Context()).Err(); err != nil {
 			t.Fatal(err)
 		}
+		admin := e.admin(t, e.serviceCert(t, "meshctl"), nil)
 		err := kubetest.WaitFor(t.Context(), 10*time.Second, func(ctx context.Context) (bool, error) {
-			list, err := kc.Dynamic().Resource(kubernetesClusters).Namespace(ns).List(ctx, metav1.ListOptions{})
-			return err == nil && len(list.Items) == 0, nil
+			res, err := admin.ListClusters(ctx, connect.NewRequest(&registrationv1.ListClustersRequest{}))
+			return err == nil && len(res.Msg.GetClusters()) == 2, nil
 		})
 		if err != nil {
-			t.Fatalf("mirrors not removed: %v", err)
+			t.Fatalf("records not re-seeded: %v", err)
+		}
+		waitMirror(t, "east", "STATE_REGISTERED", eastCert.Leaf.SerialNumber.String())
+		waitMirror(t, "north", "STATE_DEREGISTERED", "")
+		res, err := admin.DeregisterCluster(t.Context(), connect.NewRequest(&registrationv1.DeregisterClusterRequest{Name: "east"}))
+		if err != nil {
+			t.Fatalf("deregistering east after the store loss: %v", err)
+		}
+		if res.Msg.GetRevokedCertificates() != 1 {
+			t.Fatalf("deregistration revoked %d certificates, want east's live one", res.Msg.GetRevokedCertificates())
+		}
+		revoked, err := e.redis.ZScore(t.Context(), revredis.Key(service.DefaultConfig().Install), eastCert.Leaf.SerialNumber.String()).Result()
+		if err != nil || revoked == 0 {
+			t.Fatalf("east's certificate is not in the shared revocation set: %v", err)
 		}
 		if _, err := kc.Clientset().CoreV1().Secrets(ns).Get(t.Context(), "meshplane-ca", metav1.GetOptions{}); err != nil {
-			t.Fatalf("the CA Secret went too: %v", err)
+			t.Fatalf("the CA Secret went: %v", err)
 		}
 	})
 }

@@ -348,16 +348,24 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if d.checker != nil {
 		d.checker.set(revoked)
 	}
-	var mirroring *app.Mirroring
+	var (
+		mirroring *app.Mirroring
+		reseed    *app.Reseeder
+	)
 	if cfg.MirrorNamespace != "" {
-		mirroring = app.NewMirroring(stores.Clusters, kube.NewMirror(kc.dynamic, cfg.MirrorNamespace, cfg.Install, d.reg), cfg.MirrorResync, log)
-		log.Info("cluster records are mirrored as KubernetesClusters", "namespace", cfg.MirrorNamespace)
+		// The mirrors are the durable copy of the records: what the store
+		// loses is re-seeded from them, deregistered clusters revoked again.
+		mirror := kube.NewMirror(kc.dynamic, cfg.MirrorNamespace, cfg.Install, d.reg)
+		reseed = app.NewReseeder(stores.Clusters, mirror, app.NewRevoker(stores.Revocations, revoked), d.now, log)
+		mirroring = app.NewMirroring(stores.Clusters, mirror, reseed, cfg.MirrorResync, log)
+		log.Info("cluster records are mirrored as KubernetesClusters, and re-seeded from them", "namespace", cfg.MirrorNamespace)
 	}
 	ropts := app.Options{
 		TrustDomain: cfg.TrustDomain, CertTTL: cfg.CertTTL, TokenTTL: cfg.TokenTTL, RelayToken: relay, Log: log, Now: d.now,
 		// Ingest keeps the management cluster's own input under the
 		// install name (its --management-cluster-name default).
 		Reserved: []string{cfg.Install},
+		Reseed:   reseed,
 	}
 	if mirroring != nil {
 		ropts.Changes = mirroring

@@ -14,6 +14,7 @@ type metrics struct {
 	publishErrors *prometheus.CounterVec
 	safeMode      prometheus.Gauge
 	safeWaiting   prometheus.Gauge
+	missing       prometheus.Gauge
 	lkgLoaded     prometheus.Gauge
 	lkgPending    prometheus.Gauge
 }
@@ -47,6 +48,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meshplane_translation_safe_mode_clusters_waiting",
 			Help: "Registered clusters that safe mode waits for to report an input.",
 		}),
+		missing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshplane_translation_clusters_missing",
+			Help: "Expected clusters (KubernetesClusters in the management cluster) with no input since translation started; outputs built meanwhile are incomplete and agents hold their deletions.",
+		}),
 		lkgLoaded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "meshplane_translation_last_good_loaded",
 			Help: "1 once the last valid versions kept in the management cluster have been read (publishing waits for them, at most the safe-start window), else 0.",
@@ -56,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Changes to the last valid versions not yet written to the management cluster (retried).",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.outputObjects, m.outputBytes, m.publishErrors, m.safeMode, m.safeWaiting, m.lkgLoaded, m.lkgPending} {
+	for _, c := range []prometheus.Collector{m.duration, m.outputObjects, m.outputBytes, m.publishErrors, m.safeMode, m.safeWaiting, m.lkgLoaded, m.lkgPending, m.missing} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -89,6 +94,8 @@ func (m *metrics) SetSafeMode(on bool, waiting int) {
 	m.safeMode.Set(v)
 	m.safeWaiting.Set(float64(waiting))
 }
+
+func (m *metrics) SetMissing(clusters int) { m.missing.Set(float64(clusters)) }
 
 func (m *metrics) SetLastGood(loaded bool, pending int) {
 	v := 0.0

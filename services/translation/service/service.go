@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
@@ -26,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -40,6 +42,15 @@ type Config struct {
 	// SafeStartWindow is how long publishing may wait after a start for
 	// every registered cluster to report; zero disables safe mode.
 	SafeStartWindow time.Duration
+	// ClustersNamespace, when set, is where registration mirrors its
+	// cluster records (its --mirror-namespace): the registered clusters
+	// there are the ones every output expects, and safe mode waits for
+	// them even after a lost Redis. Empty: safe mode waits for the
+	// clusters with outputs in the output store, and outputs are always
+	// complete.
+	ClustersNamespace string
+	// ExpectedRefresh is how often the expected clusters are read again.
+	ExpectedRefresh time.Duration
 	Redis           snapshots.RedisOptions
 	// RecordsNamespace is the namespace of the management cluster where
 	// the last valid version of every resource is kept (ResourceRecords),
@@ -60,6 +71,7 @@ func DefaultConfig() Config {
 		ClusterDomain:   "cluster.local",
 		Debounce:        100 * time.Millisecond,
 		SafeStartWindow: 60 * time.Second,
+		ExpectedRefresh: app.DefaultExpectedRefresh,
 		Redis:           snapshots.NewRedisOptions(),
 	}
 }
@@ -70,9 +82,11 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags.String(&c.Install, "install", "install name, the value of the meshplane.dev/managed-by label")
 	c.flags.String(&c.ClusterDomain, "cluster-domain", "DNS suffix of Services in workload clusters")
 	c.flags.Duration(&c.Debounce, "debounce", "how long a burst of input changes may settle before translating")
-	c.flags.Duration(&c.SafeStartWindow, "safe-start-window", "after a start or a store loss, how long publishing may wait for every registered cluster to report, and for the last valid versions to be read (0 disables safe mode)")
-	c.flags.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of the management cluster, for --records-namespace; empty means in-cluster")
+	c.flags.Duration(&c.SafeStartWindow, "safe-start-window", "after a start or a store loss, how long publishing may wait for every expected cluster to report, and for the last valid versions to be read (0 disables safe mode)")
+	c.flags.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of the management cluster, for --records-namespace and --clusters-namespace; empty means in-cluster")
 	c.flags.String(&c.KubeContext, "kube-context", "kubeconfig context of the management cluster (default: the current one)")
+	c.flags.String(&c.ClustersNamespace, "clusters-namespace", "namespace of the management cluster where registration mirrors cluster records as KubernetesClusters (its --mirror-namespace); the registered ones are the clusters every output expects, and safe mode waits for them even after Redis restarts empty. Empty: safe mode waits for the clusters with outputs in Redis")
+	c.flags.Duration(&c.ExpectedRefresh, "expected-clusters-refresh", "how often the KubernetesClusters in --clusters-namespace are read again")
 	c.AddOwnFlags(c.flags)
 	c.Redis.AddFlags(fs)
 }
@@ -99,6 +113,14 @@ func (c *Config) Validate() error {
 	if c.SafeStartWindow < 0 {
 		errs = append(errs, errors.New("--safe-start-window must not be negative"))
 	}
+	if c.ExpectedRefresh <= 0 {
+		errs = append(errs, errors.New("--expected-clusters-refresh must be positive"))
+	}
+	if c.ClustersNamespace != "" {
+		if err := validation.IsDNS1123Label(c.ClustersNamespace); len(err) > 0 {
+			errs = append(errs, fmt.Errorf("--clusters-namespace %q: %s", c.ClustersNamespace, strings.Join(err, "; ")))
+		}
+	}
 	errs = append(errs, c.Redis.Validate())
 	return errors.Join(errs...)
 }
@@ -114,6 +136,8 @@ type deps struct {
 	redis   redis.UniversalClient
 	acks    snapshots.AckStore
 	hook    func(cluster string, out *snapshotv1.OutputSnapshot)
+	// expected overrides the source ClustersNamespace names.
+	expected app.ExpectedClusters
 }
 
 // WithLogger sets the logger.
@@ -133,6 +157,10 @@ func WithStores(in snapshots.Store[*snapshotv1.InputSnapshot], out snapshots.Sto
 // from it. Objects that an agent could not apply make the policies behind
 // them FAILED.
 func WithAcks(a snapshots.AckStore) Option { return func(d *deps) { d.acks = a } }
+
+// WithExpectedClusters sets where the expected clusters are read, instead
+// of the KubernetesClusters in --clusters-namespace.
+func WithExpectedClusters(e app.ExpectedClusters) Option { return func(d *deps) { d.expected = e } }
 
 // WithTestOutputHook is for tests only: fn may change each output after
 // translation, before it is sealed and published, for example to inject an
@@ -182,6 +210,14 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.expected == nil && cfg.ClustersNamespace != "" {
+		client, err := managementClient(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("translation: --clusters-namespace needs the management cluster: %w", err)
+		}
+		d.expected = kube.NewExpectedClusters(client, cfg.ClustersNamespace, cfg.Install)
+		log.Info("expected clusters are the registered KubernetesClusters", "namespace", cfg.ClustersNamespace)
+	}
 	var topts []app.TranslatorOption
 	if cfg.RecordsNamespace != "" {
 		store, err := newRecordStore(cfg, log)
@@ -194,6 +230,8 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		Domain:          domain.Options{Install: cfg.Install, ClusterDomain: cfg.ClusterDomain},
 		Debounce:        cfg.Debounce,
 		SafeStartWindow: cfg.SafeStartWindow,
+		Expected:        d.expected,
+		ExpectedRefresh: cfg.ExpectedRefresh,
 		TestOutputHook:  d.hook,
 	}, d.inputs, d.outputs, metrics, log, topts...)
 	if d.acks != nil {
@@ -221,6 +259,21 @@ func newRecordStore(cfg Config, log *slog.Logger) (*kube.LastGood, error) {
 		return nil, fmt.Errorf("translation: client of the management cluster: %w", err)
 	}
 	return kube.NewLastGood(client, cfg.RecordsNamespace, cfg.Install, log), nil
+}
+
+// managementClient reaches the management cluster, for the expected
+// clusters.
+func managementClient(cfg Config) (dynamic.Interface, error) {
+	rc, err := kubelib.RESTConfigFromKubeconfig(cfg.Kubeconfig, cfg.KubeContext)
+	if err != nil {
+		return nil, err
+	}
+	rc.UserAgent = "meshplane-translation"
+	client, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("client of the management cluster: %w", err)
+	}
+	return client, nil
 }
 
 func newInput() *snapshotv1.InputSnapshot   { return &snapshotv1.InputSnapshot{} }

@@ -6,7 +6,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 )
 
 // Plane is a running management plane: four processes, or one all-in-one.
@@ -18,7 +20,14 @@ type Plane struct {
 	// the other services for tests.
 	Registration, Ingest, Translation, Distribution string
 	TokensFile                                      string
+	// allInOne is the all-in-one process's spec, for Restart; its
+	// listeners are bound again on the same addresses.
+	allInOne  *Spec
+	adminAddr string
 }
+
+// AdminAddr is the all-in-one process's health and metrics address.
+func (p *Plane) AdminAddr() string { return p.adminAddr }
 
 // Tokens writes a bootstrap token for each cluster and returns them.
 func writeTokens(path string, clusters []string) (map[string]string, error) {
@@ -48,14 +57,32 @@ type PlaneOptions struct {
 	// IngestArgs are added to the ingest process's flags (not used with
 	// AllInOne), e.g. the management cluster's --kubeconfig.
 	IngestArgs []string
-	// ManagementKubeconfig, when set, is the management cluster: ingest (or
-	// the all-in-one) watches its Meshplane resources, ScopeGrants
-	// included.
+	// ManagementKubeconfig gives the plane a management cluster.
+	// Registration mirrors its cluster records there as KubernetesClusters
+	// in MirrorNamespace, and re-seeds them from it when Redis loses them
+	// (--kubeconfig, --mirror-namespace, and Redis for its records);
+	// translation expects the registered ones (--kubeconfig,
+	// --clusters-namespace); ingest (or the all-in-one) watches its
+	// Meshplane resources, ScopeGrants included. All-in-one shares
+	// registration's flags. The namespace must exist.
 	ManagementKubeconfig string
+	// MirrorNamespace is the namespace in the management cluster; empty
+	// means "meshplane".
+	MirrorNamespace string
+	// SafeStartWindow, when not zero, is translation's --safe-start-window.
+	SafeStartWindow time.Duration
 }
 
-// managementArgs are ingest's flags for the management cluster.
-func (o PlaneOptions) managementArgs() []string {
+func (o PlaneOptions) mirrorNamespace() string {
+	if o.MirrorNamespace == "" {
+		return "meshplane"
+	}
+	return o.MirrorNamespace
+}
+
+// watchArgs are ingest's flags that watch the management cluster's
+// Meshplane resources.
+func (o PlaneOptions) watchArgs() []string {
 	if o.ManagementKubeconfig == "" {
 		return nil
 	}
@@ -99,18 +126,30 @@ func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string,
 	services := []svc{
 		{"registration", CmdRegistration, func(map[string]string) []string {
 			args := []string{"--tls-client-auth", "optional", "--ca-dir", p.PKI.CADir, "--bootstrap-tokens-file", p.TokensFile, "--trust-domain", p.PKI.TrustDomain}
-			if o.RegistrationRedis {
+			if o.RegistrationRedis || o.ManagementKubeconfig != "" {
 				args = append(args, redis...)
+			}
+			if o.ManagementKubeconfig != "" {
+				args = append(args, "--kubeconfig", o.ManagementKubeconfig, "--mirror-namespace", o.mirrorNamespace())
 			}
 			return args
 		}},
-		{"translation", CmdTranslation, func(map[string]string) []string { return append(redis, "--debounce", "50ms") }},
+		{"translation", CmdTranslation, func(map[string]string) []string {
+			args := append(slices.Clone(redis), "--debounce", "50ms")
+			if o.ManagementKubeconfig != "" {
+				args = append(args, "--kubeconfig", o.ManagementKubeconfig, "--clusters-namespace", o.mirrorNamespace())
+			}
+			if o.SafeStartWindow != 0 {
+				args = append(args, "--safe-start-window", o.SafeStartWindow.String())
+			}
+			return args
+		}},
 		{"distribution", CmdDistribution, func(map[string]string) []string { return redis }},
 		{"ingest", CmdIngest, func(a map[string]string) []string {
 			cert, key := filepath.Join(p.PKI.Dir, "ingest.crt"), filepath.Join(p.PKI.Dir, "ingest.key")
 			args := append(redis, "--translation-addr", a["translation"], "--translation-ca-file", p.PKI.RootFile(),
 				"--translation-cert-file", cert, "--translation-key-file", key, "--translation-server-name", "localhost")
-			return append(append(args, o.managementArgs()...), o.IngestArgs...)
+			return append(append(args, o.watchArgs()...), o.IngestArgs...)
 		}},
 	}
 	for _, s := range services {
@@ -150,14 +189,72 @@ func (p *Plane) startAllInOne(o PlaneOptions, logs string) error {
 	if o.RedisAddr != "" {
 		args = append(args, "--redis-addrs", o.RedisAddr)
 	}
-	args = append(args, o.managementArgs()...)
-	proc, err := Start(Spec{Name: "meshplane", Binary: Binary(o.BinDir, CmdMeshplane), Args: args, LogDir: logs, Listeners: pair.both()})
+	if o.ManagementKubeconfig != "" {
+		args = append(args, "--kubeconfig", o.ManagementKubeconfig, "--mirror-namespace", o.mirrorNamespace(),
+			"--watch-management-cluster", "true", "--management-debounce", "50ms")
+	}
+	if o.SafeStartWindow != 0 {
+		args = append(args, "--safe-start-window", o.SafeStartWindow.String())
+	}
+	spec := Spec{Name: "meshplane", Binary: Binary(o.BinDir, CmdMeshplane), Args: args, LogDir: logs, Listeners: pair.both()}
+	proc, err := Start(spec)
 	if err != nil {
 		return err
 	}
+	spec.Listeners = nil
+	p.allInOne = &spec
 	p.Procs = append(p.Procs, proc)
 	a := pair.rpc.Addr().String()
 	p.Registration, p.Ingest, p.Translation, p.Distribution = a, a, a, a
+	p.adminAddr = pair.admin.Addr().String()
+	return nil
+}
+
+// Restart stops the all-in-one process (kill: at once, as a crash), runs
+// whileDown (nil: nothing), and starts the process again on the same
+// addresses, as a restarted pod behind a Service, so that agents keep their
+// addresses. Another socket may briefly hold a port, so binding is retried
+// until ctx ends or 10 s pass.
+func (p *Plane) Restart(ctx context.Context, kill bool, whileDown func() error) error {
+	if p.allInOne == nil || len(p.Procs) != 1 {
+		return fmt.Errorf("restart: only an all-in-one plane can be restarted")
+	}
+	if kill {
+		p.Procs[0].Kill()
+	} else {
+		p.Procs[0].Stop()
+	}
+	if whileDown != nil {
+		if err := whileDown(); err != nil {
+			return err
+		}
+	}
+	var lns []*net.TCPListener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for _, addr := range []string{p.Registration, p.adminAddr} {
+		err := Wait(ctx, 10*time.Second, "bind "+addr, func(context.Context) (bool, error) {
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return false, err
+			}
+			lns = append(lns, ln.(*net.TCPListener))
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	spec := *p.allInOne
+	spec.Listeners = lns
+	proc, err := Start(spec)
+	if err != nil {
+		return err
+	}
+	p.Procs[0] = proc
 	return nil
 }
 

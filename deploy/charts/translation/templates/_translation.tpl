@@ -12,6 +12,12 @@
 {{- with .Values.debounce }}
 - --debounce={{ . }}
 {{- end }}
+{{- if .Values.expectedClusters.enabled }}
+- --clusters-namespace={{ .Release.Namespace }}
+{{- with .Values.expectedClusters.refresh }}
+- --expected-clusters-refresh={{ . }}
+{{- end }}
+{{- end }}
 {{- if .Values.lastKnownGood.records }}
 - --records-namespace={{ .Release.Namespace }}
 {{- end }}

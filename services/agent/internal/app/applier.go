@@ -15,7 +15,10 @@ import (
 
 // Syncer applies each output snapshot it receives: objects in dependency
 // order with server-side apply, then deletion of the owned objects that the
-// snapshot no longer holds, then an acknowledgement.
+// snapshot no longer holds, then an acknowledgement. A snapshot built
+// without some expected cluster's input (missing_clusters) deletes
+// nothing: its deletions are held, counted and acknowledged as
+// DELETION_HELD, until a complete snapshot arrives.
 //
 // It deletes only after it has received a whole snapshot from the
 // management plane. A restart or a lost connection deletes nothing.
@@ -237,11 +240,21 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 		return false
 	}
 	owned, err := s.applier.ListOwned(ctx)
+	held := 0
 	if err != nil {
 		s.log.Warn("listing owned objects failed; garbage collection skipped this round", "error", err)
 	} else {
+		missing := snap.GetMissingClusters()
 		for _, key := range domain.Obsolete(snap.GetObjects(), owned) {
 			ref := &snapshotv1.ObjectRef{ApiVersion: key.APIVersion, Kind: key.Kind, Namespace: key.Namespace, Name: key.Name}
+			if len(missing) > 0 {
+				// What the missing clusters' inputs would have kept is
+				// not known: nothing is deleted until an output built
+				// from every expected cluster's input arrives.
+				held++
+				results = append(results, &snapshotv1.ApplyResult{Ref: ref, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_DELETION_HELD})
+				continue
+			}
 			if err := s.applier.Delete(ctx, key); err != nil {
 				failed++
 				results = append(results, &snapshotv1.ApplyResult{Ref: ref, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_REJECTED, Error: "delete: " + err.Error()})
@@ -284,6 +297,12 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 	}
 	s.mu.Unlock()
 	s.metrics.Applied(snap.GetVersion(), applied, failed, deleted)
+	if err == nil {
+		s.metrics.HeldDeletions(held)
+	}
+	if held > 0 {
+		s.log.Warn("deletions held: the output was built without the inputs of expected clusters", "version", snap.GetVersion(), "held", held, "missing_clusters", snap.GetMissingClusters())
+	}
 	s.log.Info("applied output snapshot", "version", snap.GetVersion(), "applied", applied, "failed", failed, "deleted", deleted, "statuses_written", written, "duration", time.Since(start))
 	if err := s.relay.Ack(ctx, snap.GetVersion(), results); err != nil {
 		s.log.Warn("acknowledging failed", "version", snap.GetVersion(), "error", err)

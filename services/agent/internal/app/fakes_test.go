@@ -399,6 +399,7 @@ func (r *fakeReader) discoverCalls() int {
 type recordingMetrics struct {
 	mu        sync.Mutex
 	applied   []string
+	held      int
 	connected map[string]bool
 }
 
@@ -407,6 +408,11 @@ func (m *recordingMetrics) Applied(version string, applied, failed, deleted int)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.applied = append(m.applied, fmt.Sprintf("%s applied=%d failed=%d deleted=%d", version, applied, failed, deleted))
+}
+func (m *recordingMetrics) HeldDeletions(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.held = n
 }
 func (m *recordingMetrics) Connected(stream string, up bool) {
 	m.mu.Lock()

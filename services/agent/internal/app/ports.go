@@ -108,6 +108,10 @@ const (
 type Metrics interface {
 	Pushed(bytes int, err error)
 	Applied(version string, applied, failed, deleted int)
+	// HeldDeletions records how many owned objects the latest apply kept
+	// although its output no longer holds them, because the output was
+	// built without some expected cluster's input.
+	HeldDeletions(n int)
 	Connected(stream string, up bool)
 }
 
@@ -116,6 +120,7 @@ type NopMetrics struct{}
 
 func (NopMetrics) Pushed(int, error)             {}
 func (NopMetrics) Applied(string, int, int, int) {}
+func (NopMetrics) HeldDeletions(int)             {}
 func (NopMetrics) Connected(string, bool)        {}
 
 // CertificateSource hands the current client certificate to TLS.

@@ -57,6 +57,9 @@ type ClusterState struct {
 	// Stale is set by Clusters: no agent is connected and the last push
 	// is older than the stale window. The snapshot is kept all the same.
 	Stale bool
+	// Management is set by Clusters for an input this process produces
+	// itself (Reserve): the management cluster's own resources.
+	Management bool
 }
 
 // IngestorOption tunes an Ingestor.
@@ -375,6 +378,7 @@ func (i *Ingestor) Clusters() []ClusterState {
 	for _, st := range i.clusters {
 		c := *st
 		c.Stale = i.stale(c, now)
+		c.Management = i.reserved[c.Cluster]
 		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b ClusterState) int { return strings.Compare(a.Cluster, b.Cluster) })

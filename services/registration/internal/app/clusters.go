@@ -90,6 +90,12 @@ func (r *Registrar) DeregisterCluster(ctx context.Context, name string) (domain.
 	if err := validName(name); err != nil {
 		return domain.Cluster{}, 0, err
 	}
+	// A record the store lost (Redis restarted empty) is re-seeded from
+	// its durable copy first, so that the live cluster's certificates are
+	// revoked.
+	if _, err := r.lookup(ctx, name); err != nil && !errors.Is(err, ErrNotFound) {
+		return domain.Cluster{}, 0, r.clusterErr(err)
+	}
 	var revoke []domain.IssuedCert
 	now := r.now()
 	c, err := r.stores.Clusters.UpdateCluster(ctx, name, func(c *domain.Cluster, exists bool) error {
@@ -118,7 +124,7 @@ func (r *Registrar) GetCluster(ctx context.Context, name string) (domain.Cluster
 	if err := validName(name); err != nil {
 		return domain.Cluster{}, err
 	}
-	c, err := r.stores.Clusters.Cluster(ctx, name)
+	c, err := r.lookup(ctx, name)
 	if err != nil {
 		return domain.Cluster{}, r.clusterErr(err)
 	}

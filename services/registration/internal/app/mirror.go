@@ -15,10 +15,6 @@ import (
 type ClusterMirror interface {
 	// MirrorCluster writes c's mirror.
 	MirrorCluster(ctx context.Context, c domain.Cluster) error
-	// MirroredClusters names the clusters that have a mirror.
-	MirroredClusters(ctx context.Context) ([]string, error)
-	// RemoveMirror removes the mirror of cluster, if any.
-	RemoveMirror(ctx context.Context, cluster string) error
 }
 
 // ClusterChanges learns of every change to a cluster record.
@@ -31,12 +27,15 @@ const DefaultMirrorResync = 30 * time.Second
 
 // Mirroring keeps a ClusterMirror in step with the cluster records: a
 // changed record is mirrored soon after, and every resync all records are
-// written and mirrors of records that no longer exist are removed, which
-// also catches changes made by other replicas. A mirror that fails is
-// logged and retried at the next resync; it never fails a registration.
+// written, which also catches changes made by other replicas. A mirror is
+// never removed: records are never deleted, so a mirror without a record
+// means the store lost it, and every resync first re-seeds such records
+// from their mirrors (Reseeder). A mirror that fails is logged and retried
+// at the next resync; it never fails a registration.
 type Mirroring struct {
 	clusters ClusterStore
 	mirror   ClusterMirror
+	reseed   *Reseeder
 	resync   time.Duration
 	log      *slog.Logger
 
@@ -47,16 +46,17 @@ type Mirroring struct {
 
 var _ ClusterChanges = (*Mirroring)(nil)
 
-// NewMirroring mirrors clusters' records to mirror; resync <= 0 means
+// NewMirroring mirrors clusters' records to mirror, after re-seeding the
+// records the store lost with reseed (nil: none); resync <= 0 means
 // DefaultMirrorResync.
-func NewMirroring(clusters ClusterStore, mirror ClusterMirror, resync time.Duration, log *slog.Logger) *Mirroring {
+func NewMirroring(clusters ClusterStore, mirror ClusterMirror, reseed *Reseeder, resync time.Duration, log *slog.Logger) *Mirroring {
 	if resync <= 0 {
 		resync = DefaultMirrorResync
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Mirroring{clusters: clusters, mirror: mirror, resync: resync, log: log, pending: map[string]bool{}, wake: make(chan struct{}, 1)}
+	return &Mirroring{clusters: clusters, mirror: mirror, reseed: reseed, resync: resync, log: log, pending: map[string]bool{}, wake: make(chan struct{}, 1)}
 }
 
 // ClusterChanged queues name; it never blocks.
@@ -104,37 +104,20 @@ func (m *Mirroring) flush(ctx context.Context) {
 	}
 }
 
-// Reconcile writes every record's mirror and removes the others. When the
-// records cannot be read, nothing is removed.
+// Reconcile re-seeds the records the store lost, then writes every
+// record's mirror. A record that cannot be re-seeded is not mirrored over:
+// its mirror stays as it is.
 func (m *Mirroring) Reconcile(ctx context.Context) error {
-	cs, err := m.clusters.Clusters(ctx)
-	if err != nil {
-		return err
-	}
 	var errs []error
-	keep := make(map[string]bool, len(cs))
-	for _, c := range cs {
-		keep[c.Name] = true
-		errs = append(errs, m.mirror.MirrorCluster(ctx, c))
+	if m.reseed != nil {
+		errs = append(errs, m.reseed.ReseedAll(ctx))
 	}
-	mirrored, err := m.mirror.MirroredClusters(ctx)
+	cs, err := m.clusters.Clusters(ctx)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	for _, name := range mirrored {
-		if keep[name] {
-			continue
-		}
-		// Created by another replica since the list above?
-		if _, err := m.clusters.Cluster(ctx, name); !errors.Is(err, ErrNotFound) {
-			errs = append(errs, err)
-			continue
-		}
-		if err := m.mirror.RemoveMirror(ctx, name); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		m.log.InfoContext(ctx, "KubernetesCluster mirror removed: the cluster has no record", "cluster", name)
+	for _, c := range cs {
+		errs = append(errs, m.mirror.MirrorCluster(ctx, c))
 	}
 	return errors.Join(errs...)
 }

@@ -36,6 +36,9 @@ type Options struct {
 	// Changes, when set, learns of every change to a cluster record (the
 	// KubernetesCluster mirror).
 	Changes ClusterChanges
+	// Reseed, when set, puts back a record the store lost from its durable
+	// copy before a renewal, a lookup or a deregistration finds it missing.
+	Reseed *Reseeder
 	// Reserved are names no workload cluster may take: the install name,
 	// under which ingest keeps the management cluster's own input.
 	Reserved []string
@@ -233,7 +236,7 @@ func (r *Registrar) Renew(ctx context.Context, cluster string, csrPEM []byte, ag
 	if err != nil {
 		return Issued{}, err
 	}
-	c, err := r.stores.Clusters.Cluster(ctx, cluster)
+	c, err := r.lookup(ctx, cluster)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		// An in-memory store that restarted: the certificate, which this CA
@@ -306,6 +309,15 @@ func (r *Registrar) issue(ctx context.Context, csr *x509.CertificateRequest, id 
 }
 
 // changed tells the mirror, if any, that a record changed.
+// lookup returns the record of cluster, re-seeding it from its durable
+// copy when the store lost it.
+func (r *Registrar) lookup(ctx context.Context, cluster string) (domain.Cluster, error) {
+	if r.opts.Reseed != nil {
+		return r.opts.Reseed.Reseed(ctx, cluster)
+	}
+	return r.stores.Clusters.Cluster(ctx, cluster)
+}
+
 func (r *Registrar) changed(cluster string) {
 	if r.opts.Changes != nil {
 		r.opts.Changes.ClusterChanged(cluster)
@@ -315,11 +327,5 @@ func (r *Registrar) changed(cluster string) {
 // revoke adds certs to the shared set, and to this replica's cache at once
 // even when the store fails, so that at least this replica refuses them.
 func (r *Registrar) revoke(ctx context.Context, certs []domain.IssuedCert) error {
-	if len(certs) == 0 {
-		return nil
-	}
-	if r.revoked != nil {
-		r.revoked.Add(certs)
-	}
-	return r.stores.Revocations.Revoke(ctx, certs)
+	return NewRevoker(r.stores.Revocations, r.revoked).Revoke(ctx, certs)
 }

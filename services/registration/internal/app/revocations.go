@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -30,4 +31,28 @@ func (r *Revocations) Add(certs []domain.IssuedCert) {
 	for _, c := range certs {
 		r.Cache.Add(c.Serial, c.NotAfter)
 	}
+}
+
+// Revoker revokes certificates in the shared set, and in this replica's
+// cache at once even when the store fails, so that at least this replica
+// refuses them.
+type Revoker struct {
+	store RevocationStore
+	cache *Revocations
+}
+
+// NewRevoker revokes into store and cache (nil: no cache).
+func NewRevoker(store RevocationStore, cache *Revocations) *Revoker {
+	return &Revoker{store: store, cache: cache}
+}
+
+// Revoke revokes certs.
+func (v *Revoker) Revoke(ctx context.Context, certs []domain.IssuedCert) error {
+	if len(certs) == 0 {
+		return nil
+	}
+	if v.cache != nil {
+		v.cache.Add(certs)
+	}
+	return v.store.Revoke(ctx, certs)
 }

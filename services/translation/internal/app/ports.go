@@ -32,6 +32,15 @@ type OutputLister interface {
 	List(ctx context.Context) ([]snapshots.Entry[*snapshotv1.OutputSnapshot], error)
 }
 
+// ExpectedClusters names the clusters whose inputs every output depends on:
+// the clusters registered in the management cluster, a source that
+// outlives a lost store. Safe mode waits for them, and an output built
+// while one of them has no input is marked incomplete (missing_clusters),
+// so that agents hold its deletions.
+type ExpectedClusters interface {
+	ExpectedClusters(ctx context.Context) ([]string, error)
+}
+
 // Metrics records what translation did. The service wires Prometheus.
 type Metrics interface {
 	ObserveTranslation(d time.Duration, err error)
@@ -40,6 +49,8 @@ type Metrics interface {
 	// SetSafeMode records whether publishing is held back, and for how
 	// many clusters it waits.
 	SetSafeMode(on bool, waiting int)
+	// SetMissing records how many expected clusters have no input.
+	SetMissing(clusters int)
 	// SetLastGood records whether the stored last valid versions have been
 	// read, and how many writes to the store are pending.
 	SetLastGood(loaded bool, pending int)
@@ -52,4 +63,5 @@ func (NopMetrics) ObserveTranslation(time.Duration, error) {}
 func (NopMetrics) ObserveOutput(string, int, int)          {}
 func (NopMetrics) ObservePublishError(string)              {}
 func (NopMetrics) SetSafeMode(bool, int)                   {}
+func (NopMetrics) SetMissing(int)                          {}
 func (NopMetrics) SetLastGood(bool, int)                   {}

@@ -15,6 +15,7 @@ import (
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // ErrInvalidInput is returned for an input that cannot be used.
@@ -33,6 +34,15 @@ type Config struct {
 	// registered cluster to report (safe mode, DESIGN.md section 7). Zero
 	// disables safe mode.
 	SafeStartWindow time.Duration
+	// Expected, when set, names the clusters every output depends on (see
+	// ExpectedClusters). Safe mode then waits for them rather than for the
+	// clusters with outputs in the output store, which a lost store
+	// forgets. Nil keeps the output store as safe mode's only source, and
+	// every output complete.
+	Expected ExpectedClusters
+	// ExpectedRefresh is how often Expected is read again; zero means
+	// DefaultExpectedRefresh.
+	ExpectedRefresh time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// TestOutputHook, when set, may change each output after translation,
@@ -40,6 +50,9 @@ type Config struct {
 	// API server rejects; no flag sets it.
 	TestOutputHook func(cluster string, out *snapshotv1.OutputSnapshot)
 }
+
+// DefaultExpectedRefresh is how often the expected clusters are read again.
+const DefaultExpectedRefresh = 10 * time.Second
 
 // Translator keeps the latest input of every cluster in memory, so that it
 // goes on translating while the store is down, and publishes each changed
@@ -59,6 +72,10 @@ type Translator struct {
 	outputs   map[string]*snapshotv1.OutputSnapshot
 	published map[string]string // cluster -> version in the publisher
 	safe      safeMode
+	// expected are the clusters Config.Expected last named, sorted; nil
+	// until it has answered once. expectedAt is when it was last read.
+	expected   []string
+	expectedAt time.Time
 	// failures are the objects each cluster's agent last reported it could
 	// not apply, from reports (applied.go).
 	failures map[string][]domain.ApplyFailure
@@ -84,8 +101,9 @@ type Translator struct {
 
 // safeMode holds back publishing until every cluster known to be
 // registered has reported an input, or until the safe-start window passes.
-// A cluster is known when it has an output in the output store at start,
-// or an input. Guarded by Translator.mu.
+// A cluster is known when it is expected (Config.Expected) or, without an
+// expected source, when it has an output in the output store at start; and
+// when it has an input. Guarded by Translator.mu.
 type safeMode struct {
 	on       bool
 	since    time.Time
@@ -116,6 +134,9 @@ func NewTranslator(cfg Config, source InputSource, publish OutputPublisher, metr
 	if cfg.RetryInterval <= 0 {
 		cfg.RetryInterval = time.Second
 	}
+	if cfg.ExpectedRefresh <= 0 {
+		cfg.ExpectedRefresh = DefaultExpectedRefresh
+	}
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
@@ -131,7 +152,7 @@ func NewTranslator(cfg Config, source InputSource, publish OutputPublisher, metr
 	}
 	if cfg.SafeStartWindow > 0 {
 		_, lister := publish.(OutputLister)
-		t.safe = safeMode{on: true, since: now(), known: map[string]bool{}, reported: map[string]bool{}, unsure: lister}
+		t.safe = safeMode{on: true, since: now(), known: map[string]bool{}, reported: map[string]bool{}, unsure: lister || cfg.Expected != nil}
 	}
 	for _, o := range opts {
 		o(t)
@@ -158,9 +179,85 @@ func (t *Translator) reportedLocked(cluster string) {
 	}
 }
 
-// loadKnown learns the registered clusters from the outputs already
-// published. Until it succeeds, safe mode cannot end before its window.
+// MissingClusters returns the expected clusters that have no input,
+// sorted: outputs built now are incomplete. Nil without an expected source.
+func (t *Translator) MissingClusters() []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.missingLocked()
+}
+
+func (t *Translator) missingLocked() []string {
+	var out []string
+	for _, c := range t.expected {
+		if t.inputs[c] == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// loadExpected reads the expected clusters when they are due: at once
+// while safe mode is unsure of them, else every ExpectedRefresh. In safe
+// mode they are the clusters waited for. A change schedules a translation,
+// which marks the outputs complete or not again.
+func (t *Translator) loadExpected(ctx context.Context) {
+	if t.cfg.Expected == nil {
+		return
+	}
+	t.mu.RLock()
+	due := (t.safe.on && t.safe.unsure) || t.now().Sub(t.expectedAt) >= t.cfg.ExpectedRefresh
+	t.mu.RUnlock()
+	if !due {
+		return
+	}
+	names, err := t.cfg.Expected.ExpectedClusters(ctx)
+	if err != nil {
+		t.mu.Lock()
+		// Retried at every tick while safe mode is unsure, else after
+		// ExpectedRefresh; said once per refresh interval.
+		warn := t.now().Sub(t.expectedAt) >= t.cfg.ExpectedRefresh
+		t.expectedAt = t.now()
+		t.mu.Unlock()
+		if warn {
+			t.log.Warn("reading the expected clusters failed; the last ones read stay in use, and safe mode waits for them or its window", "error", err)
+		}
+		return
+	}
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	if names == nil {
+		names = []string{}
+	}
+	t.mu.Lock()
+	changed := !slices.Equal(t.expected, names) || t.expected == nil
+	t.expected, t.expectedAt = names, t.now()
+	if t.safe.on {
+		known := map[string]bool{}
+		for _, c := range names {
+			known[c] = true
+		}
+		for c := range t.safe.reported {
+			known[c] = true
+		}
+		t.safe.known, t.safe.unsure = known, false
+	}
+	missing := len(t.missingLocked())
+	t.mu.Unlock()
+	t.metrics.SetMissing(missing)
+	if changed {
+		t.log.Info("expected clusters", "clusters", names)
+		t.schedule()
+	}
+}
+
+// loadKnown learns the registered clusters: from the expected source when
+// there is one, else from the outputs already published. Until it
+// succeeds, safe mode cannot end before its window.
 func (t *Translator) loadKnown(ctx context.Context) {
+	if t.cfg.Expected != nil {
+		t.loadExpected(ctx)
+		return
+	}
 	t.mu.RLock()
 	need := t.safe.on && t.safe.unsure
 	t.mu.RUnlock()
@@ -210,26 +307,52 @@ func (t *Translator) holdPublishing() bool {
 	return false
 }
 
-// enterSafeModeIfMissing enters safe mode after a store loss when the
-// output store names clusters that translation holds no input for: they
-// must report before anything is published. Inputs held in memory survive
-// a store loss, so a store that restarted empty holds nothing back.
-func (t *Translator) enterSafeModeIfMissing(ctx context.Context) {
+// registered lists the clusters safe mode must hear from after a store
+// loss: the expected ones, or without an expected source those with an
+// output in the output store.
+func (t *Translator) registered(ctx context.Context) ([]string, bool) {
+	if t.cfg.Expected != nil {
+		names, err := t.cfg.Expected.ExpectedClusters(ctx)
+		if err != nil {
+			t.log.Warn("reading the expected clusters failed after a resync", "error", err)
+			return nil, false
+		}
+		return names, true
+	}
 	lister, ok := t.publish.(OutputLister)
-	if t.cfg.SafeStartWindow <= 0 || !ok {
-		return
+	if !ok {
+		return nil, false
 	}
 	entries, err := lister.List(ctx)
 	if err != nil {
 		t.log.Warn("listing published outputs failed after a resync", "error", err)
+		return nil, false
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Cluster)
+	}
+	return names, true
+}
+
+// enterSafeModeIfMissing enters safe mode after a store loss when a
+// registered cluster has no input in translation: it must report before
+// anything is published. Inputs held in memory survive a store loss, so a
+// store that restarted empty holds nothing back.
+func (t *Translator) enterSafeModeIfMissing(ctx context.Context) {
+	if t.cfg.SafeStartWindow <= 0 {
+		return
+	}
+	names, ok := t.registered(ctx)
+	if !ok {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var missing []string
-	for _, e := range entries {
-		if t.inputs[e.Cluster] == nil {
-			missing = append(missing, e.Cluster)
+	for _, c := range names {
+		if t.inputs[c] == nil {
+			missing = append(missing, c)
 		}
 	}
 	if len(missing) == 0 {
@@ -487,6 +610,7 @@ func (t *Translator) translate(ctx context.Context) {
 		t.keeper.record(t.lastGood, present)
 	}
 	t.finishOutputs(outputs, failures)
+	outputs = t.markIncomplete(outputs)
 	if marking {
 		// The incremental translator keeps these outputs: the next
 		// translation starts afresh.
@@ -500,6 +624,41 @@ func (t *Translator) translate(ctx context.Context) {
 	t.mu.Unlock()
 	t.log.Debug("translated", "clusters", len(outputs), "duration", time.Since(start))
 	t.publishPending(ctx)
+}
+
+// markIncomplete returns outputs with each marked as built without the
+// expected clusters that have no input, if any. The marked outputs are
+// new messages sharing the translated ones' fields, which the incremental
+// translator keeps as they are.
+func (t *Translator) markIncomplete(outputs map[string]*snapshotv1.OutputSnapshot) map[string]*snapshotv1.OutputSnapshot {
+	t.mu.RLock()
+	missing := t.missingLocked()
+	t.mu.RUnlock()
+	t.metrics.SetMissing(len(missing))
+	if len(missing) == 0 {
+		return outputs
+	}
+	marked := make(map[string]*snapshotv1.OutputSnapshot, len(outputs))
+	for c, o := range outputs {
+		marked[c] = withMissing(o, missing)
+	}
+	t.log.Warn("outputs built without the inputs of expected clusters; agents hold their deletions until those clusters report", "missing", missing, "outputs", len(outputs))
+	return marked
+}
+
+// withMissing returns a sealed copy of o that names missing; the copy
+// shares o's field values.
+func withMissing(o *snapshotv1.OutputSnapshot, missing []string) *snapshotv1.OutputSnapshot {
+	src := o.ProtoReflect()
+	dst := src.New()
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		dst.Set(fd, v)
+		return true
+	})
+	m := dst.Interface().(*snapshotv1.OutputSnapshot)
+	m.MissingClusters = slices.Clone(missing)
+	snapshots.SealOutput(m)
+	return m
 }
 
 // publishPending publishes every output whose version the publisher does not

@@ -1,6 +1,8 @@
 // Command demo runs Meshplane's main job on one machine: the all-in-one
-// management plane with Redis, two workload clusters (real API servers)
-// holding bookinfo, and one agent per cluster. It waits until Meshplane has
+// management plane with Redis and a management cluster (a real API server
+// named mgmt, where registration keeps its KubernetesCluster records), two
+// workload clusters (real API servers) holding bookinfo, and one agent per
+// cluster. It waits until Meshplane has
 // written its DestinationRules in both clusters, prints the kubectl lines
 // that show them, and keeps everything running until Ctrl-C.
 //
@@ -21,12 +23,18 @@ import (
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/test/e2e/harness"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 var drs = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "destinationrules"}
+
+// mirrorNamespace is where, in the management cluster, registration keeps a
+// KubernetesCluster per cluster record: they survive a Redis that restarts
+// empty, and translation's safe mode waits for the registered ones.
+const mirrorNamespace = "meshplane"
 
 func main() {
 	bin := flag.String("bin", "bin", "directory of the built commands (make build)")
@@ -66,6 +74,16 @@ func run(ctx context.Context, bin, dir string, once bool) error {
 		clusters = append(clusters, c)
 	}
 
+	step("starting the management cluster (kube-apiserver + etcd): mgmt")
+	mgmt, err := kubetest.StartCluster(ctx, kubetest.Options{Name: "mgmt", LogDir: logs, SkipIstioCRDs: true})
+	if err != nil {
+		return fmt.Errorf("start cluster mgmt: %w", err)
+	}
+	defer mgmt.Stop()
+	if _, err := mgmt.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mirrorNamespace}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create namespace %s in mgmt: %w", mirrorNamespace, err)
+	}
+
 	step("starting redis-server")
 	redis, err := redistest.StartServer(ctx, redistest.Options{Dir: filepath.Join(dir, "redis")})
 	if err != nil {
@@ -73,9 +91,10 @@ func run(ctx context.Context, bin, dir string, once bool) error {
 	}
 	defer redis.Close()
 
-	step("starting the all-in-one management plane (registration, ingest, translation, distribution)")
+	step("starting the all-in-one management plane (registration, ingest, translation, distribution); cluster records in mgmt's namespace %s", mirrorNamespace)
 	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{
 		BinDir: bin, Dir: dir, RedisAddr: redis.Addr(), Clusters: names, AllInOne: true,
+		ManagementKubeconfig: mgmt.Kubeconfig(), MirrorNamespace: mirrorNamespace,
 	})
 	if err != nil {
 		return err
@@ -134,6 +153,7 @@ func run(ctx context.Context, bin, dir string, once bool) error {
 	}
 	fmt.Printf("\nTry:\n  %s --kubeconfig %s get destinationrule reviews -n bookinfo -o yaml\n", kubectl, clusters[0].Kubeconfig())
 	fmt.Printf("  %s --kubeconfig %s delete service ratings -n bookinfo   # its DestinationRule goes too\n", kubectl, clusters[0].Kubeconfig())
+	fmt.Printf("  %s --kubeconfig %s get kubernetesclusters -n %s   # the clusters every output expects\n", kubectl, mgmt.Kubeconfig(), mirrorNamespace)
 	fmt.Printf("Logs are in %s\n", logs)
 	if once {
 		return nil

@@ -295,10 +295,14 @@ type ClusterAck struct {
 	// The newest version published for the cluster.
 	LatestVersion string `protobuf:"bytes,2,opt,name=latest_version,json=latestVersion,proto3" json:"latest_version,omitempty"`
 	// The newest version the cluster acknowledged.
-	AckedVersion  string                 `protobuf:"bytes,3,opt,name=acked_version,json=ackedVersion,proto3" json:"acked_version,omitempty"`
-	AckedAt       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=acked_at,json=ackedAt,proto3" json:"acked_at,omitempty"`
-	ApplyErrors   uint32                 `protobuf:"varint,5,opt,name=apply_errors,json=applyErrors,proto3" json:"apply_errors,omitempty"`
-	Connected     bool                   `protobuf:"varint,6,opt,name=connected,proto3" json:"connected,omitempty"`
+	AckedVersion string                 `protobuf:"bytes,3,opt,name=acked_version,json=ackedVersion,proto3" json:"acked_version,omitempty"`
+	AckedAt      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=acked_at,json=ackedAt,proto3" json:"acked_at,omitempty"`
+	ApplyErrors  uint32                 `protobuf:"varint,5,opt,name=apply_errors,json=applyErrors,proto3" json:"apply_errors,omitempty"`
+	Connected    bool                   `protobuf:"varint,6,opt,name=connected,proto3" json:"connected,omitempty"`
+	// Owned objects the agent kept although the acknowledged output no longer
+	// holds them, because that output was built without some expected
+	// cluster's input (OutputSnapshot.missing_clusters).
+	HeldDeletions uint32 `protobuf:"varint,7,opt,name=held_deletions,json=heldDeletions,proto3" json:"held_deletions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -375,6 +379,13 @@ func (x *ClusterAck) GetConnected() bool {
 	return false
 }
 
+func (x *ClusterAck) GetHeldDeletions() uint32 {
+	if x != nil {
+		return x.HeldDeletions
+	}
+	return 0
+}
+
 var File_meshplane_distribution_v1_distribution_proto protoreflect.FileDescriptor
 
 const file_meshplane_distribution_v1_distribution_proto_rawDesc = "" +
@@ -392,7 +403,7 @@ const file_meshplane_distribution_v1_distribution_proto_rawDesc = "" +
 	"\vAckResponse\"\x11\n" +
 	"\x0fListAcksRequest\"U\n" +
 	"\x10ListAcksResponse\x12A\n" +
-	"\bclusters\x18\x01 \x03(\v2%.meshplane.distribution.v1.ClusterAckR\bclusters\"\xea\x01\n" +
+	"\bclusters\x18\x01 \x03(\v2%.meshplane.distribution.v1.ClusterAckR\bclusters\"\x91\x02\n" +
 	"\n" +
 	"ClusterAck\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12%\n" +
@@ -400,7 +411,8 @@ const file_meshplane_distribution_v1_distribution_proto_rawDesc = "" +
 	"\racked_version\x18\x03 \x01(\tR\fackedVersion\x125\n" +
 	"\backed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aackedAt\x12!\n" +
 	"\fapply_errors\x18\x05 \x01(\rR\vapplyErrors\x12\x1c\n" +
-	"\tconnected\x18\x06 \x01(\bR\tconnected2\xae\x02\n" +
+	"\tconnected\x18\x06 \x01(\bR\tconnected\x12%\n" +
+	"\x0eheld_deletions\x18\a \x01(\rR\rheldDeletions2\xae\x02\n" +
 	"\x13DistributionService\x12\\\n" +
 	"\x05Watch\x12'.meshplane.distribution.v1.WatchRequest\x1a(.meshplane.distribution.v1.WatchResponse0\x01\x12T\n" +
 	"\x03Ack\x12%.meshplane.distribution.v1.AckRequest\x1a&.meshplane.distribution.v1.AckResponse\x12c\n" +

@@ -258,7 +258,11 @@ type ClusterConnectivity struct {
 	LastPush     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_push,json=lastPush,proto3" json:"last_push,omitempty"`
 	AgentVersion string                 `protobuf:"bytes,6,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	// The ingest replica the agent is connected to.
-	Replica       string `protobuf:"bytes,7,opt,name=replica,proto3" json:"replica,omitempty"`
+	Replica string `protobuf:"bytes,7,opt,name=replica,proto3" json:"replica,omitempty"`
+	// The input is the management cluster's own Meshplane resources, which
+	// ingest reads itself: no agent pushes it, and no agent pulls an output
+	// for it.
+	Management    bool `protobuf:"varint,8,opt,name=management,proto3" json:"management,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -340,6 +344,13 @@ func (x *ClusterConnectivity) GetReplica() string {
 		return x.Replica
 	}
 	return ""
+}
+
+func (x *ClusterConnectivity) GetManagement() bool {
+	if x != nil {
+		return x.Management
+	}
+	return false
 }
 
 type GetInputSnapshotRequest struct {
@@ -1014,7 +1025,7 @@ const file_meshplane_ingest_v1_ingest_proto_rawDesc = "" +
 	"\x0estored_version\x18\x01 \x01(\tR\rstoredVersion\"\x15\n" +
 	"\x13ListClustersRequest\"\\\n" +
 	"\x14ListClustersResponse\x12D\n" +
-	"\bclusters\x18\x01 \x03(\v2(.meshplane.ingest.v1.ClusterConnectivityR\bclusters\"\xf5\x01\n" +
+	"\bclusters\x18\x01 \x03(\v2(.meshplane.ingest.v1.ClusterConnectivityR\bclusters\"\x95\x02\n" +
 	"\x13ClusterConnectivity\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12\x14\n" +
@@ -1022,7 +1033,10 @@ const file_meshplane_ingest_v1_ingest_proto_rawDesc = "" +
 	"\aversion\x18\x04 \x01(\tR\aversion\x127\n" +
 	"\tlast_push\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\blastPush\x12#\n" +
 	"\ragent_version\x18\x06 \x01(\tR\fagentVersion\x12\x18\n" +
-	"\areplica\x18\a \x01(\tR\areplica\"3\n" +
+	"\areplica\x18\a \x01(\tR\areplica\x12\x1e\n" +
+	"\n" +
+	"management\x18\b \x01(\bR\n" +
+	"management\"3\n" +
 	"\x17GetInputSnapshotRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\"\\\n" +
 	"\x18GetInputSnapshotResponse\x12@\n" +

@@ -38,6 +38,9 @@ const (
 	// A user's object with the same name, not owned by Meshplane, was left alone.
 	ApplyOutcome_APPLY_OUTCOME_CONFLICT ApplyOutcome = 3
 	ApplyOutcome_APPLY_OUTCOME_DELETED  ApplyOutcome = 4
+	// An owned object the output no longer holds was kept, because the output
+	// was built without some expected cluster's input (missing_clusters).
+	ApplyOutcome_APPLY_OUTCOME_DELETION_HELD ApplyOutcome = 5
 )
 
 // Enum value maps for ApplyOutcome.
@@ -48,13 +51,15 @@ var (
 		2: "APPLY_OUTCOME_REJECTED",
 		3: "APPLY_OUTCOME_CONFLICT",
 		4: "APPLY_OUTCOME_DELETED",
+		5: "APPLY_OUTCOME_DELETION_HELD",
 	}
 	ApplyOutcome_value = map[string]int32{
-		"APPLY_OUTCOME_UNSPECIFIED": 0,
-		"APPLY_OUTCOME_APPLIED":     1,
-		"APPLY_OUTCOME_REJECTED":    2,
-		"APPLY_OUTCOME_CONFLICT":    3,
-		"APPLY_OUTCOME_DELETED":     4,
+		"APPLY_OUTCOME_UNSPECIFIED":   0,
+		"APPLY_OUTCOME_APPLIED":       1,
+		"APPLY_OUTCOME_REJECTED":      2,
+		"APPLY_OUTCOME_CONFLICT":      3,
+		"APPLY_OUTCOME_DELETED":       4,
+		"APPLY_OUTCOME_DELETION_HELD": 5,
 	}
 )
 
@@ -436,8 +441,14 @@ type OutputSnapshot struct {
 	// to this cluster's workloads, sorted by (namespace, name). Every agent
 	// replica filters Envoy access logs with them.
 	AccessLogPolicies []*AccessLogPolicyConfig `protobuf:"bytes,9,rep,name=access_log_policies,json=accessLogPolicies,proto3" json:"access_log_policies,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The expected clusters (registered in the management cluster) whose input
+	// snapshots this output was built without, sorted. Empty means the output
+	// is complete. An agent deletes nothing it owns for an output that is not
+	// complete: what another cluster's missing input would have kept is held
+	// until a complete output arrives. Part of the content hash.
+	MissingClusters []string `protobuf:"bytes,10,rep,name=missing_clusters,json=missingClusters,proto3" json:"missing_clusters,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *OutputSnapshot) Reset() {
@@ -529,6 +540,13 @@ func (x *OutputSnapshot) GetWasmFilters() []*WasmFilterConfig {
 func (x *OutputSnapshot) GetAccessLogPolicies() []*AccessLogPolicyConfig {
 	if x != nil {
 		return x.AccessLogPolicies
+	}
+	return nil
+}
+
+func (x *OutputSnapshot) GetMissingClusters() []string {
+	if x != nil {
+		return x.MissingClusters
 	}
 	return nil
 }
@@ -1258,7 +1276,7 @@ const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\tAgentInfo\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x18\n" +
 	"\areplica\x18\x02 \x01(\tR\areplica\x12\x1c\n" +
-	"\tnamespace\x18\x03 \x01(\tR\tnamespace\"\xa7\x05\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\"\xd2\x05\n" +
 	"\x0eOutputSnapshot\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12=\n" +
@@ -1268,7 +1286,9 @@ const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\x0einput_versions\x18\x06 \x03(\v28.meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntryR\rinputVersions\x12Y\n" +
 	"\x13issued_certificates\x18\a \x03(\v2(.meshplane.snapshot.v1.IssuedCertificateR\x12issuedCertificates\x12J\n" +
 	"\fwasm_filters\x18\b \x03(\v2'.meshplane.snapshot.v1.WasmFilterConfigR\vwasmFilters\x12\\\n" +
-	"\x13access_log_policies\x18\t \x03(\v2,.meshplane.snapshot.v1.AccessLogPolicyConfigR\x11accessLogPolicies\x1a@\n" +
+	"\x13access_log_policies\x18\t \x03(\v2,.meshplane.snapshot.v1.AccessLogPolicyConfigR\x11accessLogPolicies\x12)\n" +
+	"\x10missing_clusters\x18\n" +
+	" \x03(\tR\x0fmissingClusters\x1a@\n" +
 	"\x12InputVersionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf6\x02\n" +
@@ -1339,13 +1359,14 @@ const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\vApplyResult\x122\n" +
 	"\x03ref\x18\x01 \x01(\v2 .meshplane.snapshot.v1.ObjectRefR\x03ref\x12=\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2#.meshplane.snapshot.v1.ApplyOutcomeR\aoutcome\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error*\x9b\x01\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error*\xbc\x01\n" +
 	"\fApplyOutcome\x12\x1d\n" +
 	"\x19APPLY_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15APPLY_OUTCOME_APPLIED\x10\x01\x12\x1a\n" +
 	"\x16APPLY_OUTCOME_REJECTED\x10\x02\x12\x1a\n" +
 	"\x16APPLY_OUTCOME_CONFLICT\x10\x03\x12\x19\n" +
-	"\x15APPLY_OUTCOME_DELETED\x10\x04B\xea\x01\n" +
+	"\x15APPLY_OUTCOME_DELETED\x10\x04\x12\x1f\n" +
+	"\x1bAPPLY_OUTCOME_DELETION_HELD\x10\x05B\xea\x01\n" +
 	"\x19com.meshplane.snapshot.v1B\rSnapshotProtoP\x01ZHgithub.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1;snapshotv1\xa2\x02\x03MSX\xaa\x02\x15Meshplane.Snapshot.V1\xca\x02\x15Meshplane\\Snapshot\\V1\xe2\x02!Meshplane\\Snapshot\\V1\\GPBMetadata\xea\x02\x17Meshplane::Snapshot::V1b\x06proto3"
 
 var (

@@ -317,8 +317,13 @@ type GetStatusResponse struct {
 	ClustersWaiting []string `protobuf:"bytes,2,rep,name=clusters_waiting,json=clustersWaiting,proto3" json:"clusters_waiting,omitempty"`
 	// The output versions last published, by cluster.
 	OutputVersions map[string]string `protobuf:"bytes,3,rep,name=output_versions,json=outputVersions,proto3" json:"output_versions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The expected clusters (registered in the management cluster) that have
+	// not reported an input since translation started, sorted. Outputs built
+	// while any is missing are marked incomplete, and agents hold their
+	// deletions. Empty when no management cluster is configured.
+	MissingClusters []string `protobuf:"bytes,4,rep,name=missing_clusters,json=missingClusters,proto3" json:"missing_clusters,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *GetStatusResponse) Reset() {
@@ -368,6 +373,13 @@ func (x *GetStatusResponse) GetClustersWaiting() []string {
 func (x *GetStatusResponse) GetOutputVersions() map[string]string {
 	if x != nil {
 		return x.OutputVersions
+	}
+	return nil
+}
+
+func (x *GetStatusResponse) GetMissingClusters() []string {
+	if x != nil {
+		return x.MissingClusters
 	}
 	return nil
 }
@@ -514,11 +526,12 @@ const file_meshplane_translation_v1_translation_proto_rawDesc = "" +
 	"\acluster\x18\x01 \x01(\tR\acluster\"^\n" +
 	"\x19GetOutputSnapshotResponse\x12A\n" +
 	"\bsnapshot\x18\x01 \x01(\v2%.meshplane.snapshot.v1.OutputSnapshotR\bsnapshot\"\x12\n" +
-	"\x10GetStatusRequest\"\x88\x02\n" +
+	"\x10GetStatusRequest\"\xb3\x02\n" +
 	"\x11GetStatusResponse\x12\x1b\n" +
 	"\tsafe_mode\x18\x01 \x01(\bR\bsafeMode\x12)\n" +
 	"\x10clusters_waiting\x18\x02 \x03(\tR\x0fclustersWaiting\x12h\n" +
-	"\x0foutput_versions\x18\x03 \x03(\v2?.meshplane.translation.v1.GetStatusResponse.OutputVersionsEntryR\x0eoutputVersions\x1aA\n" +
+	"\x0foutput_versions\x18\x03 \x03(\v2?.meshplane.translation.v1.GetStatusResponse.OutputVersionsEntryR\x0eoutputVersions\x12)\n" +
+	"\x10missing_clusters\x18\x04 \x03(\tR\x0fmissingClusters\x1aA\n" +
 	"\x13OutputVersionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"]\n" +

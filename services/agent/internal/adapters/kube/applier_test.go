@@ -85,6 +85,14 @@ func appliedBy(u *unstructured.Unstructured, manager string) bool {
 	return false
 }
 
+// heldMetrics records the held deletions of the latest apply.
+type heldMetrics struct {
+	app.NopMetrics
+	n int
+}
+
+func (m *heldMetrics) HeldDeletions(n int) { m.n = n }
+
 type ackRelay struct{ acks [][]*snapshotv1.ApplyResult }
 
 func (r *ackRelay) OpenPush(context.Context) (app.PushStream, error) {
@@ -317,7 +325,44 @@ spec: {host: reviews.staging.example}
 
 	t.Run("the syncer's garbage collection deletes only obsolete owned objects", func(t *testing.T) {
 		relay := &ackRelay{}
-		s := app.NewSyncer(relay, a, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		held := &heldMetrics{}
+		s := app.NewSyncer(relay, a, held, slog.New(slog.NewTextHandler(io.Discard, nil)))
+
+		// An output built without west's input updates what it holds but
+		// deletes nothing: the VirtualService stays, and the ack says so.
+		incomplete := &snapshotv1.OutputSnapshot{Cluster: "east", MissingClusters: []string{"west"}, Objects: []*snapshotv1.Object{
+			dr("reviews", `{"host":"reviews.bookinfo.svc.cluster.local","trafficPolicy":{"tls":{"mode":"ISTIO_MUTUAL"}}}`),
+		}}
+		snapshots.SealOutput(incomplete)
+		if !exists(t, dyn, vsGVR, "reviews") {
+			t.Fatal("the test needs the owned VirtualService reviews to exist")
+		}
+		if !s.Apply(t.Context(), incomplete) {
+			t.Fatalf("Apply of the incomplete snapshot reported a failure: %v", relay.acks)
+		}
+		if !exists(t, dyn, vsGVR, "reviews") {
+			t.Fatal("an output built without west's input deleted the owned VirtualService")
+		}
+		got, err := dyn.Resource(drGVR).Namespace(ns).Get(t.Context(), "reviews", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode, _, _ := unstructured.NestedString(got.Object, "spec", "trafficPolicy", "tls", "mode"); mode != "ISTIO_MUTUAL" {
+			t.Fatalf("the incomplete output's update was not applied: tls mode %q", mode)
+		}
+		var heldRefs []string
+		for _, r := range relay.acks[len(relay.acks)-1] {
+			switch r.GetOutcome() {
+			case snapshotv1.ApplyOutcome_APPLY_OUTCOME_DELETION_HELD:
+				heldRefs = append(heldRefs, r.GetRef().GetKind()+"/"+r.GetRef().GetName())
+			case snapshotv1.ApplyOutcome_APPLY_OUTCOME_DELETED:
+				t.Fatalf("the incomplete output's ack reports a deletion: %v", r)
+			}
+		}
+		if !slices.Contains(heldRefs, "VirtualService/reviews") || held.n != len(heldRefs) {
+			t.Fatalf("held deletions in the ack %v, metric %d; want VirtualService/reviews among them, and the metric to count them", heldRefs, held.n)
+		}
+
 		snap := &snapshotv1.OutputSnapshot{Cluster: "east", Objects: []*snapshotv1.Object{
 			dr("reviews", `{"host":"reviews.bookinfo.svc.cluster.local"}`),
 		}}
@@ -327,6 +372,9 @@ spec: {host: reviews.staging.example}
 		}
 		if exists(t, dyn, vsGVR, "reviews") {
 			t.Errorf("the obsolete owned VirtualService was not deleted")
+		}
+		if held.n != 0 {
+			t.Errorf("held deletions metric %d after a complete output, want 0", held.n)
 		}
 		if !exists(t, dyn, drGVR, "reviews") {
 			t.Errorf("the desired DestinationRule was deleted")

@@ -74,6 +74,7 @@ func (h *Handler) ListAcks(ctx context.Context, _ *connect.Request[distributionv
 			LatestVersion: latest[r.Cluster],
 			AckedVersion:  r.Version,
 			ApplyErrors:   uint32(r.ApplyErrors),
+			HeldDeletions: uint32(r.HeldDeletions()),
 			Connected:     watched[r.Cluster],
 		}
 		if !r.AckedAt.IsZero() {

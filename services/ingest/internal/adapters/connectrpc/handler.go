@@ -30,7 +30,7 @@ func (h *Handler) ListClusters(context.Context, *connect.Request[ingestv1.ListCl
 	for _, st := range h.in.Clusters() {
 		c := &ingestv1.ClusterConnectivity{
 			Cluster: st.Cluster, Connected: st.Connections > 0, Stale: st.Stale, Version: st.Version,
-			AgentVersion: st.AgentVersion, Replica: st.Replica,
+			AgentVersion: st.AgentVersion, Replica: st.Replica, Management: st.Management,
 		}
 		if !st.LastPush.IsZero() {
 			c.LastPush = timestamppb.New(st.LastPush)

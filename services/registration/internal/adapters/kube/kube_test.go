@@ -14,12 +14,12 @@ import (
 	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/contract"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/kube"
+	"github.com/meshplane/meshplane/services/registration/internal/adapters/memory"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/smallstep"
 	"github.com/meshplane/meshplane/services/registration/internal/app"
 	"github.com/meshplane/meshplane/services/registration/internal/domain"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
@@ -202,7 +202,8 @@ func TestKubeAdapters(t *testing.T) {
 			t.Fatalf("state %s after deregistration", got)
 		}
 
-		// Only registration's own mirrors are listed and removed.
+		// The mirror reads back as the record, with its newest
+		// certificate: only registration's own mirrors count.
 		other := &unstructured.Unstructured{}
 		other.SetAPIVersion("multicluster.meshplane.dev/v1")
 		other.SetKind("KubernetesCluster")
@@ -210,18 +211,22 @@ func TestKubeAdapters(t *testing.T) {
 		if _, err := c.Dynamic().Resource(kube.KubernetesClusters).Namespace(ns).Create(t.Context(), other, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		names, err := m.MirroredClusters(t.Context())
-		if err != nil || len(names) != 1 || names[0] != "east" {
-			t.Fatalf("MirroredClusters = %v, %v; want [east]", names, err)
+		archived, err := m.ArchivedClusters(t.Context())
+		if err != nil || len(archived) != 1 || archived[0].Name != "east" {
+			t.Fatalf("ArchivedClusters = %v, %v; want [east]", archived, err)
 		}
-		if err := m.RemoveMirror(t.Context(), "east"); err != nil {
+		got, err := m.ArchivedCluster(t.Context(), "east")
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := m.RemoveMirror(t.Context(), "east"); err != nil {
-			t.Fatalf("removing a removed mirror: %v", err)
+		if got.Status != domain.StatusDeregistered || got.AgentVersion != "v1.2.3" || !got.LastSeen.Equal(now) ||
+			len(got.Certs) != 1 || got.Certs[0].Serial != "1234" || !got.Certs[0].NotAfter.Equal(now.Add(time.Hour)) {
+			t.Fatalf("ArchivedCluster(east) = %+v", got)
 		}
-		if _, err := c.Dynamic().Resource(kube.KubernetesClusters).Namespace(ns).Get(t.Context(), "east", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Fatalf("mirror after RemoveMirror: %v", err)
+		for _, name := range []string{"hand-made", "nobody"} {
+			if _, err := m.ArchivedCluster(t.Context(), name); !errors.Is(err, app.ErrNotFound) {
+				t.Fatalf("ArchivedCluster(%s): %v, want ErrNotFound", name, err)
+			}
 		}
 
 		// A failure is counted, not hidden.
@@ -299,9 +304,13 @@ func testMirroring(t *testing.T, _ kubernetes.Interface, c *kubetest.Cluster, ns
 	now := time.Now()
 	store.m["east"] = domain.NewCluster("east", false, now)
 	store.m["west"] = domain.NewCluster("west", true, now)
-	m := app.NewMirroring(store, kube.NewMirror(c.Dynamic(), ns, "test", nil), time.Hour, nil)
-	// A stale mirror of a cluster with no record.
-	if err := kube.NewMirror(c.Dynamic(), ns, "test", nil).MirrorCluster(t.Context(), domain.NewCluster("gone", false, now)); err != nil {
+	mirror := kube.NewMirror(c.Dynamic(), ns, "test", nil)
+	revocations := memory.NewRevocations()
+	m := app.NewMirroring(store, mirror, app.NewReseeder(store, mirror, app.NewRevoker(revocations, nil), nil, nil), time.Hour, nil)
+	// The mirror of a cluster whose record the store lost.
+	lost := domain.NewCluster("lost", false, now)
+	lost.RecordIssued(domain.IssuedCert{Serial: "77", NotAfter: now.Add(time.Hour)}, "v1", now)
+	if err := mirror.MirrorCluster(t.Context(), lost); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Reconcile(t.Context()); err != nil {
@@ -319,8 +328,11 @@ func testMirroring(t *testing.T, _ kubernetes.Interface, c *kubetest.Cluster, ns
 		}
 		return strings.Join(out, ",")
 	}
-	if got := names(); got != "east=STATE_APPROVED,west=STATE_PENDING_APPROVAL" {
+	if got := names(); got != "east=STATE_APPROVED,lost=STATE_REGISTERED,west=STATE_PENDING_APPROVAL" {
 		t.Fatalf("after reconcile: %s", got)
+	}
+	if rec, err := store.Cluster(t.Context(), "lost"); err != nil || rec.Status != domain.StatusRegistered || len(rec.Certs) != 1 || rec.Certs[0].Serial != "77" {
+		t.Fatalf("the lost record was not re-seeded from its mirror: %+v, %v", rec, err)
 	}
 	// A change is mirrored by Run without waiting for the resync.
 	ctx, cancel := context.WithCancel(t.Context())
@@ -332,7 +344,7 @@ func testMirroring(t *testing.T, _ kubernetes.Interface, c *kubetest.Cluster, ns
 	}
 	m.ClusterChanged("west")
 	if err := kubetest.WaitFor(t.Context(), 10*time.Second, func(context.Context) (bool, error) {
-		return names() == "east=STATE_APPROVED,west=STATE_APPROVED", nil
+		return names() == "east=STATE_APPROVED,lost=STATE_REGISTERED,west=STATE_APPROVED", nil
 	}); err != nil {
 		t.Fatalf("west's approval not mirrored: %v (mirrors %s)", err, names())
 	}

@@ -48,7 +48,7 @@ func NewMirror(client dynamic.Interface, namespace, install string, reg promethe
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "meshplane", Subsystem: "registration", Name: "mirror_errors_total",
-			Help: "KubernetesCluster mirror failures, by operation (apply, list, delete). They never fail a registration call.",
+			Help: "KubernetesCluster mirror failures, by operation (apply, list, get). They never fail a registration call.",
 		}, []string{"operation"}),
 	}
 	if reg != nil {
@@ -140,28 +140,86 @@ func (m *Mirror) apply(ctx context.Context, c domain.Cluster) error {
 	return err
 }
 
-// MirroredClusters lists the install's mirrors: only objects carrying
-// registration's labels count.
-func (m *Mirror) MirroredClusters(ctx context.Context) ([]string, error) {
+var _ app.ClusterArchive = (*Mirror)(nil)
+
+var stateFromProto = func() map[multiclusterv1.KubernetesClusterStatus_State]domain.Status {
+	m := map[multiclusterv1.KubernetesClusterStatus_State]domain.Status{}
+	for d, p := range stateToProto {
+		m[p] = d
+	}
+	return m
+}()
+
+// ArchivedClusters returns the records the install's mirrors hold: only
+// objects carrying registration's labels count.
+func (m *Mirror) ArchivedClusters(ctx context.Context) ([]domain.Cluster, error) {
 	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: FieldManager, LabelInstall: m.install}).String()
 	list, err := m.client.Resource(KubernetesClusters).Namespace(m.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		m.errors.WithLabelValues("list").Inc()
 		return nil, fmt.Errorf("list KubernetesClusters in %s: %w", m.namespace, err)
 	}
-	names := make([]string, 0, len(list.Items))
-	for _, it := range list.Items {
-		names = append(names, it.GetName())
+	out := make([]domain.Cluster, 0, len(list.Items))
+	var errs []error
+	for i := range list.Items {
+		c, err := recordOf(&list.Items[i])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, c)
 	}
-	return names, nil
+	return out, errors.Join(errs...)
 }
 
-// RemoveMirror deletes the mirror of cluster.
-func (m *Mirror) RemoveMirror(ctx context.Context, cluster string) error {
-	err := m.client.Resource(KubernetesClusters).Namespace(m.namespace).Delete(ctx, cluster, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		m.errors.WithLabelValues("delete").Inc()
-		return fmt.Errorf("delete KubernetesCluster %s/%s: %w", m.namespace, cluster, err)
+// ArchivedCluster returns the record the mirror of name holds, or
+// app.ErrNotFound.
+func (m *Mirror) ArchivedCluster(ctx context.Context, name string) (domain.Cluster, error) {
+	u, err := m.client.Resource(KubernetesClusters).Namespace(m.namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return domain.Cluster{}, app.ErrNotFound
 	}
-	return nil
+	if err != nil {
+		m.errors.WithLabelValues("get").Inc()
+		return domain.Cluster{}, fmt.Errorf("get KubernetesCluster %s/%s: %w", m.namespace, name, err)
+	}
+	if l := u.GetLabels(); l[LabelManagedBy] != FieldManager || l[LabelInstall] != m.install {
+		return domain.Cluster{}, app.ErrNotFound
+	}
+	return recordOf(u)
+}
+
+// recordOf reads the record back from a mirror's status: the newest
+// certificate is the only one it holds.
+func recordOf(u *unstructured.Unstructured) (domain.Cluster, error) {
+	c := domain.Cluster{Name: u.GetName(), CreatedAt: u.GetCreationTimestamp().Time}
+	if name, _, _ := unstructured.NestedString(u.Object, "spec", "clusterName"); name != "" && name != c.Name {
+		return domain.Cluster{}, fmt.Errorf("KubernetesCluster %s names cluster %q", c.Name, name)
+	}
+	raw, ok := u.Object["status"]
+	if !ok {
+		return domain.Cluster{}, fmt.Errorf("KubernetesCluster %s has no status yet", c.Name)
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return domain.Cluster{}, fmt.Errorf("KubernetesCluster %s status: %w", c.Name, err)
+	}
+	st := &multiclusterv1.KubernetesClusterStatus{}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, st); err != nil {
+		return domain.Cluster{}, fmt.Errorf("KubernetesCluster %s status: %w", c.Name, err)
+	}
+	if c.Status, ok = stateFromProto[st.GetState()]; !ok {
+		return domain.Cluster{}, fmt.Errorf("KubernetesCluster %s has status.state %s", c.Name, st.GetState())
+	}
+	c.AgentVersion = st.GetAgentVersion()
+	if st.GetFirstSeen() != nil {
+		c.FirstSeen = st.GetFirstSeen().AsTime()
+	}
+	if st.GetLastSeen() != nil {
+		c.LastSeen = st.GetLastSeen().AsTime()
+	}
+	if st.GetCertificateSerial() != "" && st.GetCertificateExpiresAt() != nil {
+		c.Certs = []domain.IssuedCert{{Serial: st.GetCertificateSerial(), NotAfter: st.GetCertificateExpiresAt().AsTime()}}
+	}
+	return c, nil
 }

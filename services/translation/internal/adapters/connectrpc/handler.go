@@ -50,6 +50,7 @@ func (h *Handler) GetStatus(context.Context, *connect.Request[translationv1.GetS
 		SafeMode:        safe,
 		ClustersWaiting: waiting,
 		OutputVersions:  h.t.OutputVersions(),
+		MissingClusters: h.t.MissingClusters(),
 	}), nil
 }
 

@@ -1,5 +1,6 @@
-// Package kube keeps translation's last valid versions in the management
-// cluster, as ResourceRecord objects.
+// Package kube holds translation's adapters to the management cluster: the
+// last valid versions, kept as ResourceRecord objects, and the expected
+// clusters, read from registration's KubernetesCluster mirrors.
 package kube
 
 import (

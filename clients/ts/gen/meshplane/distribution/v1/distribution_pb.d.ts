@@ -151,6 +151,15 @@ export declare type ClusterAck = Message<"meshplane.distribution.v1.ClusterAck">
    * @generated from field: bool connected = 6;
    */
   connected: boolean;
+
+  /**
+   * Owned objects the agent kept although the acknowledged output no longer
+   * holds them, because that output was built without some expected
+   * cluster's input (OutputSnapshot.missing_clusters).
+   *
+   * @generated from field: uint32 held_deletions = 7;
+   */
+  heldDeletions: number;
 };
 
 /**

@@ -147,6 +147,15 @@ export declare type ClusterConnectivity = Message<"meshplane.ingest.v1.ClusterCo
    * @generated from field: string replica = 7;
    */
   replica: string;
+
+  /**
+   * The input is the management cluster's own Meshplane resources, which
+   * ingest reads itself: no agent pushes it, and no agent pulls an output
+   * for it.
+   *
+   * @generated from field: bool management = 8;
+   */
+  management: boolean;
 };
 
 /**

@@ -282,6 +282,17 @@ export declare type OutputSnapshot = Message<"meshplane.snapshot.v1.OutputSnapsh
    * @generated from field: repeated meshplane.snapshot.v1.AccessLogPolicyConfig access_log_policies = 9;
    */
   accessLogPolicies: AccessLogPolicyConfig[];
+
+  /**
+   * The expected clusters (registered in the management cluster) whose input
+   * snapshots this output was built without, sorted. Empty means the output
+   * is complete. An agent deletes nothing it owns for an output that is not
+   * complete: what another cluster's missing input would have kept is held
+   * until a complete output arrives. Part of the content hash.
+   *
+   * @generated from field: repeated string missing_clusters = 10;
+   */
+  missingClusters: string[];
 };
 
 /**
@@ -704,6 +715,14 @@ export enum ApplyOutcome {
    * @generated from enum value: APPLY_OUTCOME_DELETED = 4;
    */
   DELETED = 4,
+
+  /**
+   * An owned object the output no longer holds was kept, because the output
+   * was built without some expected cluster's input (missing_clusters).
+   *
+   * @generated from enum value: APPLY_OUTCOME_DELETION_HELD = 5;
+   */
+  DELETION_HELD = 5,
 }
 
 /**

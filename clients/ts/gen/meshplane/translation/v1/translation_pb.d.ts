@@ -152,6 +152,16 @@ export declare type GetStatusResponse = Message<"meshplane.translation.v1.GetSta
    * @generated from field: map<string, string> output_versions = 3;
    */
   outputVersions: { [key: string]: string };
+
+  /**
+   * The expected clusters (registered in the management cluster) that have
+   * not reported an input since translation started, sorted. Outputs built
+   * while any is missing are marked incomplete, and agents hold their
+   * deletions. Empty when no management cluster is configured.
+   *
+   * @generated from field: repeated string missing_clusters = 4;
+   */
+  missingClusters: string[];
 };
 
 /**
