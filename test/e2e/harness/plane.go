@@ -18,6 +18,9 @@ type Plane struct {
 	// the other services for tests.
 	Registration, Ingest, Translation, Distribution string
 	TokensFile                                      string
+	// Admin is the all-in-one process's admin (metrics) address; empty
+	// for four processes.
+	Admin string
 }
 
 // Tokens writes a bootstrap token for each cluster and returns them.
@@ -48,6 +51,8 @@ type PlaneOptions struct {
 	// IngestArgs are added to the ingest process's flags (not used with
 	// AllInOne), e.g. the management cluster's --kubeconfig.
 	IngestArgs []string
+	// AllInOneArgs are added to the all-in-one process's flags.
+	AllInOneArgs []string
 }
 
 // StartPlane starts the management plane and returns it with a bootstrap
@@ -138,6 +143,7 @@ func (p *Plane) startAllInOne(o PlaneOptions, logs string) error {
 	if o.RedisAddr != "" {
 		args = append(args, "--redis-addrs", o.RedisAddr)
 	}
+	args = append(args, o.AllInOneArgs...)
 	proc, err := Start(Spec{Name: "meshplane", Binary: Binary(o.BinDir, CmdMeshplane), Args: args, LogDir: logs, Listeners: pair.both()})
 	if err != nil {
 		return err
@@ -145,6 +151,7 @@ func (p *Plane) startAllInOne(o PlaneOptions, logs string) error {
 	p.Procs = append(p.Procs, proc)
 	a := pair.rpc.Addr().String()
 	p.Registration, p.Ingest, p.Translation, p.Distribution = a, a, a, a
+	p.Admin = pair.admin.Addr().String()
 	return nil
 }
 
