@@ -72,22 +72,26 @@ func heapInUse() uint64 {
 	return m.HeapInuse
 }
 
-// TestHeapReturnsAfterClusterShrinks: the whole plane in one process, as
-// the demo runs it (all-in-one, Redis). A cluster pushes a large input,
-// which is translated, published and sent to its agent; then it shrinks
-// to a small one. Once the small output is sent, the live heap is back
-// near what it was before the large input: nothing holds the large
-// input, its translation or its output.
-func TestHeapReturnsAfterClusterShrinks(t *testing.T) {
-	const (
-		big   = 10_000
-		small = 10
-		// policies select the first of the big input's destinations.
-		policies = 5_000
-		// measurable is the least the large input must add to the heap
-		// for the test to measure anything.
-		measurable = 32 << 20
-	)
+// heapPlane is the whole plane in one process, as the demo runs it
+// (all-in-one, Redis), with an agent for cluster east that watches and
+// acks each output with a result per object.
+type heapPlane struct {
+	t        *testing.T
+	ctx      context.Context
+	ing      ingestv1connect.IngestServiceClient
+	received chan heapSent
+	// last is the object count of the last output waited for.
+	last int
+}
+
+// heapSent is what the test keeps of an output sent: its size, and
+// whether it says attempts: 3. It must not hold the output itself.
+type heapSent struct {
+	objects  int
+	attempts bool
+}
+
+func startHeapPlane(t *testing.T, limits ingest.Limits) *heapPlane {
 	r := redistest.Start(t)
 	ca := platformtest.NewCA(t, "test CA")
 	log := slog.New(slog.DiscardHandler)
@@ -98,8 +102,7 @@ func TestHeapReturnsAfterClusterShrinks(t *testing.T) {
 	s.redis.Addrs = r.Addr()
 	s.reg.CADir = t.TempDir()
 	s.ing.WatchManagement = "false"
-	s.ing.Limits.Destinations = big
-	s.ing.Limits.Policies = policies
+	s.ing.Limits = limits
 	a, err := buildAll(s, registration.NewRevocationChecker(), log, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -131,91 +134,147 @@ func TestHeapReturnsAfterClusterShrinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(hc.CloseIdleConnections)
-	ing := ingestv1connect.NewIngestServiceClient(hc, platform.BaseURL(o), platform.DefaultClientOptions(o)...)
 	dist := distributionv1connect.NewDistributionServiceClient(hc, platform.BaseURL(o), platform.DefaultClientOptions(o)...)
-
-	// An agent: it watches, and acks each output with a result per object.
-	// received carries the number of objects of each output sent, and
-	// whether one says attempts: 3.
-	type sent struct {
-		objects  int
-		attempts bool
-	}
-	received := make(chan sent, 4)
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	t.Cleanup(stopWatch)
-	stream, err := dist.Watch(watchCtx, connect.NewRequest(&distributionv1.WatchRequest{}))
-	if err != nil {
-		t.Fatal(err)
+	p := &heapPlane{t: t, ctx: ctx, ing: ingestv1connect.NewIngestServiceClient(hc, platform.BaseURL(o), platform.DefaultClientOptions(o)...), received: make(chan heapSent, 4)}
+	// Each output is received on a new watch stream, from the version
+	// held: a stream keeps a read buffer as large as its largest message,
+	// which is the test's, not the plane's.
+	receive := func(have string) (*snapshotv1.OutputSnapshot, error) {
+		stream, err := dist.Watch(ctx, connect.NewRequest(&distributionv1.WatchRequest{Version: have}))
+		if err != nil {
+			return nil, err
+		}
+		defer stream.Close()
+		for stream.Receive() {
+			if out := stream.Msg().GetSnapshot(); out != nil {
+				return out, nil
+			}
+		}
+		return nil, stream.Err()
 	}
 	go func() {
-		for stream.Receive() {
-			out := stream.Msg().GetSnapshot()
-			if out == nil {
-				continue
+		have := ""
+		for ctx.Err() == nil {
+			out, err := receive(have)
+			if err != nil {
+				continue // the plane is stopping, or the stream broke: watch again
 			}
+			have = out.GetVersion()
 			results := make([]*snapshotv1.ApplyResult, len(out.GetObjects()))
+			three := false
 			for i, obj := range out.GetObjects() {
 				results[i] = &snapshotv1.ApplyResult{Ref: &snapshotv1.ObjectRef{ApiVersion: obj.GetApiVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName()}, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED}
-			}
-			_, _ = dist.Ack(watchCtx, connect.NewRequest(&distributionv1.AckRequest{Version: out.GetVersion(), Results: results}))
-			// Only the size is kept: the test must not hold the output.
-			three := false
-			for _, obj := range out.GetObjects() {
 				three = three || bytes.Contains(obj.GetSpec(), []byte(`"attempts":3`))
 			}
-			received <- sent{len(out.GetObjects()), three}
-		}
-	}()
-	// pushAndWait pushes in and waits for its output: the first one sent
-	// whose object count moved from last as the input did.
-	last := 0
-	pushAndWait := func(in *snapshotv1.InputSnapshot, done func(sent) bool) int {
-		t.Helper()
-		push := ing.Push(ctx)
-		if err := push.Send(&ingestv1.PushRequest{Snapshot: in}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := push.Receive(); err != nil {
-			t.Fatalf("push of %d destinations: %v", len(in.GetDestinations()), err)
-		}
-		_ = push.CloseRequest()
-		_ = push.CloseResponse()
-		deadline := time.After(5 * time.Minute)
-		for {
+			_, _ = dist.Ack(ctx, connect.NewRequest(&distributionv1.AckRequest{Version: out.GetVersion(), Results: results}))
 			select {
-			case o := <-received:
-				if done(o) {
-					last = o.objects
-					return o.objects
-				}
-			case <-deadline:
-				t.Fatalf("no output for the input of %d destinations", len(in.GetDestinations()))
+			case p.received <- heapSent{len(out.GetObjects()), three}:
+			case <-ctx.Done():
 			}
 		}
-	}
+	}()
+	return p
+}
 
-	grew := func(o sent) bool { return o.objects > last }
-	nSmall := pushAndWait(bigInput("east", small, 0, 0), grew)
-	baseline := heapInUse()
-	nBig := pushAndWait(bigInput("east", big, policies, 2), grew)
-	// A policy edit: an incremental translation, whose sealer keeps the
-	// bodies of both versions.
-	pushAndWait(bigInput("east", big, policies, 3), func(o sent) bool { return o.attempts })
-	withBig := heapInUse()
-	nAfter := pushAndWait(bigInput("east", small+1, 0, 0), func(o sent) bool { return o.objects < last })
-	after := heapInUse()
-	t.Logf("heap in use: %d MiB with %d destinations (%d objects out), %d MiB with %d (%d objects), %d MiB after shrinking to %d (%d objects)",
-		baseline>>20, small, nSmall, withBig>>20, big, nBig, after>>20, small+1, nAfter)
+// push pushes in and waits for the first output sent for which done
+// holds; it returns that output's object count.
+func (p *heapPlane) push(in *snapshotv1.InputSnapshot, done func(heapSent) bool) int {
+	p.t.Helper()
+	push := p.ing.Push(p.ctx)
+	if err := push.Send(&ingestv1.PushRequest{Snapshot: in}); err != nil {
+		p.t.Fatal(err)
+	}
+	if _, err := push.Receive(); err != nil {
+		p.t.Fatalf("push of %d destinations: %v", len(in.GetDestinations()), err)
+	}
+	_ = push.CloseRequest()
+	_ = push.CloseResponse()
+	deadline := time.After(5 * time.Minute)
+	for {
+		select {
+		case o := <-p.received:
+			if done(o) {
+				p.last = o.objects
+				return o.objects
+			}
+		case <-deadline:
+			p.t.Fatalf("no output for the input of %d destinations and %d policies", len(in.GetDestinations()), len(in.GetTrafficPolicies()))
+		}
+	}
+}
+
+func (p *heapPlane) grew(o heapSent) bool   { return o.objects > p.last }
+func (p *heapPlane) shrank(o heapSent) bool { return o.objects < p.last }
+
+// heapBack fails the test unless the large input added at least
+// measurable bytes to the heap (withBig over baseline), and the heap
+// returns within 1/part of that growth above baseline once the work the
+// shrink started (acks, statuses) has settled: it is measured until it
+// does, for at most a few seconds, and the lowest figure is returned.
+// What may stay: buffers and pools sized by the largest message (the
+// test's own client's too), and the buckets of maps that lost their
+// entries.
+func heapBack(t *testing.T, baseline, withBig, measurable, part uint64) (after uint64) {
+	t.Helper()
 	if withBig < baseline+measurable {
 		t.Fatalf("the large input added only %d MiB: the test measures nothing", (withBig-baseline)>>20)
 	}
-	// What may stay is a twentieth of what the large input added:
-	// buffers and pools sized by the largest message. The previous
-	// policies' specs, which translation's state kept until the next
-	// translation, were a thirteenth at this size (6 of 78 MiB).
-	if allowed := baseline + (withBig-baseline)/20; after > allowed {
+	allowed := baseline + (withBig-baseline)/part
+	after = heapInUse()
+	deadline := time.Now().Add(10 * time.Second)
+	for after > allowed && time.Now().Before(deadline) {
+		after = min(after, heapInUse())
+	}
+	if after > allowed {
 		t.Fatalf("heap in use after shrinking is %d KiB, %d KiB over the baseline of %d KiB (at most %d KiB may stay): something holds the large input, translation or output",
 			after>>10, (after-baseline)>>10, baseline>>10, (allowed-baseline)>>10)
 	}
+	return after
+}
+
+// TestHeapReturnsAfterClusterShrinks: a cluster pushes a large input with
+// policies, which is translated (in full, then incrementally for a policy
+// edit), published and sent to its agent; then it shrinks to a small one.
+// Once the small output is sent, the live heap is back near what it was
+// before the large input: nothing holds the large input, its translation
+// or its output.
+func TestHeapReturnsAfterClusterShrinks(t *testing.T) {
+	const big, small, policies = 10_000, 10, 5_000
+	p := startHeapPlane(t, ingest.Limits{Destinations: big, Policies: policies})
+	nSmall := p.push(bigInput("east", small, 0, 0), p.grew)
+	baseline := heapInUse()
+	nBig := p.push(bigInput("east", big, policies, 2), p.grew)
+	// A policy edit: an incremental translation, whose sealer keeps the
+	// bodies of both versions.
+	p.push(bigInput("east", big, policies, 3), func(o heapSent) bool { return o.attempts })
+	withBig := heapInUse()
+	nAfter := p.push(bigInput("east", small+1, 0, 0), p.shrank)
+	// Before translation's state stopped holding the previous LastGood,
+	// 6 of 78 MiB stayed.
+	after := heapBack(t, baseline, withBig, 32<<20, 20)
+	t.Logf("heap in use: %d MiB with %d destinations (%d objects out), %d MiB with %d and %d policies (%d objects), %d MiB after shrinking to %d (%d objects)",
+		baseline>>20, small, nSmall, withBig>>20, big, policies, nBig, after>>20, small+1, nAfter)
+}
+
+// TestHeapReturnsAfterPoliciesShrink: only the policies change, so every
+// translation after the first is incremental and keeps its sealer (the
+// digests of every object body it has seen) until the next full one. A
+// cluster that adds many policies, edits them and deletes them again must
+// not leave the heap holding them.
+func TestHeapReturnsAfterPoliciesShrink(t *testing.T) {
+	const destinations, policies = 5_000, 5_000
+	p := startHeapPlane(t, ingest.Limits{Destinations: destinations, Policies: policies})
+	nBase := p.push(bigInput("east", destinations, 0, 0), p.grew)
+	baseline := heapInUse()
+	nBig := p.push(bigInput("east", destinations, policies, 2), p.grew)
+	p.push(bigInput("east", destinations, policies, 3), func(o heapSent) bool { return o.attempts })
+	withBig := heapInUse()
+	nAfter := p.push(bigInput("east", destinations, 0, 0), p.shrank)
+	// Before the sealer dropped the bodies of replaced objects, 30 of
+	// 43 MiB stayed; now 5 to 12 of 32 to 34 (at 10,000 of each, 7 to 11
+	// of 50 to 54), most of it buffers and map buckets sized by the
+	// largest input.
+	after := heapBack(t, baseline, withBig, 24<<20, 2)
+	t.Logf("heap in use: %d MiB with %d destinations (%d objects out), %d MiB with %d policies too (%d objects), %d MiB after deleting them (%d objects)",
+		baseline>>20, destinations, nBase, withBig>>20, policies, nBig, after>>20, nAfter)
 }
