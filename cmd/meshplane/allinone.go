@@ -39,6 +39,9 @@ type settings struct {
 	// cluster's resources, access-log buffers); install is set from the
 	// shared one.
 	ing ingest.Config
+	// tr holds translation's own settings (where the last valid versions
+	// are kept); the management cluster is registration's.
+	tr translation.Config
 }
 
 func allInOne(args []string) int {
@@ -56,7 +59,7 @@ func allInOne(args []string) int {
 	s := settings{
 		install: snapshots.DefaultInstall, trustDomain: pki.DefaultTrustDomain, clusterDomain: "cluster.local",
 		debounce: 100 * time.Millisecond, redis: snapshots.NewRedisOptions(), reg: registration.DefaultConfig(),
-		ing: ingest.DefaultConfig(),
+		ing: ingest.DefaultConfig(), tr: translation.DefaultConfig(),
 	}
 	// Empty means <dev-pki-dir>/ca, or registration's default without one.
 	s.reg.CADir = ""
@@ -66,6 +69,7 @@ func allInOne(args []string) int {
 	f.Duration(&s.debounce, "debounce", "how long a burst of input changes may settle before translating")
 	s.reg.AddOwnFlags(f)
 	s.ing.AddOwnFlags(f)
+	s.tr.AddOwnFlags(f)
 	// --kubeconfig is registration's; ingest reads the same cluster.
 	f.String(&s.ing.KubeContext, "kube-context", "kubeconfig context of the management cluster, for reading its Meshplane resources (default: the current one)")
 	f.String(&s.devPKIDir, "dev-pki-dir", "create a development CA and a server certificate for localhost here, when no --tls-cert-file is given")
@@ -73,6 +77,7 @@ func allInOne(args []string) int {
 	_ = fs.Parse(args)
 	s.trustDomain = srvOpts.TrustDomain
 	s.ing.Kubeconfig = s.reg.Kubeconfig
+	s.tr.Kubeconfig, s.tr.KubeContext = s.reg.Kubeconfig, s.ing.KubeContext
 
 	if s.devPKIDir != "" && srvOpts.TLS.CertFile == "" {
 		if s.reg.CADir == "" {
@@ -191,7 +196,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		return nil, err
 	}
 
-	tcfg := translation.DefaultConfig()
+	tcfg := s.tr
 	tcfg.Install, tcfg.ClusterDomain, tcfg.Debounce = s.install, s.clusterDomain, s.debounce
 	tr, err := translation.New(tcfg, translation.WithLogger(log), translation.WithRegisterer(promReg), translation.WithStores(inputs, outputs), translation.WithAcks(acks))
 	if err != nil {

@@ -40,6 +40,8 @@ type faultPlane struct {
 	// certs holds each service's certificate and key files, issued once:
 	// the two distribution replicas share theirs.
 	certs map[string][2]string
+	// extraArgs are added to a service's flags when it (re)starts.
+	extraArgs map[string][]string
 }
 
 var faultServices = []string{"registration", "translation", "ingest", "distribution-1", "distribution-2"}
@@ -150,6 +152,7 @@ func (p *faultPlane) start(name string) {
 		args = append(append(args, redis...), "--translation-addr", p.addr("translation"), "--translation-ca-file", p.pki.RootFile(),
 			"--translation-cert-file", cert, "--translation-key-file", key, "--translation-server-name", "localhost")
 	}
+	args = append(args, p.extraArgs[svc]...)
 	if _, ok := p.lns[name]; !ok {
 		p.relisten(name)
 	}

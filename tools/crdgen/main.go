@@ -18,6 +18,7 @@ import (
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	observabilityv1 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
 	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
+	translationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"sigs.k8s.io/yaml"
@@ -51,7 +52,10 @@ var Resources = []resource{
 	{"networking.meshplane.dev", "WasmDeploymentPolicy", "wasmdeploymentpolicies", []string{"wdp"}, &networkingv1.WasmDeploymentPolicy{}, stateColumns},
 	{"observability.meshplane.dev", "AccessLogPolicy", "accesslogpolicies", []string{"alp"}, &observabilityv1.AccessLogPolicy{}, stateColumns},
 	{"multicluster.meshplane.dev", "KubernetesCluster", "kubernetesclusters", []string{"kc"}, &multiclusterv1.KubernetesCluster{}, clusterColumns},
+	{"translation.meshplane.dev", "ResourceRecord", "resourcerecords", nil, &translationv1.ResourceRecord{}, recordColumns},
 }
+
+var recordColumns = []column{{"Kind", "string", ".spec.kind"}, {"Cluster", "string", ".spec.cluster"}, {"Namespace", "string", ".spec.namespace"}, {"Name", "string", ".spec.name"}, {"Last-Good", "string", ".spec.lastGoodGeneration"}}
 
 func main() {
 	out := flag.String("out", "deploy/crds", "directory for the CRD YAML files")
@@ -117,6 +121,9 @@ func crdFor(r resource) (obj, error) {
 	props := obj{}
 	for _, name := range []string{"spec", "status"} {
 		fd := md.Fields().ByName(protoreflect.Name(name))
+		if fd == nil && name == "status" {
+			continue // a record Meshplane writes whole
+		}
 		if fd == nil {
 			return nil, fmt.Errorf("message %s has no %s field", md.FullName(), name)
 		}
@@ -135,7 +142,9 @@ func crdFor(r resource) (obj, error) {
 			"description": fmt.Sprintf("%s is generated from %s.", r.kind, md.FullName()),
 			"properties":  props,
 		}},
-		"subresources": obj{"status": obj{}},
+	}
+	if _, ok := props["status"]; ok {
+		version["subresources"] = obj{"status": obj{}}
 	}
 	if len(r.columns) > 0 {
 		var cols []obj

@@ -9,6 +9,7 @@ package meshcrs
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -170,23 +171,39 @@ func ObjectMeta(u *unstructured.Unstructured, cluster string) *commonv1.ObjectMe
 }
 
 // Decode adds u, read from cluster, to r. The error names the offending
-// field (through protojson's position in the spec).
+// field (through protojson's position in the spec). A resource whose spec
+// does not decode is added all the same, with an empty spec and the error
+// in metadata.decodeError: it must not vanish from a snapshot, or
+// translation would take it for deleted and remove what it made.
+// Translation reports it INVALID, naming the field, and keeps its last
+// valid version in force.
 func (k Kind) Decode(r *Resources, u *unstructured.Unstructured, cluster string) error {
+	md := ObjectMeta(u, cluster)
 	var spec []byte
 	if s, ok := u.Object["spec"]; ok && s != nil {
 		b, err := json.Marshal(s)
 		if err != nil {
-			return fmt.Errorf("encode spec: %w", err)
+			return k.undecoded(r, md, "spec", fmt.Errorf("encode spec: %w", err))
 		}
 		spec = b
 	}
-	if err := k.DecodeSpec(r, ObjectMeta(u, cluster), spec); err != nil {
+	if err := k.DecodeSpec(r, md, spec); err != nil {
 		if field := FieldAt(spec, err); field != "" {
-			return fmt.Errorf("field spec.%s: %w", field, err)
+			return k.undecoded(r, md, "spec."+field, fmt.Errorf("field spec.%s: %w", field, err))
 		}
-		return fmt.Errorf("spec: %w", err)
+		return k.undecoded(r, md, "spec", fmt.Errorf("spec: %w", err))
 	}
 	return nil
+}
+
+// undecoded adds the resource with an empty spec and a decode error that
+// starts with the field's path, as validation errors do, and returns err.
+func (k Kind) undecoded(r *Resources, md *commonv1.ObjectMeta, field string, err error) error {
+	md.DecodeError = field + ": does not decode (" + errors.Unwrap(err).Error() + ")"
+	if aerr := k.add(r, md, nil); aerr != nil {
+		return errors.Join(err, aerr) // an empty spec always decodes
+	}
+	return err
 }
 
 // DecodeSpec decodes spec, the resource's spec as JSON (empty for none),

@@ -50,13 +50,25 @@ func TestDecode(t *testing.T) {
 		t.Fatalf("annotations = %v, want team kept and last-applied dropped", md.GetAnnotations())
 	}
 
-	// A bad field is named in the error, and nothing is added.
+	// A bad field is named in the error, and the resource is added all the
+	// same, with an empty spec and the error as its decode error: it must
+	// not vanish from a snapshot.
 	err := k.Decode(&r, trafficPolicy(map[string]any{"policy": map[string]any{"requestTimeout": "soon"}}), "mgmt")
 	if err == nil || !strings.Contains(err.Error(), "spec.policy.requestTimeout") {
 		t.Fatalf("bad duration: err = %v, want it to name spec.policy.requestTimeout", err)
 	}
-	if len(r.TrafficPolicies) != 1 {
-		t.Fatalf("a resource that does not decode was added")
+	if len(r.TrafficPolicies) != 2 {
+		t.Fatalf("decoded %d policies, want the one that does not decode added too", len(r.TrafficPolicies))
+	}
+	bad := r.TrafficPolicies[1]
+	if de := bad.GetMetadata().GetDecodeError(); !strings.HasPrefix(de, "spec.policy.requestTimeout: does not decode") {
+		t.Errorf("decode error = %q, want it to start with the field", de)
+	}
+	if bad.GetMetadata().GetGeneration() != 3 || bad.GetSpec() == nil || bad.GetSpec().GetPolicy() != nil {
+		t.Errorf("undecoded resource = %v, want its metadata and an empty spec", bad)
+	}
+	if r.TrafficPolicies[0].GetMetadata().GetDecodeError() != "" {
+		t.Errorf("a resource that decoded has a decode error")
 	}
 }
 

@@ -14,6 +14,8 @@ type metrics struct {
 	publishErrors *prometheus.CounterVec
 	safeMode      prometheus.Gauge
 	safeWaiting   prometheus.Gauge
+	lkgLoaded     prometheus.Gauge
+	lkgPending    prometheus.Gauge
 }
 
 var _ app.Metrics = (*metrics)(nil)
@@ -45,8 +47,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meshplane_translation_safe_mode_clusters_waiting",
 			Help: "Registered clusters that safe mode waits for to report an input.",
 		}),
+		lkgLoaded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshplane_translation_last_good_loaded",
+			Help: "1 once the last valid versions kept in the management cluster have been read (publishing waits for them, at most the safe-start window), else 0.",
+		}),
+		lkgPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshplane_translation_last_good_pending_writes",
+			Help: "Changes to the last valid versions not yet written to the management cluster (retried).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.outputObjects, m.outputBytes, m.publishErrors, m.safeMode, m.safeWaiting} {
+	for _, c := range []prometheus.Collector{m.duration, m.outputObjects, m.outputBytes, m.publishErrors, m.safeMode, m.safeWaiting, m.lkgLoaded, m.lkgPending} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -78,4 +88,13 @@ func (m *metrics) SetSafeMode(on bool, waiting int) {
 	}
 	m.safeMode.Set(v)
 	m.safeWaiting.Set(float64(waiting))
+}
+
+func (m *metrics) SetLastGood(loaded bool, pending int) {
+	v := 0.0
+	if loaded {
+		v = 1
+	}
+	m.lkgLoaded.Set(v)
+	m.lkgPending.Set(float64(pending))
 }

@@ -14,16 +14,19 @@ import (
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1/translationv1connect"
+	kubelib "github.com/meshplane/meshplane/libs/kube"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/revocation"
 	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/translation/internal/adapters/connectrpc"
+	"github.com/meshplane/meshplane/services/translation/internal/adapters/kube"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/client-go/dynamic"
 )
 
 // Name is the service's name in its SPIFFE ID and metrics.
@@ -38,6 +41,14 @@ type Config struct {
 	// every registered cluster to report; zero disables safe mode.
 	SafeStartWindow time.Duration
 	Redis           snapshots.RedisOptions
+	// RecordsNamespace is the namespace of the management cluster where
+	// the last valid version of every resource is kept (ResourceRecords),
+	// so that a restart of the plane and a lost Redis cannot lose them
+	// together. Empty keeps them in memory only.
+	RecordsNamespace string
+	// Kubeconfig and KubeContext reach the management cluster; an empty
+	// Kubeconfig means the in-cluster configuration.
+	Kubeconfig, KubeContext string
 
 	flags *platform.Flags
 }
@@ -59,8 +70,18 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags.String(&c.Install, "install", "install name, the value of the meshplane.dev/managed-by label")
 	c.flags.String(&c.ClusterDomain, "cluster-domain", "DNS suffix of Services in workload clusters")
 	c.flags.Duration(&c.Debounce, "debounce", "how long a burst of input changes may settle before translating")
-	c.flags.Duration(&c.SafeStartWindow, "safe-start-window", "after a start or a store loss, how long publishing may wait for every registered cluster to report (0 disables safe mode)")
+	c.flags.Duration(&c.SafeStartWindow, "safe-start-window", "after a start or a store loss, how long publishing may wait for every registered cluster to report, and for the last valid versions to be read (0 disables safe mode)")
+	c.flags.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of the management cluster, for --records-namespace; empty means in-cluster")
+	c.flags.String(&c.KubeContext, "kube-context", "kubeconfig context of the management cluster (default: the current one)")
+	c.AddOwnFlags(c.flags)
 	c.Redis.AddFlags(fs)
+}
+
+// AddOwnFlags registers the flags that the all-in-one process takes from
+// translation as they are (the management cluster's kubeconfig is
+// registration's there).
+func (c *Config) AddOwnFlags(f *platform.Flags) {
+	f.String(&c.RecordsNamespace, "records-namespace", "namespace of the management cluster where the last valid version of every resource is kept, so that a restart and a lost Redis cannot lose them (empty: in memory only)")
 }
 
 // Validate checks the configuration.
@@ -161,12 +182,20 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	var topts []app.TranslatorOption
+	if cfg.RecordsNamespace != "" {
+		store, err := newRecordStore(cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		topts = append(topts, app.WithLastGoodStore(store))
+	}
 	t := app.NewTranslator(app.Config{
 		Domain:          domain.Options{Install: cfg.Install, ClusterDomain: cfg.ClusterDomain},
 		Debounce:        cfg.Debounce,
 		SafeStartWindow: cfg.SafeStartWindow,
 		TestOutputHook:  d.hook,
-	}, d.inputs, d.outputs, metrics, log)
+	}, d.inputs, d.outputs, metrics, log, topts...)
 	if d.acks != nil {
 		t.SetApplyReports(d.acks)
 	}
@@ -175,6 +204,23 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		svc.revoked = revocation.NewCache(revredis.NewSource(d.redis, cfg.Install), 0, log)
 	}
 	return svc, nil
+}
+
+// newRecordStore keeps the last valid versions in ResourceRecords of the
+// management cluster.
+func newRecordStore(cfg Config, log *slog.Logger) (*kube.LastGood, error) {
+	rc, err := kubelib.RESTConfigFromKubeconfig(cfg.Kubeconfig, cfg.KubeContext)
+	if err != nil {
+		return nil, fmt.Errorf("translation: --records-namespace needs the management cluster: %w", err)
+	}
+	// The first start after an upgrade writes one record per valid
+	// resource; client-go's default of 5 writes a second is too slow.
+	rc.QPS, rc.Burst = 100, 200
+	client, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("translation: client of the management cluster: %w", err)
+	}
+	return kube.NewLastGood(client, cfg.RecordsNamespace, cfg.Install, log), nil
 }
 
 func newInput() *snapshotv1.InputSnapshot   { return &snapshotv1.InputSnapshot{} }

@@ -12,6 +12,9 @@
 {{- with .Values.debounce }}
 - --debounce={{ . }}
 {{- end }}
+{{- if .Values.lastKnownGood.records }}
+- --records-namespace={{ .Release.Namespace }}
+{{- end }}
 {{- end }}
 
 {{- define "translation.specificMounts" -}}{{- end }}

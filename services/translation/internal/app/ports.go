@@ -40,6 +40,9 @@ type Metrics interface {
 	// SetSafeMode records whether publishing is held back, and for how
 	// many clusters it waits.
 	SetSafeMode(on bool, waiting int)
+	// SetLastGood records whether the stored last valid versions have been
+	// read, and how many writes to the store are pending.
+	SetLastGood(loaded bool, pending int)
 }
 
 // NopMetrics discards everything.
@@ -49,3 +52,4 @@ func (NopMetrics) ObserveTranslation(time.Duration, error) {}
 func (NopMetrics) ObserveOutput(string, int, int)          {}
 func (NopMetrics) ObservePublishError(string)              {}
 func (NopMetrics) SetSafeMode(bool, int)                   {}
+func (NopMetrics) SetLastGood(bool, int)                   {}

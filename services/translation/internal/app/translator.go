@@ -75,6 +75,11 @@ type Translator struct {
 	// lastGood is the last valid version of every policy, kept in force
 	// when an edit makes a policy invalid. Only Run's goroutine uses it.
 	lastGood domain.LastGood
+	// keeper mirrors lastGood into a durable store; nil without one.
+	keeper *lastGoodKeeper
+	// started is when Run started: publishing waits at most the safe-start
+	// window for the stored last valid versions.
+	started time.Time
 }
 
 // safeMode holds back publishing until every cluster known to be
@@ -104,7 +109,7 @@ func (s *safeMode) waiting() []string {
 }
 
 // NewTranslator returns a translator. Run starts it.
-func NewTranslator(cfg Config, source InputSource, publish OutputPublisher, metrics Metrics, log *slog.Logger) *Translator {
+func NewTranslator(cfg Config, source InputSource, publish OutputPublisher, metrics Metrics, log *slog.Logger, opts ...TranslatorOption) *Translator {
 	if metrics == nil {
 		metrics = NopMetrics{}
 	}
@@ -127,6 +132,9 @@ func NewTranslator(cfg Config, source InputSource, publish OutputPublisher, metr
 	if cfg.SafeStartWindow > 0 {
 		_, lister := publish.(OutputLister)
 		t.safe = safeMode{on: true, since: now(), known: map[string]bool{}, reported: map[string]bool{}, unsure: lister}
+	}
+	for _, o := range opts {
+		o(t)
 	}
 	return t
 }
@@ -309,10 +317,20 @@ func (t *Translator) Run(ctx context.Context) error {
 		t.safe.since = t.now()
 		t.metrics.SetSafeMode(true, len(t.safe.waiting()))
 	}
+	t.started = t.now()
 	t.mu.Unlock()
+	t.loadLastGood(ctx)
 	t.loadKnown(ctx)
 	t.loadAll(ctx)
 	t.holdPublishing() // leaves safe mode at once when nobody is waited for
+	if t.keeper != nil {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			t.writeLastGood(ctx)
+		}()
+		defer func() { <-done }()
+	}
 	if t.reports != nil {
 		done := make(chan struct{})
 		go func() {
@@ -338,6 +356,7 @@ func (t *Translator) Run(ctx context.Context) error {
 			if changes == nil {
 				changes = t.resubscribe(ctx)
 			}
+			t.loadLastGood(ctx)
 			t.loadKnown(ctx)
 			t.publishPending(ctx)
 		case <-t.kick:
@@ -462,7 +481,11 @@ func (t *Translator) translate(ctx context.Context) {
 		return
 	}
 	outputs := res.Outputs
-	t.lastGood = res.LastGood
+	present := func(cluster string) bool { _, ok := inputs[cluster]; return ok }
+	t.lastGood = carryOver(res.LastGood, t.lastGood, present)
+	if t.keeper != nil {
+		t.keeper.record(t.lastGood, present)
+	}
 	t.finishOutputs(outputs, failures)
 	if marking {
 		// The incremental translator keeps these outputs: the next
@@ -484,7 +507,7 @@ func (t *Translator) translate(ctx context.Context) {
 // safe mode; outputs exist only for clusters with an input, so a cluster
 // whose input is missing never gets one.
 func (t *Translator) publishPending(ctx context.Context) {
-	if t.holdPublishing() {
+	if t.holdPublishing() || t.waitLastGood() {
 		return
 	}
 	t.mu.RLock()
@@ -520,4 +543,52 @@ func (t *Translator) Refresh(ctx context.Context, cluster string) error {
 		return fmt.Errorf("read input of cluster %q: %w", cluster, err)
 	}
 	return t.Submit(cluster, e.Value)
+}
+
+// loadLastGood reads the stored last valid versions once. Those of
+// resources that the last translation did not see valid are added to the
+// ones in memory, and everything is translated again with them.
+func (t *Translator) loadLastGood(ctx context.Context) {
+	if t.keeper == nil || t.keeper.isLoaded() {
+		return
+	}
+	stored, ok := t.keeper.load(ctx)
+	t.metrics.SetLastGood(ok, 0)
+	if !ok {
+		return
+	}
+	t.lastGood = carryOver(t.lastGood, stored, func(string) bool { return false })
+	t.inc.Invalidate()
+	t.schedule()
+}
+
+// waitLastGood reports whether publishing waits for the stored last valid
+// versions: without them, an output would leave out every resource that is
+// invalid now. It waits at most the safe-start window.
+func (t *Translator) waitLastGood() bool {
+	if t.keeper == nil || t.keeper.isLoaded() {
+		return false
+	}
+	if t.now().Sub(t.started) < t.cfg.SafeStartWindow {
+		return true
+	}
+	t.log.Error("the last valid versions could not be read within the safe-start window; publishing without them", "window", t.cfg.SafeStartWindow)
+	return false
+}
+
+// writeLastGood writes the last valid versions that changed, and retries
+// failed writes, until ctx ends.
+func (t *Translator) writeLastGood(ctx context.Context) {
+	retry := time.NewTicker(t.cfg.RetryInterval)
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.keeper.wake:
+		case <-retry.C:
+		}
+		t.keeper.flush(ctx)
+		t.metrics.SetLastGood(t.keeper.isLoaded(), t.keeper.pendingCount())
+	}
 }

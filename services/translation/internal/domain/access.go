@@ -135,16 +135,13 @@ func newAccessPolicy(key ObjectKey, ap *networkingv1.AccessPolicy) *accessPolicy
 // it is invalid, and resolves its sources and destinations.
 func (t *accessTranslation) prepare(p *accessPolicy, lastGood map[ObjectKey]LastGoodAccess) {
 	p.Status = &commonv1.ResourceStatus{ObservedGeneration: p.Meta.GetGeneration()}
-	if p.Errors = ValidateAccessPolicy(p.Spec); len(p.Errors) > 0 {
-		good, ok := lastGood[p.Key]
-		if !ok {
-			return
-		}
-		// The invalid edit is reported; the last valid version stays in
-		// force.
-		p.lastGood = &good
-		p.Spec = good.Spec
+	p.Errors = validateVersion(p.Meta, p.Spec, ValidateAccessPolicy)
+	spec, held := inForce(p.Key, p.Meta, p.Spec, p.Errors, lastGood)
+	if len(p.Errors) > 0 && held == nil {
+		return
 	}
+	// An invalid edit is reported; the last valid version stays in force.
+	p.lastGood, p.Spec = held, spec
 	t.resolveSources(p)
 	for _, d := range t.ix.selectDestinations(p.Spec.GetDestinationSelector(), p.Key) {
 		p.selected = append(p.selected, d.Key)
@@ -308,7 +305,7 @@ func (p *accessPolicy) goodVersion() (LastGoodAccess, bool) {
 	if p.Status.GetState() != commonv1.ApprovalState_ACCEPTED {
 		return LastGoodAccess{}, false
 	}
-	return LastGoodAccess{Generation: p.Meta.GetGeneration(), Spec: p.Spec}, true
+	return keptOf(p.Meta, p.Spec), true
 }
 
 // accessPolicyStatus is the status written back to an AccessPolicy.

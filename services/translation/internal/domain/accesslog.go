@@ -68,17 +68,19 @@ func validateAccessLog(spec *observabilityv1.AccessLogPolicySpec) []string {
 	return errs
 }
 
-func translateAccessLogs(e *extensionOutputs, ix *Index, in []collected[*observabilityv1.AccessLogPolicy]) error {
+func translateAccessLogs(e *extensionOutputs, ix *Index, in []collected[*observabilityv1.AccessLogPolicy], kept, next map[ObjectKey]Kept[*observabilityv1.AccessLogPolicySpec]) error {
 	for _, c := range in {
 		key, md, spec := c.Key, c.Res.GetMetadata(), c.Res.GetSpec()
-		errs := validateAccessLog(spec)
+		errs := validateVersion(md, spec, validateAccessLog)
+		spec, held := inForce(key, md, spec, errs, kept)
 		var ws []*workload
 		var failures []string
-		if len(errs) == 0 {
+		if len(errs) == 0 || held != nil {
 			ws = selectedWorkloads(ix, spec.GetWorkloadSelectors())
 			failures = emitAccessLog(e, key, spec, ws)
 		}
-		st, err := extensionStatus(ObservabilityV1, KindAccessLogPolicy, key, md, errs, failures, ws)
+		keep(next, key, held, md, spec, len(errs) == 0)
+		st, err := extensionStatus(ObservabilityV1, KindAccessLogPolicy, key, md, errs, failures, ws, heldGeneration(held))
 		if err != nil {
 			return err
 		}

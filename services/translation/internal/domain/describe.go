@@ -173,7 +173,7 @@ func (a *Applied) workloadStatus(k ObjectKey) *discoveryv1.WorkloadStatus {
 func (a *Applied) destinationStatus(d *destination) *discoveryv1.DestinationStatus {
 	s := &discoveryv1.DestinationStatus{LocalFqdn: d.Host}
 	for _, p := range a.traffic.states[d.Key].applied {
-		if as := p.Status.GetDestinations()[d.Key.String()]; as.GetState() == commonv1.ApprovalState_ACCEPTED {
+		if as := p.Status.GetDestinations()[d.Key.String()]; as.GetState() == commonv1.ApprovalState_ACCEPTED || p.heldOn[d.Key] {
 			s.AppliedTrafficPolicies = append(s.AppliedTrafficPolicies, appliedRef(p.Key, p.Meta, as.GetAcceptanceOrder()))
 		}
 	}

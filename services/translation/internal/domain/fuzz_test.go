@@ -16,6 +16,7 @@ import (
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	extensionsv1alpha1 "istio.io/api/extensions/v1alpha1"
@@ -298,6 +299,27 @@ func fuzzEstate(data []byte) map[string]*snapshotv1.InputSnapshot {
 	for i := range s.n(3) {
 		inputs[s.pick("east", "west")].AccessLogPolicies = append(inputs["west"].AccessLogPolicies, s.accessLogPolicy(fmt.Sprintf("l%d", i)))
 	}
+	// Last, some resources did not decode: they come with their metadata,
+	// an empty spec and the decode error, as the agent sends them.
+	for _, c := range []string{"east", "west"} {
+		in := inputs[c].ProtoReflect()
+		for _, f := range userResourceFields {
+			list := in.Get(in.Descriptor().Fields().ByName(f)).List()
+			for i := range list.Len() {
+				if s.n(8) != 7 {
+					continue
+				}
+				res := list.Get(i).Message()
+				res.Set(res.Descriptor().Fields().ByName("spec"), protoreflect.ValueOfMessage(res.Get(res.Descriptor().Fields().ByName("spec")).Message().New()))
+				md := res.Interface().(userResource).GetMetadata()
+				if md == nil {
+					md = &commonv1.ObjectMeta{}
+					res.Set(res.Descriptor().Fields().ByName("metadata"), protoreflect.ValueOfMessage(md.ProtoReflect()))
+				}
+				md.DecodeError = "spec.policy.requestTimeout: does not decode (fuzz)"
+			}
+		}
+	}
 	for _, in := range inputs {
 		snapshots.SealInput(in)
 	}
@@ -540,6 +562,12 @@ func fuzzSeeds() [][]byte {
 		{3, 0, 0, 0, 1, 1, 0, 1, 0, 0, 3, 2, 1, 1, 0, 1, 0, 2, 2, 0, 0, 2, 3, 0, 0, 2, 2, 3, 1, 2, 0, 0, 0, 1, 2, 2, 1, 3, 0, 1, 0, 1, 1, 1, 2, 0, 2, 3, 1, 1, 2, 3, 3, 0, 1, 0, 3, 3, 3},
 		[]byte("a VirtualMesh with federation, two VirtualDestinations with static and locality failover, a shift to one, Settings and the users' own VirtualServices"),
 		{1, 1, 1, 0, 1, 2, 1, 3, 0, 1, 1, 0, 0, 0, 0, 1, 0, 1, 1, 0, 2, 0, 0, 1, 1, 0, 1, 2, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 2, 1, 1, 0, 1, 0, 2, 1, 0, 0, 1, 1, 2, 0, 1, 1, 2, 2, 1, 1, 0, 1, 0, 3, 1, 0, 2, 1},
+		// These reach resources that did not decode: VirtualMeshes,
+		// AccessPolicies and TrafficPolicies in the first;
+		// VirtualDestinations, WasmDeploymentPolicies, AccessLogPolicies
+		// and TrafficPolicies in the second.
+		{0, 0, 7, 2, 7, 7, 2, 1, 3, 2, 7, 7, 7, 1, 7, 0, 1, 2, 2, 1, 0, 1, 0, 0, 0, 0, 3, 3, 1, 1, 7, 1, 3, 2, 0, 2, 7, 3, 2, 3, 1, 7, 2, 7, 7, 7, 7, 2, 3, 3, 7, 7, 7, 2, 1, 7, 1, 2, 3, 7, 7, 7, 0, 7, 0, 3, 0, 2, 0, 7, 7, 0, 3, 7, 1, 1, 0, 3, 0, 3, 0, 0, 7, 2, 3, 1},
+		{2, 7, 7, 7, 2, 7, 1, 7, 7, 7, 3, 1, 1, 7, 0, 1, 7, 3, 7, 3, 0, 7, 0, 3, 7, 1, 7, 7, 3, 1, 7, 3, 7, 7, 2, 3, 2, 7, 2, 2, 3, 0, 7, 0, 1, 7, 2, 7, 2, 0, 2, 3, 0, 7, 1, 1, 3, 7, 0, 0, 0, 3, 1, 3, 2, 2, 7, 1, 7, 1, 3, 7, 1, 7, 7, 7, 2, 1, 1, 7},
 	}
 }
 
@@ -649,6 +677,55 @@ func checkTranslation(t *testing.T, data []byte) {
 			if rs.GetState() == commonv1.ApprovalState_PENDING {
 				t.Fatalf("status of %s is still PENDING", st.GetName())
 			}
+		}
+	}
+	// A resource that did not decode is INVALID, names the field, and its
+	// status follows its generation.
+	for c, in := range inputs {
+		for _, md := range undecoded(in) {
+			st := statusOf(t, first[c], md.kind, md.GetNamespace(), md.GetName())
+			if st == nil || st.State != "INVALID" || !strings.Contains(strings.Join(st.Errors, "\n"), md.GetDecodeError()) ||
+				st.ObservedGeneration != fmt.Sprint(md.GetGeneration()) {
+				t.Fatalf("%s %s/%s did not decode; status %+v", md.kind, md.GetNamespace(), md.GetName(), st)
+			}
+		}
+	}
+}
+
+type kindMeta struct {
+	kind string
+	*commonv1.ObjectMeta
+}
+
+// undecoded lists the user resources of in that did not decode.
+func undecoded(in *snapshotv1.InputSnapshot) []kindMeta {
+	var out []kindMeta
+	r := in.ProtoReflect()
+	for _, f := range userResourceFields {
+		list := r.Get(r.Descriptor().Fields().ByName(f)).List()
+		for i := range list.Len() {
+			m := list.Get(i).Message()
+			if md := m.Interface().(userResource).GetMetadata(); md.GetDecodeError() != "" && md.GetName() != "" {
+				out = append(out, kindMeta{string(m.Descriptor().Name()), md})
+			}
+		}
+	}
+	return out
+}
+
+// Some seeds reach resources that did not decode, of every kind.
+func TestFuzzSeedsReachUndecoded(t *testing.T) {
+	kinds := map[string]bool{}
+	for _, seed := range fuzzSeeds() {
+		for _, in := range fuzzEstate(seed) {
+			for _, md := range undecoded(in) {
+				kinds[md.kind] = true
+			}
+		}
+	}
+	for _, k := range []string{"VirtualMesh", "TrafficPolicy", "AccessPolicy", "VirtualDestination", "WasmDeploymentPolicy", "AccessLogPolicy"} {
+		if !kinds[k] {
+			t.Errorf("no fuzz seed makes a %s that did not decode (got %v)", k, kinds)
 		}
 	}
 }

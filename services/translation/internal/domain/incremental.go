@@ -426,7 +426,10 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 		outClusters[c] = true
 	}
 	drop := func(p *trafficPolicy) { dropKey(KindTrafficPolicy, p.Key) }
-	next := LastGood{Traffic: maps.Clone(prev.result.LastGood.Traffic), Access: prev.result.LastGood.Access}
+	// Only TrafficPolicies and AccessPolicies change here: the other
+	// kinds' last valid versions carry over as they are.
+	next := prev.result.LastGood
+	next.Traffic = maps.Clone(next.Traffic)
 	if len(aChanged) > 0 {
 		next.Access = maps.Clone(next.Access)
 	}

@@ -3,6 +3,7 @@ package domain_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
@@ -11,6 +12,8 @@ import (
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func reviewsSelector() []*networkingv1.DestinationSelector {
@@ -174,5 +177,62 @@ func TestLastKnownGoodIsPure(t *testing.T) {
 	}
 	if findObject(c["east"], domain.KindVirtualService) != nil {
 		t.Fatal("an invalid policy without a last valid version was translated")
+	}
+}
+
+// An edit that makes a policy conflict with one accepted earlier keeps its
+// last valid version in force for the destination: the VirtualService
+// keeps both policies' fields, and the edited policy is INVALID with
+// lastKnownGood, naming the field and the policy that owns it.
+func TestLastKnownGoodOnConflict(t *testing.T) {
+	policy := func(name string, created, gen int64, p *networkingv1.TrafficPolicySpec_Policy) *networkingv1.TrafficPolicy {
+		return &networkingv1.TrafficPolicy{
+			Metadata: &commonv1.ObjectMeta{Name: name, Namespace: "default", Cluster: "east", Generation: gen, CreationTimestamp: timestamppb.New(time.Unix(created, 0))},
+			Spec:     &networkingv1.TrafficPolicySpec{DestinationSelector: reviewsSelector(), Policy: p},
+		}
+	}
+	in := func(b *networkingv1.TrafficPolicy) map[string]*snapshotv1.InputSnapshot {
+		s := &snapshotv1.InputSnapshot{Cluster: "east", Destinations: []*discoveryv1.Destination{destination("east", svc{"default", "reviews", ""})},
+			TrafficPolicies: []*networkingv1.TrafficPolicy{
+				policy("a-retries", 1, 1, &networkingv1.TrafficPolicySpec_Policy{Retries: &networkingv1.TrafficPolicySpec_Policy_RetryPolicy{Attempts: 3}}),
+				b,
+			}}
+		snapshots.SealInput(s)
+		return map[string]*snapshotv1.InputSnapshot{"east": s}
+	}
+	timeout := &networkingv1.TrafficPolicySpec_Policy{RequestTimeout: durationpb.New(2 * time.Second)}
+	first, err := domain.TranslateResult(in(policy("b-timeout", 2, 1, timeout)), domain.Options{}, domain.LastGood{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := string(findObject(first.Outputs["east"], domain.KindVirtualService).GetSpec())
+	if !strings.Contains(want, `"attempts":3`) || !strings.Contains(want, `"timeout":"2s"`) {
+		t.Fatalf("VirtualService %s, want both policies' fields", want)
+	}
+	// b now sets retries too, which a-retries owns.
+	both := &networkingv1.TrafficPolicySpec_Policy{RequestTimeout: durationpb.New(5 * time.Second), Retries: &networkingv1.TrafficPolicySpec_Policy_RetryPolicy{Attempts: 9}}
+	second, err := domain.TranslateResult(in(policy("b-timeout", 2, 2, both)), domain.Options{}, first.LastGood)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(findObject(second.Outputs["east"], domain.KindVirtualService).GetSpec()); got != want {
+		t.Errorf("VirtualService %s, want the last valid one %s", got, want)
+	}
+	var st *commonv1.ResourceStatus
+	for _, s := range second.Outputs["east"].GetStatuses() {
+		if s.GetName() == "b-timeout" {
+			st = &commonv1.ResourceStatus{}
+			if err := protojson.Unmarshal(s.GetStatus(), st); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	errs := strings.Join(st.GetErrors(), "\n")
+	if st.GetState() != commonv1.ApprovalState_INVALID || !st.GetLastKnownGood() || st.GetObservedGeneration() != 2 ||
+		!strings.Contains(errs, "spec.policy.retries: conflicts with TrafficPolicy") || !strings.Contains(errs, "generation 1") {
+		t.Errorf("status %v, want INVALID, lastKnownGood, generation 2, the conflict and generation 1 in force", st)
+	}
+	if g := second.LastGood.Traffic[domain.ObjectKey{Cluster: "east", Namespace: "default", Name: "b-timeout"}]; g.Generation != 1 {
+		t.Errorf("last valid version of b-timeout is generation %d, want 1", g.Generation)
 	}
 }

@@ -21,6 +21,14 @@ type trafficPolicy struct {
 	// lastGood is set when the current version failed validation and the
 	// last valid version, now in Spec, is translated instead.
 	lastGood *LastGoodTraffic
+	// prior is the last valid version when it is older than the current
+	// one, which passed validation: it stays in force for each destination
+	// where the current version fails (a reference that does not resolve,
+	// a conflict). heldOn holds those destinations; priorSelects the
+	// destinations prior selects, found when first needed.
+	prior        *LastGoodTraffic
+	priorSelects map[ObjectKey]bool
+	heldOn       map[ObjectKey]bool
 	// conflicts are errors about outputs for destinations the policy does
 	// not select (subsets it names) that users' Istio objects blocked.
 	conflicts map[ObjectKey]string

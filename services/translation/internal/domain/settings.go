@@ -38,6 +38,9 @@ type settingsObject struct {
 	Meta   *commonv1.ObjectMeta
 	Spec   *settingsv1.SettingsSpec
 	Errors []string
+	// lastGood is set when the current version is invalid and the last
+	// valid version, now in Spec, is read instead.
+	lastGood *Kept[*settingsv1.SettingsSpec]
 	// inForce is set on the one Settings that is read.
 	inForce bool
 	// ignored says why a Settings is not read.
@@ -76,14 +79,15 @@ func ValidateSettings(spec *settingsv1.SettingsSpec) []string {
 // input of its own, a Settings with that name and namespace in any input
 // is read instead: the first by cluster name. Every other Settings is
 // reported as ignored. An invalid Settings leaves the defaults in force.
-func readSettings(inputs map[string]*snapshotv1.InputSnapshot, opts Options) (settings, []*settingsObject) {
+func readSettings(inputs map[string]*snapshotv1.InputSnapshot, opts Options, kept map[ObjectKey]Kept[*settingsv1.SettingsSpec]) (settings, []*settingsObject) {
 	var all []*settingsObject
 	for _, c := range collectResources(inputs, (*snapshotv1.InputSnapshot).GetSettings) {
 		s := &settingsObject{Key: c.Key, Meta: c.Res.GetMetadata(), Spec: c.Res.GetSpec()}
 		if s.Spec == nil {
 			s.Spec = &settingsv1.SettingsSpec{}
 		}
-		s.Errors = ValidateSettings(s.Spec)
+		s.Errors = validateVersion(s.Meta, s.Spec, ValidateSettings)
+		s.Spec, s.lastGood = inForce(s.Key, s.Meta, s.Spec, s.Errors, kept)
 		all = append(all, s)
 	}
 	var chosen *settingsObject
@@ -108,7 +112,7 @@ func readSettings(inputs map[string]*snapshotv1.InputSnapshot, opts Options) (se
 			s.ignored = fmt.Sprintf("the Settings %s is in force; one Settings is read, from the management cluster %q when it has one", chosen.Key, opts.ManagementCluster)
 		}
 	}
-	if chosen == nil || len(chosen.Errors) > 0 {
+	if chosen == nil || len(chosen.Errors) > 0 && chosen.lastGood == nil {
 		return out, all
 	}
 	if mode, ok := tlsModes[chosen.Spec.GetMtls().GetIstio().GetTlsMode()]; ok {
@@ -136,6 +140,10 @@ func settingsStatus(s *settingsObject) (*snapshotv1.ResourceStatus, error) {
 		Errors:             slices.Clone(s.Errors),
 	}
 	switch {
+	case len(s.Errors) > 0 && s.lastGood != nil:
+		st.State = commonv1.ApprovalState_INVALID
+		st.LastKnownGood = true
+		st.Errors = append(st.Errors, lastGoodMessage(s.lastGood.Generation))
 	case len(s.Errors) > 0:
 		st.State = commonv1.ApprovalState_INVALID
 		if s.inForce {
@@ -146,4 +154,13 @@ func settingsStatus(s *settingsObject) (*snapshotv1.ResourceStatus, error) {
 		st.Errors = append(st.Errors, cmp.Or(s.ignored, "not read"))
 	}
 	return resourceStatus(SettingsV1, KindSettings, s.Key, s.Meta.GetGeneration(), st)
+}
+
+// goodVersion is the version to keep as the last valid one, if any: a
+// valid Settings is good whether or not it is the one read.
+func (s *settingsObject) goodVersion() (Kept[*settingsv1.SettingsSpec], bool) {
+	if s.lastGood != nil {
+		return *s.lastGood, true
+	}
+	return keptOf(s.Meta, s.Spec), len(s.Errors) == 0
 }

@@ -130,21 +130,33 @@ func (t *trafficTranslation) apply(policies []*trafficPolicy) {
 // it is invalid, and finds the workloads and destinations it selects.
 func (t *trafficTranslation) prepare(p *trafficPolicy) {
 	p.Status = &commonv1.ResourceStatus{ObservedGeneration: p.Meta.GetGeneration()}
-	if p.Errors = ValidateTrafficPolicy(p.Spec); len(p.Errors) > 0 {
-		good, ok := t.lastGood[p.Key]
-		if !ok {
-			p.selectWorkloads(t.ix)
-			return
-		}
-		// The invalid edit is reported; the last valid version stays in
-		// force.
-		p.lastGood = &good
-		p.Spec = good.Spec
+	p.prior, p.priorSelects, p.heldOn = nil, nil, nil
+	p.Errors = validateVersion(p.Meta, p.Spec, ValidateTrafficPolicy)
+	spec, held := inForce(p.Key, p.Meta, p.Spec, p.Errors, t.lastGood)
+	if len(p.Errors) > 0 && held == nil {
+		p.selectWorkloads(t.ix)
+		return
+	}
+	// An invalid edit is reported; the last valid version stays in force.
+	p.lastGood, p.Spec = held, spec
+	if good, ok := lastOf(t.lastGood, p.Key, p.Meta); ok && held == nil && good.Generation != p.Meta.GetGeneration() {
+		p.prior = &good
 	}
 	p.selectWorkloads(t.ix)
 	for _, d := range t.ix.selectDestinations(p.Spec.GetDestinationSelector(), p.Key) {
 		p.selected = append(p.selected, d.Key)
 	}
+}
+
+// priorSelected says whether the policy's prior version selected d.
+func (t *trafficTranslation) priorSelected(p *trafficPolicy, d ObjectKey) bool {
+	if p.priorSelects == nil {
+		p.priorSelects = map[ObjectKey]bool{}
+		for _, dst := range t.ix.selectDestinations(p.prior.Spec.GetDestinationSelector(), p.Key) {
+			p.priorSelects[dst.Key] = true
+		}
+	}
+	return p.priorSelects[d]
 }
 
 // applyAll applies the destination's policies in acceptance order.
@@ -155,6 +167,7 @@ func (t *trafficTranslation) applyAll(st *destState) {
 			p.Status.Destinations = map[string]*commonv1.ApprovalStatus{}
 		}
 		p.Status.Destinations[st.dst.Key.String()] = as
+		delete(p.heldOn, st.dst.Key)
 		t.applyTo(st, p, as)
 	}
 }
@@ -177,24 +190,55 @@ func (p *trafficPolicy) goodVersion() (LastGoodTraffic, bool) {
 	if p.lastGood != nil {
 		return *p.lastGood, true
 	}
+	if len(p.heldOn) > 0 {
+		return *p.prior, true
+	}
 	// FAILED means valid, but some output was blocked (by a user's own
 	// Istio object): the spec is still a good one.
 	if st := p.Status.GetState(); st != commonv1.ApprovalState_ACCEPTED && st != commonv1.ApprovalState_FAILED {
 		return LastGoodTraffic{}, false
 	}
-	return LastGoodTraffic{Generation: p.Meta.GetGeneration(), Spec: p.Spec}, true
+	return keptOf(p.Meta, p.Spec), true
 }
 
 // applyTo applies one valid policy to one destination, or reports why it
 // cannot: a reference that does not resolve for this destination, or a
-// field that a policy accepted earlier already owns.
+// field that a policy accepted earlier already owns. When the policy's
+// current version fails there and an older version was valid, that one
+// stays in force for the destination: its status is INVALID with the
+// errors, and says so.
 func (t *trafficTranslation) applyTo(st *destState, p *trafficPolicy, as *commonv1.ApprovalStatus) {
+	errs := t.applySpec(st, p, p.Spec, as)
+	if len(errs) == 0 {
+		as.State = commonv1.ApprovalState_ACCEPTED
+		return
+	}
+	as.State, as.Errors = commonv1.ApprovalState_INVALID, errs
+	if p.prior == nil || !t.priorSelected(p, st.dst.Key) {
+		return
+	}
+	warnings := as.Warnings
+	as.Warnings = nil
+	if perrs := t.applySpec(st, p, p.prior.Spec, as); len(perrs) > 0 {
+		// The last valid version fails here too (what it named is gone).
+		as.Warnings = warnings
+		return
+	}
+	if p.heldOn == nil {
+		p.heldOn = map[ObjectKey]bool{}
+	}
+	p.heldOn[st.dst.Key] = true
+	as.Errors = append(as.Errors, heldMessage(p.prior.Generation))
+}
+
+// applySpec applies one version of a policy to one destination and returns
+// nothing, or the errors that kept it from changing anything there.
+func (t *trafficTranslation) applySpec(st *destState, p *trafficPolicy, spec *networkingv1.TrafficPolicySpec, as *commonv1.ApprovalStatus) []string {
 	d := st.dst
-	pol := p.Spec.GetPolicy()
+	pol := spec.GetPolicy()
 	shift, subsets, mirror, errs := t.resolveTargets(d, pol)
 	if len(errs) > 0 {
-		as.State, as.Errors = commonv1.ApprovalState_INVALID, errs
-		return
+		return errs
 	}
 
 	rfields := routeFields(pol)
@@ -202,12 +246,12 @@ func (t *trafficTranslation) applyTo(st *destState, p *trafficPolicy, as *common
 	var key string
 	var matches []*istiov1alpha3.HTTPMatchRequest
 	if len(rfields) > 0 {
-		sources, ok := sourceConditions(p.Spec.GetSourceSelector(), d.Key.Cluster)
+		sources, ok := sourceConditions(spec.GetSourceSelector(), d.Key.Cluster)
 		if !ok {
 			as.Warnings = append(as.Warnings, fmt.Sprintf("no source selector matches clients in cluster %q; the route settings are not translated there", d.Key.Cluster))
 			rfields = nil
 		} else {
-			matches = combine(requestConditions(p.Spec.GetHttpRequestMatchers()), sources)
+			matches = combine(requestConditions(spec.GetHttpRequestMatchers()), sources)
 			key = matchKey(matches)
 			group = st.routes[key]
 		}
@@ -225,11 +269,9 @@ func (t *trafficTranslation) applyTo(st *destState, p *trafficPolicy, as *common
 		}
 	}
 	if len(errs) > 0 {
-		as.State, as.Errors = commonv1.ApprovalState_INVALID, errs
-		return
+		return errs
 	}
 
-	as.State = commonv1.ApprovalState_ACCEPTED
 	if len(rfields) > 0 {
 		if group == nil {
 			group = &routeGroup{
@@ -276,6 +318,7 @@ func (t *trafficTranslation) applyTo(st *destState, p *trafficPolicy, as *common
 			st.targets = append(st.targets, s.target)
 		}
 	}
+	return nil
 }
 
 type subsetRef struct {
@@ -530,9 +573,13 @@ func trafficPolicyStatus(p *trafficPolicy) (*snapshotv1.ResourceStatus, error) {
 		// Valid, but some of its outputs could not be written.
 		s.State = commonv1.ApprovalState_FAILED
 	}
-	if p.lastGood != nil {
+	switch {
+	case p.lastGood != nil:
 		s.LastKnownGood = true
 		s.Errors = append(s.Errors, lastGoodMessage(p.lastGood.Generation))
+	case len(p.heldOn) > 0:
+		s.LastKnownGood = true
+		s.Errors = append(s.Errors, lastGoodMessage(p.prior.Generation))
 	}
 	return resourceStatus(NetworkingV1, KindTrafficPolicy, p.Key, p.Meta.GetGeneration(), s)
 }

@@ -134,7 +134,7 @@ func TranslateResult(inputs map[string]*snapshotv1.InputSnapshot, opts Options, 
 // incremental translation starts from.
 func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, last LastGood) (*Result, *incState, error) {
 	opts = opts.withDefaults()
-	next := LastGood{Traffic: map[ObjectKey]LastGoodTraffic{}, Access: map[ObjectKey]LastGoodAccess{}}
+	next := newLastGood()
 	outputs := make(map[string]*snapshotv1.OutputSnapshot, len(inputs))
 	for _, cluster := range sortedKeys(inputs) {
 		outputs[cluster] = &snapshotv1.OutputSnapshot{
@@ -143,10 +143,10 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 		}
 	}
 
-	set, settingsObjects := readSettings(inputs, opts)
+	set, settingsObjects := readSettings(inputs, opts, last.Settings)
 	ix := NewIndex(inputs, opts.ClusterDomain)
-	vms := applyVirtualMeshes(ix, collectResources(inputs, (*snapshotv1.InputSnapshot).GetVirtualMeshes))
-	vds := applyVirtualDestinations(ix, vms, collectResources(inputs, (*snapshotv1.InputSnapshot).GetVirtualDestinations))
+	vms := applyVirtualMeshes(ix, collectResources(inputs, (*snapshotv1.InputSnapshot).GetVirtualMeshes), last.VirtualMeshes)
+	vds := applyVirtualDestinations(ix, vms, collectResources(inputs, (*snapshotv1.InputSnapshot).GetVirtualDestinations), last.VirtualDestinations)
 	tr := newTrafficTranslation(ix)
 	tr.vds = vds
 	tr.lastGood = last.Traffic
@@ -209,6 +209,9 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 			return nil, nil, err
 		}
 		outputs[vm.Key.Cluster].Statuses = append(outputs[vm.Key.Cluster].Statuses, st)
+		if g, ok := vm.goodVersion(); ok {
+			next.VirtualMeshes[vm.Key] = g
+		}
 	}
 	for _, so := range settingsObjects {
 		st, err := settingsStatus(so)
@@ -216,6 +219,9 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 			return nil, nil, err
 		}
 		outputs[so.Key.Cluster].Statuses = append(outputs[so.Key.Cluster].Statuses, st)
+		if g, ok := so.goodVersion(); ok {
+			next.Settings[so.Key] = g
+		}
 	}
 	for _, vd := range vds.all {
 		st, err := virtualDestinationStatus(vd)
@@ -223,10 +229,13 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 			return nil, nil, err
 		}
 		outputs[vd.Key.Cluster].Statuses = append(outputs[vd.Key.Cluster].Statuses, st)
+		if g, ok := vd.goodVersion(); ok {
+			next.VirtualDestinations[vd.Key] = g
+		}
 	}
 	// WasmDeploymentPolicies and AccessLogPolicies; the incremental path
 	// leaves any change to them to a full translation.
-	if err := translateExtensions(inputs, ix, outputs, opts); err != nil {
+	if err := translateExtensions(inputs, ix, outputs, opts, last, next); err != nil {
 		return nil, nil, err
 	}
 	sealer := sealOutputs(outputs, e)

@@ -39,8 +39,12 @@ type virtualDestination struct {
 	Key  ObjectKey
 	Meta *commonv1.ObjectMeta
 	Spec *networkingv1.VirtualDestinationSpec
-	// Errors make it INVALID: nothing is translated.
+	// Errors of the spec in force make it INVALID: nothing is translated.
 	Errors []string
+	// lastGood is set when the current version is invalid (rejected says
+	// why) and the last valid version, now in Spec, is translated instead.
+	lastGood *Kept[*networkingv1.VirtualDestinationSpec]
+	rejected []string
 	// Per target mesh, keyed by "<name>.<namespace>".
 	Meshes map[string]*commonv1.ApprovalStatus
 	// The meshes that get the hostname, sorted by key.
@@ -205,8 +209,9 @@ func checkRegionOnly(v *validator, path string, l *networkingv1.VirtualDestinati
 
 // applyVirtualDestinations validates the VirtualDestinations in acceptance
 // order and resolves their meshes and backing destinations. A hostname
-// belongs to the first one accepted.
-func applyVirtualDestinations(ix *Index, vms *virtualMeshes, list []collected[*networkingv1.VirtualDestination]) *virtualDestinations {
+// belongs to the first one accepted. One whose current version fails keeps
+// its last valid version in kept in force.
+func applyVirtualDestinations(ix *Index, vms *virtualMeshes, list []collected[*networkingv1.VirtualDestination], kept map[ObjectKey]Kept[*networkingv1.VirtualDestinationSpec]) *virtualDestinations {
 	out := &virtualDestinations{byRef: map[[2]string][]*virtualDestination{}}
 	hosts := map[string]*virtualDestination{}
 	for _, c := range list {
@@ -217,17 +222,22 @@ func applyVirtualDestinations(ix *Index, vms *virtualMeshes, list []collected[*n
 		out.all = append(out.all, vd)
 		rk := [2]string{vd.Key.Namespace, vd.Key.Name}
 		out.byRef[rk] = append(out.byRef[rk], vd)
-		if vd.Errors = ValidateVirtualDestination(vd.Spec); len(vd.Errors) > 0 {
-			continue
+		vd.Errors = validateVersion(vd.Meta, vd.Spec, ValidateVirtualDestination)
+		if len(vd.Errors) == 0 {
+			vd.resolve(ix, vms, hosts)
 		}
-		if owner := hosts[vd.Spec.GetHostname()]; owner != nil {
-			vd.Errors = append(vd.Errors, fmt.Sprintf("spec.hostname: %q is the hostname of VirtualDestination %s, accepted earlier", vd.Spec.GetHostname(), owner.Key))
-			continue
+		if good, ok := lastOf(kept, vd.Key, vd.Meta); ok && len(vd.Errors) > 0 {
+			held := &virtualDestination{Key: vd.Key, Meta: vd.Meta, Spec: good.Spec, Meshes: vd.Meshes}
+			if held.Errors = ValidateVirtualDestination(good.Spec); len(held.Errors) == 0 {
+				held.resolve(ix, vms, hosts)
+			}
+			if len(held.Errors) == 0 {
+				rejected := vd.Errors
+				*vd = *held
+				vd.lastGood, vd.rejected = &good, rejected
+			}
 		}
-		vd.resolveTargets(ix, vms)
-		vd.resolveBacking(ix, len(vd.Errors) == 0)
 		if len(vd.Errors) > 0 {
-			vd.targets, vd.backing = nil, nil
 			continue
 		}
 		hosts[vd.Spec.GetHostname()] = vd
@@ -244,6 +254,29 @@ func applyVirtualDestinations(ix *Index, vms *virtualMeshes, list []collected[*n
 		}
 	}
 	return out
+}
+
+// resolve checks a valid spec against the estate: its hostname must be
+// free, and its meshes and backing destinations must resolve. Errors are
+// added to vd.Errors; with any, vd has no targets and no backing.
+func (vd *virtualDestination) resolve(ix *Index, vms *virtualMeshes, hosts map[string]*virtualDestination) {
+	if owner := hosts[vd.Spec.GetHostname()]; owner != nil {
+		vd.Errors = append(vd.Errors, fmt.Sprintf("spec.hostname: %q is the hostname of VirtualDestination %s, accepted earlier", vd.Spec.GetHostname(), owner.Key))
+		return
+	}
+	vd.resolveTargets(ix, vms)
+	vd.resolveBacking(ix, len(vd.Errors) == 0)
+	if len(vd.Errors) > 0 {
+		vd.targets, vd.backing = nil, nil
+	}
+}
+
+// goodVersion is the version to keep as the last valid one, if any.
+func (vd *virtualDestination) goodVersion() (Kept[*networkingv1.VirtualDestinationSpec], bool) {
+	if vd.lastGood != nil {
+		return *vd.lastGood, true
+	}
+	return keptOf(vd.Meta, vd.Spec), vd.valid()
 }
 
 // resolveTargets finds the meshes that get the hostname.
@@ -532,7 +565,11 @@ func virtualDestinationStatus(vd *virtualDestination) (*snapshotv1.ResourceStatu
 		State:              commonv1.ApprovalState_ACCEPTED,
 		Errors:             slices.Clone(vd.Errors),
 	}
-	if len(vd.Errors) > 0 {
+	if vd.lastGood != nil {
+		s.Errors = append(slices.Clone(vd.rejected), lastGoodMessage(vd.lastGood.Generation))
+		s.LastKnownGood = true
+	}
+	if len(s.Errors) > 0 {
 		s.State = commonv1.ApprovalState_INVALID
 	}
 	if len(vd.Meshes) > 0 {

@@ -28,8 +28,13 @@ type virtualMesh struct {
 	Key  ObjectKey
 	Meta *commonv1.ObjectMeta
 	Spec *networkingv1.VirtualMeshSpec
-	// Errors found by validation: the VirtualMesh is not translated at all.
+	// Errors found by validation of the spec in force: the VirtualMesh is
+	// not translated at all.
 	Errors []string
+	// lastGood is set when the current version is invalid (rejected says
+	// why) and the last valid version, now in Spec, is translated instead.
+	lastGood *Kept[*networkingv1.VirtualMeshSpec]
+	rejected []string
 	// Per mesh ref key ("<name>.<namespace>").
 	Meshes map[string]*commonv1.ApprovalStatus
 	// The meshes this VirtualMesh holds: valid references, not claimed by a
@@ -117,53 +122,103 @@ func ValidateVirtualMesh(spec *networkingv1.VirtualMeshSpec) []string {
 }
 
 // applyVirtualMeshes validates the VirtualMeshes in acceptance order and
-// gives each mesh to the first one that claims it.
-func applyVirtualMeshes(ix *Index, vms []collected[*networkingv1.VirtualMesh]) *virtualMeshes {
+// gives each mesh to the first one that claims it. A VirtualMesh whose
+// current version is invalid, or names a mesh it cannot hold, keeps its
+// last valid version in kept in force.
+func applyVirtualMeshes(ix *Index, vms []collected[*networkingv1.VirtualMesh], kept map[ObjectKey]Kept[*networkingv1.VirtualMeshSpec]) *virtualMeshes {
 	out := &virtualMeshes{byMesh: map[ObjectKey]*virtualMesh{}}
 	claims := map[ObjectKey]uint32{}
 	for _, c := range vms {
-		vm := &virtualMesh{Key: c.Key, Meta: c.Res.GetMetadata(), Spec: c.Res.GetSpec(), Meshes: map[string]*commonv1.ApprovalStatus{}}
+		vm := &virtualMesh{Key: c.Key, Meta: c.Res.GetMetadata(), Spec: c.Res.GetSpec()}
 		if vm.Spec == nil {
 			vm.Spec = &networkingv1.VirtualMeshSpec{}
 		}
 		out.all = append(out.all, vm)
-		if vm.Errors = ValidateVirtualMesh(vm.Spec); len(vm.Errors) > 0 {
+		errs := validateVersion(vm.Meta, vm.Spec, ValidateVirtualMesh)
+		var meshes map[string]*commonv1.ApprovalStatus
+		var members []*mesh
+		if len(errs) == 0 {
+			meshes, members = out.claim(ix, vm.Spec, claims)
+			errs = meshErrors(meshes)
+		}
+		if good, ok := lastOf(kept, vm.Key, vm.Meta); ok && len(errs) > 0 {
+			if gm, gmembers := out.claim(ix, good.Spec, claims); len(meshErrors(gm)) == 0 {
+				vm.lastGood, vm.rejected, vm.Spec = &good, errs, good.Spec
+				meshes, members = gm, gmembers
+			}
+		}
+		if vm.lastGood == nil && meshes == nil {
+			vm.Errors = errs
 			continue
 		}
-		for i, ref := range vm.Spec.GetMeshes() {
-			key := ref.GetName() + "." + ref.GetNamespace()
-			as := &commonv1.ApprovalStatus{}
-			vm.Meshes[key] = as
-			found := ix.meshesByRef[[2]string{ref.GetNamespace(), ref.GetName()}]
-			switch {
-			case len(found) == 0:
-				as.State = commonv1.ApprovalState_INVALID
-				as.Errors = []string{fmt.Sprintf("spec.meshes[%d]: mesh %s not found in any cluster", i, key)}
-				continue
-			case len(found) > 1:
-				var clusters []string
-				for _, m := range found {
-					clusters = append(clusters, m.Key.Cluster)
-				}
-				as.State = commonv1.ApprovalState_INVALID
-				as.Errors = []string{fmt.Sprintf("spec.meshes[%d]: mesh %s is reported by several clusters %v; it cannot be told apart", i, key, clusters)}
-				continue
-			}
-			m := found[0]
-			as.AcceptanceOrder = claims[m.Key]
+		vm.Meshes, vm.Members = meshes, members
+		for _, m := range members {
 			claims[m.Key]++
-			if owner := out.byMesh[m.Key]; owner != nil {
-				as.State = commonv1.ApprovalState_INVALID
-				as.Errors = []string{fmt.Sprintf("spec.meshes[%d]: mesh %s already belongs to VirtualMesh %s, accepted earlier; a mesh belongs to at most one VirtualMesh", i, key, owner.Key)}
-				continue
-			}
-			as.State = commonv1.ApprovalState_ACCEPTED
 			out.byMesh[m.Key] = vm
-			vm.Members = append(vm.Members, m)
 		}
-		slices.SortFunc(vm.Members, func(a, b *mesh) int { return a.Key.compare(b.Key) })
 	}
 	return out
+}
+
+// goodVersion is the version to keep as the last valid one, if any.
+func (vm *virtualMesh) goodVersion() (Kept[*networkingv1.VirtualMeshSpec], bool) {
+	if vm.lastGood != nil {
+		return *vm.lastGood, true
+	}
+	valid := len(vm.Errors) == 0 && len(meshErrors(vm.Meshes)) == 0
+	return keptOf(vm.Meta, vm.Spec), valid
+}
+
+// claim resolves the meshes spec names against the estate and the
+// VirtualMeshes accepted before it, without taking them: it returns the
+// status of each reference and the meshes the VirtualMesh would hold,
+// sorted by key.
+func (out *virtualMeshes) claim(ix *Index, spec *networkingv1.VirtualMeshSpec, claims map[ObjectKey]uint32) (map[string]*commonv1.ApprovalStatus, []*mesh) {
+	meshes := map[string]*commonv1.ApprovalStatus{}
+	var members []*mesh
+	for i, ref := range spec.GetMeshes() {
+		key := ref.GetName() + "." + ref.GetNamespace()
+		as := &commonv1.ApprovalStatus{}
+		meshes[key] = as
+		found := ix.meshesByRef[[2]string{ref.GetNamespace(), ref.GetName()}]
+		switch {
+		case len(found) == 0:
+			as.State = commonv1.ApprovalState_INVALID
+			as.Errors = []string{fmt.Sprintf("spec.meshes[%d]: mesh %s not found in any cluster", i, key)}
+			continue
+		case len(found) > 1:
+			var clusters []string
+			for _, m := range found {
+				clusters = append(clusters, m.Key.Cluster)
+			}
+			as.State = commonv1.ApprovalState_INVALID
+			as.Errors = []string{fmt.Sprintf("spec.meshes[%d]: mesh %s is reported by several clusters %v; it cannot be told apart", i, key, clusters)}
+			continue
+		}
+		m := found[0]
+		as.AcceptanceOrder = claims[m.Key]
+		if owner := out.byMesh[m.Key]; owner != nil {
+			as.State = commonv1.ApprovalState_INVALID
+			as.Errors = []string{fmt.Sprintf("spec.meshes[%d]: mesh %s already belongs to VirtualMesh %s, accepted earlier; a mesh belongs to at most one VirtualMesh", i, key, owner.Key)}
+			continue
+		}
+		as.State = commonv1.ApprovalState_ACCEPTED
+		members = append(members, m)
+	}
+	slices.SortFunc(members, func(a, b *mesh) int { return a.Key.compare(b.Key) })
+	return meshes, members
+}
+
+// meshErrors are the errors of the mesh references that did not resolve,
+// in field order.
+func meshErrors(meshes map[string]*commonv1.ApprovalStatus) []string {
+	var errs []string
+	for _, key := range slices.Sorted(maps.Keys(meshes)) {
+		if as := meshes[key]; as.State == commonv1.ApprovalState_INVALID {
+			errs = append(errs, as.Errors...)
+		}
+	}
+	return errs
 }
 
 // emitMeshWide adds the mesh-wide objects of every VirtualMesh: in each
@@ -221,20 +276,21 @@ func virtualMeshStatus(vm *virtualMesh) (*snapshotv1.ResourceStatus, error) {
 		State:              commonv1.ApprovalState_ACCEPTED,
 		Errors:             slices.Clone(vm.Errors),
 	}
-	if len(vm.Errors) > 0 {
-		s.State = commonv1.ApprovalState_INVALID
-	}
 	if len(vm.Meshes) > 0 {
 		s.Meshes = vm.Meshes
 	}
 	s.Destinations = vm.federatedDestinations()
-	for _, key := range slices.Sorted(maps.Keys(vm.Meshes)) {
-		as := vm.Meshes[key]
-		if as.State == commonv1.ApprovalState_INVALID {
-			s.State = commonv1.ApprovalState_INVALID
-			// Each error starts with the field path that names the mesh.
-			s.Errors = append(s.Errors, as.Errors...)
-		}
+	if vm.lastGood != nil {
+		// The errors of the current version; the meshes are the last valid
+		// version's.
+		s.Errors = append(slices.Clone(vm.rejected), lastGoodMessage(vm.lastGood.Generation))
+		s.LastKnownGood = true
+	} else {
+		// Each error starts with the field path that names the mesh.
+		s.Errors = append(s.Errors, meshErrors(vm.Meshes)...)
+	}
+	if len(s.Errors) > 0 {
+		s.State = commonv1.ApprovalState_INVALID
 	}
 	return resourceStatus(NetworkingV1, KindVirtualMesh, vm.Key, vm.Meta.GetGeneration(), s)
 }

@@ -172,12 +172,15 @@ func (e *extensionOutputs) claim(cluster, kind, namespace, name string, by Objec
 // access-log policies resolved per cluster, and the statuses of both
 // kinds. Neither kind interacts with the others, so this runs after the
 // rest of translation.
-func translateExtensions(inputs map[string]*snapshotv1.InputSnapshot, ix *Index, outputs map[string]*snapshotv1.OutputSnapshot, opts Options) error {
+//
+// A policy whose current version is invalid keeps its last valid version
+// in last in force; next receives the versions to keep.
+func translateExtensions(inputs map[string]*snapshotv1.InputSnapshot, ix *Index, outputs map[string]*snapshotv1.OutputSnapshot, opts Options, last, next LastGood) error {
 	e := &extensionOutputs{outputs: outputs, taken: map[string]ObjectKey{}}
-	if err := translateWasm(e, ix, collectResources(inputs, (*snapshotv1.InputSnapshot).GetWasmDeploymentPolicies), opts); err != nil {
+	if err := translateWasm(e, ix, collectResources(inputs, (*snapshotv1.InputSnapshot).GetWasmDeploymentPolicies), opts, last.Wasm, next.Wasm); err != nil {
 		return err
 	}
-	if err := translateAccessLogs(e, ix, collectResources(inputs, (*snapshotv1.InputSnapshot).GetAccessLogPolicies)); err != nil {
+	if err := translateAccessLogs(e, ix, collectResources(inputs, (*snapshotv1.InputSnapshot).GetAccessLogPolicies), last.AccessLogs, next.AccessLogs); err != nil {
 		return err
 	}
 	for _, out := range outputs {
@@ -192,17 +195,20 @@ func translateExtensions(inputs map[string]*snapshotv1.InputSnapshot, ix *Index,
 	return nil
 }
 
-func translateWasm(e *extensionOutputs, ix *Index, in []collected[*networkingv1.WasmDeploymentPolicy], opts Options) error {
+func translateWasm(e *extensionOutputs, ix *Index, in []collected[*networkingv1.WasmDeploymentPolicy], opts Options, kept, next map[ObjectKey]Kept[*networkingv1.WasmDeploymentPolicySpec]) error {
 	for _, c := range in {
 		p := &wasmPolicy{Key: c.Key, Meta: c.Res.GetMetadata(), Spec: c.Res.GetSpec()}
-		p.Errors = validateWasm(p.Spec)
-		if len(p.Errors) == 0 {
+		p.Errors = validateVersion(p.Meta, p.Spec, validateWasm)
+		spec, held := inForce(p.Key, p.Meta, p.Spec, p.Errors, kept)
+		if len(p.Errors) == 0 || held != nil {
+			p.Spec = spec
 			p.Workloads = selectedWorkloads(ix, p.Spec.GetWorkloadSelectors())
 			if err := emitWasm(e, p, opts); err != nil {
 				return err
 			}
 		}
-		st, err := extensionStatus(NetworkingV1, KindWasmDeploymentPolicy, p.Key, p.Meta, p.Errors, p.Failures, p.Workloads)
+		keep(next, p.Key, held, p.Meta, p.Spec, len(p.Errors) == 0)
+		st, err := extensionStatus(NetworkingV1, KindWasmDeploymentPolicy, p.Key, p.Meta, p.Errors, p.Failures, p.Workloads, heldGeneration(held))
 		if err != nil {
 			return err
 		}
@@ -370,11 +376,15 @@ func filterConfigJSON(f *networkingv1.WasmDeploymentPolicySpec_WasmFilter) ([]by
 // AccessLogPolicy: INVALID with the validation errors, FAILED with the
 // outputs that could not be written, or ACCEPTED; with the workloads it
 // selects.
-func extensionStatus(apiVersion, kind string, key ObjectKey, md *commonv1.ObjectMeta, errs, failures []string, ws []*workload) (*snapshotv1.ResourceStatus, error) {
+func extensionStatus(apiVersion, kind string, key ObjectKey, md *commonv1.ObjectMeta, errs, failures []string, ws []*workload, held *int64) (*snapshotv1.ResourceStatus, error) {
 	s := &commonv1.ResourceStatus{
 		ObservedGeneration: md.GetGeneration(),
 		State:              commonv1.ApprovalState_ACCEPTED,
 		Errors:             append(slices.Clone(errs), failures...),
+	}
+	if held != nil {
+		s.LastKnownGood = true
+		s.Errors = append(s.Errors, lastGoodMessage(*held))
 	}
 	switch {
 	case len(errs) > 0:
@@ -386,4 +396,13 @@ func extensionStatus(apiVersion, kind string, key ObjectKey, md *commonv1.Object
 		s.Workloads = append(s.Workloads, &commonv1.ClusterObjectRef{Name: w.Key.Name, Namespace: w.Key.Namespace, Cluster: w.Key.Cluster})
 	}
 	return resourceStatus(apiVersion, kind, key, md.GetGeneration(), s)
+}
+
+// heldGeneration is the generation of a last valid version held in force,
+// or nil.
+func heldGeneration[S any](held *Kept[S]) *int64 {
+	if held == nil {
+		return nil
+	}
+	return &held.Generation
 }

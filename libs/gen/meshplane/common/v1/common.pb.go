@@ -212,8 +212,14 @@ type ObjectMeta struct {
 	Generation        int64                  `protobuf:"varint,6,opt,name=generation,proto3" json:"generation,omitempty"`
 	Uid               string                 `protobuf:"bytes,7,opt,name=uid,proto3" json:"uid,omitempty"`
 	CreationTimestamp *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=creation_timestamp,json=creationTimestamp,proto3" json:"creation_timestamp,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Set when the resource was read but its spec did not decode (a value the
+	// CRD schema lets through that the API cannot hold, such as a duration out
+	// of range). The resource then travels with an empty spec instead of
+	// vanishing from the snapshot: translation reports this error, which names
+	// the field, as INVALID, and the last valid version stays in force.
+	DecodeError   string `protobuf:"bytes,9,opt,name=decode_error,json=decodeError,proto3" json:"decode_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ObjectMeta) Reset() {
@@ -300,6 +306,13 @@ func (x *ObjectMeta) GetCreationTimestamp() *timestamppb.Timestamp {
 		return x.CreationTimestamp
 	}
 	return nil
+}
+
+func (x *ObjectMeta) GetDecodeError() string {
+	if x != nil {
+		return x.DecodeError
+	}
+	return ""
 }
 
 // ApprovalStatus reports how one user resource applies to one destination,
@@ -535,7 +548,7 @@ const file_meshplane_common_v1_common_proto_rawDesc = "" +
 	"\x10ClusterObjectRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x18\n" +
-	"\acluster\x18\x03 \x01(\tR\acluster\"\xe9\x03\n" +
+	"\acluster\x18\x03 \x01(\tR\acluster\"\x8c\x04\n" +
 	"\n" +
 	"ObjectMeta\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
@@ -547,7 +560,8 @@ const file_meshplane_common_v1_common_proto_rawDesc = "" +
 	"generation\x18\x06 \x01(\x03R\n" +
 	"generation\x12\x10\n" +
 	"\x03uid\x18\a \x01(\tR\x03uid\x12I\n" +
-	"\x12creation_timestamp\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x11creationTimestamp\x1a9\n" +
+	"\x12creation_timestamp\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x11creationTimestamp\x12!\n" +
+	"\fdecode_error\x18\t \x01(\tR\vdecodeError\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +

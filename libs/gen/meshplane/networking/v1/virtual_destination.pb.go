@@ -241,7 +241,9 @@ type VirtualDestinationStatus struct {
 	SelectedDestinations []*v1.ClusterObjectRef `protobuf:"bytes,3,rep,name=selected_destinations,json=selectedDestinations,proto3" json:"selected_destinations,omitempty"`
 	Errors               []string               `protobuf:"bytes,4,rep,name=errors,proto3" json:"errors,omitempty"`
 	// Per mesh that receives the hostname, keyed by "<name>.<namespace>".
-	Meshes        map[string]*v1.ApprovalStatus `protobuf:"bytes,5,rep,name=meshes,proto3" json:"meshes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Meshes map[string]*v1.ApprovalStatus `protobuf:"bytes,5,rep,name=meshes,proto3" json:"meshes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// True when an invalid edit left the last valid version in force.
+	LastKnownGood bool `protobuf:"varint,6,opt,name=last_known_good,json=lastKnownGood,proto3" json:"last_known_good,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -309,6 +311,13 @@ func (x *VirtualDestinationStatus) GetMeshes() map[string]*v1.ApprovalStatus {
 		return x.Meshes
 	}
 	return nil
+}
+
+func (x *VirtualDestinationStatus) GetLastKnownGood() bool {
+	if x != nil {
+		return x.LastKnownGood
+	}
+	return false
 }
 
 type VirtualDestinationSpec_Port struct {
@@ -780,13 +789,14 @@ const file_meshplane_networking_v1_virtual_destination_proto_rawDesc = "" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12\x19\n" +
 	"\bsub_zone\x18\x03 \x01(\tR\asubZoneB\v\n" +
 	"\texport_toB\x11\n" +
-	"\x0ffailover_config\"\xb0\x03\n" +
+	"\x0ffailover_config\"\xd8\x03\n" +
 	"\x18VirtualDestinationStatus\x12/\n" +
 	"\x13observed_generation\x18\x01 \x01(\x03R\x12observedGeneration\x128\n" +
 	"\x05state\x18\x02 \x01(\x0e2\".meshplane.common.v1.ApprovalStateR\x05state\x12Z\n" +
 	"\x15selected_destinations\x18\x03 \x03(\v2%.meshplane.common.v1.ClusterObjectRefR\x14selectedDestinations\x12\x16\n" +
 	"\x06errors\x18\x04 \x03(\tR\x06errors\x12U\n" +
-	"\x06meshes\x18\x05 \x03(\v2=.meshplane.networking.v1.VirtualDestinationStatus.MeshesEntryR\x06meshes\x1a^\n" +
+	"\x06meshes\x18\x05 \x03(\v2=.meshplane.networking.v1.VirtualDestinationStatus.MeshesEntryR\x06meshes\x12&\n" +
+	"\x0flast_known_good\x18\x06 \x01(\bR\rlastKnownGood\x1a^\n" +
 	"\vMeshesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
 	"\x05value\x18\x02 \x01(\v2#.meshplane.common.v1.ApprovalStatusR\x05value:\x028\x01B\x82\x02\n" +

@@ -258,7 +258,9 @@ type VirtualMeshStatus struct {
 	Meshes map[string]*v1.ApprovalStatus `protobuf:"bytes,3,rep,name=meshes,proto3" json:"meshes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Errors []string                      `protobuf:"bytes,4,rep,name=errors,proto3" json:"errors,omitempty"`
 	// Destinations federated by this VirtualMesh.
-	Destinations  []*v1.ClusterObjectRef `protobuf:"bytes,5,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	Destinations []*v1.ClusterObjectRef `protobuf:"bytes,5,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	// True when an invalid edit left the last valid version in force.
+	LastKnownGood bool `protobuf:"varint,6,opt,name=last_known_good,json=lastKnownGood,proto3" json:"last_known_good,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -326,6 +328,13 @@ func (x *VirtualMeshStatus) GetDestinations() []*v1.ClusterObjectRef {
 		return x.Destinations
 	}
 	return nil
+}
+
+func (x *VirtualMeshStatus) GetLastKnownGood() bool {
+	if x != nil {
+		return x.LastKnownGood
+	}
+	return false
 }
 
 type VirtualMeshSpec_MTLSConfig struct {
@@ -947,13 +956,14 @@ const file_meshplane_networking_v1_virtual_mesh_proto_rawDesc = "" +
 	"\x04mode\"/\n" +
 	"\x12GlobalAccessPolicy\x12\f\n" +
 	"\bDISABLED\x10\x00\x12\v\n" +
-	"\aENABLED\x10\x01\"\x91\x03\n" +
+	"\aENABLED\x10\x01\"\xb9\x03\n" +
 	"\x11VirtualMeshStatus\x12/\n" +
 	"\x13observed_generation\x18\x01 \x01(\x03R\x12observedGeneration\x128\n" +
 	"\x05state\x18\x02 \x01(\x0e2\".meshplane.common.v1.ApprovalStateR\x05state\x12N\n" +
 	"\x06meshes\x18\x03 \x03(\v26.meshplane.networking.v1.VirtualMeshStatus.MeshesEntryR\x06meshes\x12\x16\n" +
 	"\x06errors\x18\x04 \x03(\tR\x06errors\x12I\n" +
-	"\fdestinations\x18\x05 \x03(\v2%.meshplane.common.v1.ClusterObjectRefR\fdestinations\x1a^\n" +
+	"\fdestinations\x18\x05 \x03(\v2%.meshplane.common.v1.ClusterObjectRefR\fdestinations\x12&\n" +
+	"\x0flast_known_good\x18\x06 \x01(\bR\rlastKnownGood\x1a^\n" +
 	"\vMeshesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
 	"\x05value\x18\x02 \x01(\v2#.meshplane.common.v1.ApprovalStatusR\x05value:\x028\x01B\xfb\x01\n" +

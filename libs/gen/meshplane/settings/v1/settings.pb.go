@@ -200,8 +200,10 @@ type SettingsStatus struct {
 	ObservedGeneration int64                  `protobuf:"varint,1,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
 	State              v1.ApprovalState       `protobuf:"varint,2,opt,name=state,proto3,enum=meshplane.common.v1.ApprovalState" json:"state,omitempty"`
 	Errors             []string               `protobuf:"bytes,3,rep,name=errors,proto3" json:"errors,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// True when an invalid edit left the last valid version in force.
+	LastKnownGood bool `protobuf:"varint,4,opt,name=last_known_good,json=lastKnownGood,proto3" json:"last_known_good,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SettingsStatus) Reset() {
@@ -253,6 +255,13 @@ func (x *SettingsStatus) GetErrors() []string {
 		return x.Errors
 	}
 	return nil
+}
+
+func (x *SettingsStatus) GetLastKnownGood() bool {
+	if x != nil {
+		return x.LastKnownGood
+	}
+	return false
 }
 
 type SettingsSpec_DiscoverySettings struct {
@@ -363,11 +372,12 @@ const file_meshplane_settings_v1_settings_proto_rawDesc = "" +
 	"\x16UserConfigConflictMode\x12\n" +
 	"\n" +
 	"\x06REPORT\x10\x00\x12\x16\n" +
-	"\x12ALLOW_INTERSECTING\x10\x01\"\x93\x01\n" +
+	"\x12ALLOW_INTERSECTING\x10\x01\"\xbb\x01\n" +
 	"\x0eSettingsStatus\x12/\n" +
 	"\x13observed_generation\x18\x01 \x01(\x03R\x12observedGeneration\x128\n" +
 	"\x05state\x18\x02 \x01(\x0e2\".meshplane.common.v1.ApprovalStateR\x05state\x12\x16\n" +
-	"\x06errors\x18\x03 \x03(\tR\x06errorsB\xea\x01\n" +
+	"\x06errors\x18\x03 \x03(\tR\x06errors\x12&\n" +
+	"\x0flast_known_good\x18\x04 \x01(\bR\rlastKnownGoodB\xea\x01\n" +
 	"\x19com.meshplane.settings.v1B\rSettingsProtoP\x01ZHgithub.com/meshplane/meshplane/libs/gen/meshplane/settings/v1;settingsv1\xa2\x02\x03MSX\xaa\x02\x15Meshplane.Settings.V1\xca\x02\x15Meshplane\\Settings\\V1\xe2\x02!Meshplane\\Settings\\V1\\GPBMetadata\xea\x02\x17Meshplane::Settings::V1b\x06proto3"
 
 var (

@@ -297,7 +297,8 @@ func (r *Reader) WaitForSync(ctx context.Context) error {
 func (r *Reader) Changed() <-chan struct{} { return r.changed }
 
 // Discover converts what the caches hold. It never fails on one bad object:
-// a user resource that does not decode is left out with a warning.
+// a user resource that does not decode goes into the snapshot with its
+// decode error (translation reports it INVALID), and a warning is logged.
 func (r *Reader) Discover() (domain.Discovered, error) {
 	d := domain.Discovered{Options: r.opts.Discovery}
 	var errs []error
@@ -405,7 +406,7 @@ func (r *Reader) Discover() (domain.Discovered, error) {
 			scope(u.GetNamespace())
 			if err := decodeUserResource(&d.Resources, ri.userResource, u, r.opts.Cluster); err != nil {
 				r.warnOnce(ri.gvr.Resource+"/"+u.GetNamespace()+"/"+u.GetName(), u.GetResourceVersion(),
-					"skipping a Meshplane resource that does not decode",
+					"a Meshplane resource does not decode; it is sent with its decode error and reported INVALID",
 					"resource", ri.gvr.GroupResource().String(), "namespace", u.GetNamespace(), "name", u.GetName(), "error", err)
 			}
 		}

@@ -508,8 +508,15 @@ func TestReader(t *testing.T) {
 
 	t.Run("user resources", func(t *testing.T) {
 		got := metaNames(s.GetTrafficPolicies())
-		if !slices.Equal(got, []string{"bookinfo/reviews-retries", "other/other-timeout"}) {
-			t.Fatalf("traffic policies = %v; the one that does not decode must be skipped", got)
+		if !slices.Equal(got, []string{"bookinfo/reviews-retries", "bookinfo/too-long", "other/other-timeout"}) {
+			t.Fatalf("traffic policies = %v; the one that does not decode must be sent with its decode error", got)
+		}
+		broken := s.GetTrafficPolicies()[1]
+		if de := broken.GetMetadata().GetDecodeError(); !strings.HasPrefix(de, "spec.policy.requestTimeout: does not decode") {
+			t.Errorf("decode error of too-long = %q, want it to name spec.policy.requestTimeout", de)
+		}
+		if broken.GetMetadata().GetGeneration() != 1 || broken.GetSpec().GetPolicy() != nil {
+			t.Errorf("too-long = %v, want its generation and an empty spec", broken)
 		}
 		tp := s.GetTrafficPolicies()[0]
 		if tp.GetMetadata().GetCluster() != "east" || tp.GetMetadata().GetGeneration() != 1 || tp.GetMetadata().GetLabels()["team"] != "books" ||
@@ -534,9 +541,9 @@ func TestReader(t *testing.T) {
 		wantNS       []string
 		wantPolicies []string
 	}{
-		{"include", NamespaceFilter{Include: []string{"bookinfo", "other"}}, []string{"bookinfo", "other"}, []string{"bookinfo/reviews-retries", "other/other-timeout"}},
+		{"include", NamespaceFilter{Include: []string{"bookinfo", "other"}}, []string{"bookinfo", "other"}, []string{"bookinfo/reviews-retries", "bookinfo/too-long", "other/other-timeout"}},
 		{"exclude", NamespaceFilter{Exclude: []string{"bookinfo"}}, []string{"canary-apps", "istio-system", "other"}, []string{"other/other-timeout"}},
-		{"selector", NamespaceFilter{Selector: "team=books"}, []string{"bookinfo"}, []string{"bookinfo/reviews-retries"}},
+		{"selector", NamespaceFilter{Selector: "team=books"}, []string{"bookinfo"}, []string{"bookinfo/reviews-retries", "bookinfo/too-long"}},
 		{"exclude wins", NamespaceFilter{Include: []string{"bookinfo"}, Exclude: []string{"bookinfo"}}, nil, nil},
 	}
 	for _, tt := range filters {

@@ -24,12 +24,12 @@ var userResources = func() []userResource {
 }()
 
 // decodeUserResource adds u to r. The error names the resource and, through
-// protojson, the offending field.
+// protojson, the offending field; a resource that does not decode is added
+// all the same, with the error as its decode error (meshcrs.Kind.Decode).
 func decodeUserResource(r *domain.UserResources, ur userResource, u *unstructured.Unstructured, cluster string) error {
 	var got meshcrs.Resources
-	if err := ur.kind.Decode(&got, u, cluster); err != nil {
-		return err
-	}
+	err := ur.kind.Decode(&got, u, cluster)
+	// A resource that does not decode is added with its decode error.
 	r.VirtualMeshes = append(r.VirtualMeshes, got.VirtualMeshes...)
 	r.TrafficPolicies = append(r.TrafficPolicies, got.TrafficPolicies...)
 	r.AccessPolicies = append(r.AccessPolicies, got.AccessPolicies...)
@@ -37,5 +37,5 @@ func decodeUserResource(r *domain.UserResources, ur userResource, u *unstructure
 	r.WasmDeployments = append(r.WasmDeployments, got.WasmDeployments...)
 	r.AccessLogPolicies = append(r.AccessLogPolicies, got.AccessLogPolicies...)
 	r.Settings = append(r.Settings, got.Settings...)
-	return nil
+	return err
 }

@@ -186,7 +186,7 @@ func (r *Resources) warnOnce(k meshcrs.Kind, u *unstructured.Unstructured, err e
 	r.warned[key] = u.GetResourceVersion()
 	r.mu.Unlock()
 	if !seen {
-		r.log.Warn("skipping a Meshplane resource of the management cluster that does not decode",
+		r.log.Warn("a Meshplane resource of the management cluster does not decode; it is sent with its decode error and reported INVALID",
 			"resource", k.GVR.GroupResource().String(), "namespace", u.GetNamespace(), "name", u.GetName(), "error", err)
 	}
 }

@@ -114,6 +114,17 @@ export declare type ObjectMeta = Message<"meshplane.common.v1.ObjectMeta"> & {
    * @generated from field: google.protobuf.Timestamp creation_timestamp = 8;
    */
   creationTimestamp?: Timestamp;
+
+  /**
+   * Set when the resource was read but its spec did not decode (a value the
+   * CRD schema lets through that the API cannot hold, such as a duration out
+   * of range). The resource then travels with an empty spec instead of
+   * vanishing from the snapshot: translation reports this error, which names
+   * the field, as INVALID, and the last valid version stays in force.
+   *
+   * @generated from field: string decode_error = 9;
+   */
+  decodeError: string;
 };
 
 /**

@@ -305,6 +305,13 @@ export declare type VirtualDestinationStatus = Message<"meshplane.networking.v1.
    * @generated from field: map<string, meshplane.common.v1.ApprovalStatus> meshes = 5;
    */
   meshes: { [key: string]: ApprovalStatus };
+
+  /**
+   * True when an invalid edit left the last valid version in force.
+   *
+   * @generated from field: bool last_known_good = 6;
+   */
+  lastKnownGood: boolean;
 };
 
 /**

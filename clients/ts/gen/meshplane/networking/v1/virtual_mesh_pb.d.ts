@@ -387,6 +387,13 @@ export declare type VirtualMeshStatus = Message<"meshplane.networking.v1.Virtual
    * @generated from field: repeated meshplane.common.v1.ClusterObjectRef destinations = 5;
    */
   destinations: ClusterObjectRef[];
+
+  /**
+   * True when an invalid edit left the last valid version in force.
+   *
+   * @generated from field: bool last_known_good = 6;
+   */
+  lastKnownGood: boolean;
 };
 
 /**

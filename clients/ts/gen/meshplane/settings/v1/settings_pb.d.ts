@@ -156,6 +156,13 @@ export declare type SettingsStatus = Message<"meshplane.settings.v1.SettingsStat
    * @generated from field: repeated string errors = 3;
    */
   errors: string[];
+
+  /**
+   * True when an invalid edit left the last valid version in force.
+   *
+   * @generated from field: bool last_known_good = 4;
+   */
+  lastKnownGood: boolean;
 };
 
 /**
