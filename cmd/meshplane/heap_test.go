@@ -24,6 +24,7 @@ import (
 	"github.com/meshplane/meshplane/libs/snapshots"
 	ingest "github.com/meshplane/meshplane/services/ingest/service"
 	registration "github.com/meshplane/meshplane/services/registration/service"
+	translation "github.com/meshplane/meshplane/services/translation/service"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -98,6 +99,7 @@ func startHeapPlane(t *testing.T, limits ingest.Limits) *heapPlane {
 	s := settings{
 		install: snapshots.DefaultInstall, trustDomain: "test.local", clusterDomain: "cluster.local",
 		debounce: 10 * time.Millisecond, redis: snapshots.NewRedisOptions(), reg: registration.DefaultConfig(), ing: ingest.DefaultConfig(),
+		tr: translation.DefaultConfig(),
 	}
 	s.redis.Addrs = r.Addr()
 	s.reg.CADir = t.TempDir()
@@ -134,7 +136,10 @@ func startHeapPlane(t *testing.T, limits ingest.Limits) *heapPlane {
 		t.Fatal(err)
 	}
 	t.Cleanup(hc.CloseIdleConnections)
-	dist := distributionv1connect.NewDistributionServiceClient(hc, platform.BaseURL(o), platform.DefaultClientOptions(o)...)
+	// Without gzip: a decompressor keeps a buffer as large as the largest
+	// message it read, which is the test's, not the plane's.
+	dist := distributionv1connect.NewDistributionServiceClient(hc, platform.BaseURL(o),
+		append(platform.DefaultClientOptions(o), connect.WithAcceptCompression("gzip", nil, nil))...)
 	p := &heapPlane{t: t, ctx: ctx, ing: ingestv1connect.NewIngestServiceClient(hc, platform.BaseURL(o), platform.DefaultClientOptions(o)...), received: make(chan heapSent, 4)}
 	// Each output is received on a new watch stream, from the version
 	// held: a stream keeps a read buffer as large as its largest message,
