@@ -65,6 +65,17 @@ type clusterCheck struct {
 	// agent's certificate expires.
 	Registration string     `json:"registration,omitempty"`
 	CertExpires  *time.Time `json:"certExpires,omitempty"`
+	// Refused is the agent's last push that ingest refused since it last
+	// accepted one: the input in use is older than the cluster.
+	Refused *pushRefusal `json:"refused,omitempty"`
+}
+
+type pushRefusal struct {
+	// Reason is the limit gone over ("destinations", ...), "invalid" or
+	// "reserved-cluster".
+	Reason  string    `json:"reason"`
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
 }
 
 func newCheckCmd() *cobra.Command {
@@ -202,6 +213,11 @@ func checkManagementPlane(ctx context.Context, c *conn) checkReport {
 			t := cl.GetLastPush().AsTime().UTC()
 			cc.LastPush = &t
 		}
+		if r := cl.GetRefused(); r != nil {
+			cc.Push += ", refused"
+			cc.Refused = &pushRefusal{Reason: r.GetReason(), Message: r.GetMessage(), At: r.GetRefusedAt().AsTime().UTC()}
+			rep.OK = false
+		}
 		if cl.GetManagement() {
 			// The management cluster's own resources: read by ingest,
 			// pulled by no agent.
@@ -310,6 +326,11 @@ func printCheckTable(w io.Writer, rep checkReport) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", c.Cluster, c.Push, dash(short(c.InputVersion)), last, c.Pull, c.Applied, c.ApplyErrors, c.HeldDeletions, cert)
 	}
 	tw.Flush()
+	for _, c := range rep.Clusters {
+		if r := c.Refused; r != nil {
+			fmt.Fprintf(w, "cluster %s: last push refused %s ago (%s): %s\n", c.Cluster, time.Since(r.At).Round(time.Second), r.Reason, r.Message)
+		}
+	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

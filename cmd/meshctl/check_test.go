@@ -187,3 +187,18 @@ func TestCheckTableMissingAndHeld(t *testing.T) {
 		t.Errorf("table:\n%s", b.String())
 	}
 }
+
+// A cluster whose last push ingest refused says so in the table, with the
+// reason and ingest's message.
+func TestCheckTableShowsRefusal(t *testing.T) {
+	rep := checkReport{Clusters: []clusterCheck{{
+		Cluster: "east", Push: "connected, refused", Pull: "connected", Applied: "current",
+		Refused: &pushRefusal{Reason: "destinations", Message: "input snapshot over a per-cluster limit: 250000 destinations", At: time.Now()},
+	}}}
+	var b strings.Builder
+	printCheckTable(&b, rep)
+	out := b.String()
+	if !hasLine(out, "east", "connected, refused") || !strings.Contains(out, "cluster east: last push refused") || !strings.Contains(out, "(destinations): input snapshot over a per-cluster limit: 250000 destinations") {
+		t.Fatalf("check table:\n%s", out)
+	}
+}

@@ -157,6 +157,53 @@ type outputCache struct {
 	// from there without a look-up in slots.
 	last, this []uint32
 	next       int // in last
+	// sealed holds the bodies of the last output sealed for each
+	// cluster, by index in kept: those of the outputs in use. compact
+	// drops the others.
+	sealed map[string][]uint32
+}
+
+// minKept is the number of kept bodies below which a sealer never
+// compacts: dropping so few is not worth a rebuild.
+const minKept = 4096
+
+// sealedOutput records that the output of cluster just sealed holds the
+// bodies in this, and compacts the cache when more than half of what it
+// keeps is in no output sealed last for its cluster: the bodies of
+// objects that were replaced or deleted, which would otherwise stay for
+// as long as the sealer does.
+func (c *outputCache) sealedOutput(cluster string) {
+	if c.sealed == nil {
+		c.sealed = map[string][]uint32{}
+	}
+	c.sealed[cluster] = append(c.sealed[cluster][:0], c.this...)
+	inUse := 0
+	for _, b := range c.sealed {
+		inUse += len(b)
+	}
+	if c.nkept > minKept && c.nkept > 2*inUse {
+		c.compact(cluster)
+	}
+}
+
+// compact keeps only the bodies of the outputs last sealed for each
+// cluster, and the label encodings to be found again as they are used.
+// cluster's output was sealed last: its order predicts the next one's.
+func (c *outputCache) compact(cluster string) {
+	next := outputCache{sealed: c.sealed}
+	moved := make([]uint32, c.nkept) // old index -> new index + 1
+	for _, bodies := range c.sealed {
+		for j, i := range bodies {
+			if moved[i] == 0 {
+				n, _ := next.keep(*c.body(int(i)))
+				moved[i] = n + 1
+			}
+			bodies[j] = moved[i] - 1
+		}
+	}
+	next.last = c.last[:0]
+	next.this = append(c.this[:0], c.sealed[cluster]...)
+	*c = next
 }
 
 type keptLabels struct {
@@ -534,10 +581,14 @@ func (w *hashWriter) message(num protowire.Number, m proto.Message) {
 // encodings of their label maps and the digests of their objects'
 // annotations and specs from one output to the next: the outputs of one
 // translation share most of them, and so do the outputs of the next
-// translations that reuse their objects. It holds on to every map and
-// spec it saw, none of which may be modified while it is in use: keep it
-// only as long as the objects it sealed are kept unchanged. The zero
-// value is ready to use; it is not safe for concurrent use.
+// translations that reuse their objects. It holds on to the maps and
+// specs it saw, none of which may be modified while it is in use: keep it
+// only as long as the objects it sealed are kept unchanged. Once more
+// than half of the bodies it keeps are in none of the outputs it sealed
+// last for each cluster (objects replaced or deleted since), it drops
+// them, so that a sealer kept across many incremental translations holds
+// about what the outputs in use hold. The zero value is ready to use; it
+// is not safe for concurrent use.
 type OutputSealer struct {
 	cache outputCache
 }
@@ -550,6 +601,7 @@ func (z *OutputSealer) Seal(s *snapshotv1.OutputSnapshot) string {
 	if !ok {
 		v = ReflectOutputVersion(s)
 	}
+	z.cache.sealedOutput(s.GetCluster())
 	s.Version = v
 	return v
 }

@@ -264,3 +264,50 @@ func TestOutputSealerFindsKeptBodies(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputSealerDropsReplacedBodies: a sealer kept across many
+// translations that replace the objects of an output (as incremental
+// translations do when policies are edited or deleted) keeps about the
+// bodies of the outputs sealed last, not every body it has seen, and
+// gives every output the reflective version all along.
+func TestOutputSealerDropsReplacedBodies(t *testing.T) {
+	const objects = 3000
+	output := func(cluster string, round, n int) *snapshotv1.OutputSnapshot {
+		out := &snapshotv1.OutputSnapshot{Cluster: cluster}
+		for i := range n {
+			out.Objects = append(out.Objects, &snapshotv1.Object{
+				ApiVersion: "v1", Kind: "K", Namespace: "ns", Name: fmt.Sprintf("o%05d", i),
+				Annotations: map[string]string{"parents": fmt.Sprintf("policy-%d-%d", round, i)},
+				Spec:        []byte(fmt.Sprintf(`{"round":%d,"i":%d}`, round, i)),
+			})
+		}
+		return out
+	}
+	var z OutputSealer
+	// A second cluster's output stays as it was sealed: its bodies stay.
+	west := output("west", 0, objects)
+	if got, want := z.Seal(west), ReflectOutputVersion(west); got != want {
+		t.Fatalf("west: version %s, reflective %s", got, want)
+	}
+	for round := range 20 {
+		out := output("east", round+1, objects)
+		if got, want := z.Seal(out), ReflectOutputVersion(out); got != want {
+			t.Fatalf("round %d: version %s, reflective %s", round, got, want)
+		}
+	}
+	if kept := z.cache.nkept; kept > 2*2*objects+minKept {
+		t.Fatalf("the sealer keeps %d bodies after 20 rounds of %d objects in two outputs: it holds replaced ones", kept, objects)
+	}
+	// West's bodies are still found: sealing it again finds them all.
+	before := z.cache.nkept
+	again := output("west", 0, objects)
+	for i, o := range again.Objects {
+		o.Annotations, o.Spec = west.Objects[i].Annotations, west.Objects[i].Spec
+	}
+	if got, want := z.Seal(again), ReflectOutputVersion(again); got != want {
+		t.Fatalf("west again: version %s, reflective %s", got, want)
+	}
+	if z.cache.nkept != before {
+		t.Fatalf("sealing west again kept %d new bodies, want none: its bodies were dropped", z.cache.nkept-before)
+	}
+}

@@ -28,8 +28,8 @@ type InputHead struct {
 	// order, fields repeated) gets a different EncodedVersion, never a
 	// wrong match.
 	EncodedVersion string
-	// The number of meshes, workloads and destinations.
-	Meshes, Workloads, Destinations int
+	// The number of objects of each kind, counted while reading.
+	InputCounts
 	// DiscoveredClusters are the distinct metadata.cluster values of the
 	// meshes, workloads and destinations ("" for an object without one), in
 	// the order of the encoding.
@@ -37,6 +37,58 @@ type InputHead struct {
 	// ServiceRefClusters are the distinct spec.kube_service.ref.cluster
 	// values of the destinations, "" included.
 	ServiceRefClusters []string
+}
+
+// InputCounts are the number of objects of each kind in an input snapshot:
+// what ingest holds against its per-cluster limits before it keeps a
+// snapshot.
+type InputCounts struct {
+	Meshes, Workloads, Destinations                                     int
+	VirtualMeshes, TrafficPolicies, AccessPolicies, VirtualDestinations int
+	Settings, WasmDeploymentPolicies, AccessLogPolicies                 int
+	UserIstioObjects                                                    int
+}
+
+// CountInput counts the objects of a decoded snapshot, as ReadInput counts
+// them in its encoding.
+func CountInput(s *snapshotv1.InputSnapshot) InputCounts {
+	return InputCounts{
+		Meshes: len(s.GetMeshes()), Workloads: len(s.GetWorkloads()), Destinations: len(s.GetDestinations()),
+		VirtualMeshes: len(s.GetVirtualMeshes()), TrafficPolicies: len(s.GetTrafficPolicies()),
+		AccessPolicies: len(s.GetAccessPolicies()), VirtualDestinations: len(s.GetVirtualDestinations()),
+		Settings: len(s.GetSettings()), WasmDeploymentPolicies: len(s.GetWasmDeploymentPolicies()),
+		AccessLogPolicies: len(s.GetAccessLogPolicies()), UserIstioObjects: len(s.GetUserIstioObjects()),
+	}
+}
+
+// counter returns the count that an occurrence of the InputSnapshot field
+// num adds one to, or nil for a field that is not a list of objects.
+func (c *InputCounts) counter(num protowire.Number) *int {
+	switch num {
+	case inputMeshes:
+		return &c.Meshes
+	case inputWorkloads:
+		return &c.Workloads
+	case inputDestinations:
+		return &c.Destinations
+	case inputVirtualMeshes:
+		return &c.VirtualMeshes
+	case inputTrafficPolicies:
+		return &c.TrafficPolicies
+	case inputAccessPolicies:
+		return &c.AccessPolicies
+	case inputVirtualDestinations:
+		return &c.VirtualDestinations
+	case inputSettings:
+		return &c.Settings
+	case inputWasmDeploymentPolicies:
+		return &c.WasmDeploymentPolicies
+	case inputAccessLogPolicies:
+		return &c.AccessLogPolicies
+	case inputUserIstioObjects:
+		return &c.UserIstioObjects
+	}
+	return nil
 }
 
 // ErrMalformed is returned by ReadInput for bytes that proto.Unmarshal
@@ -56,6 +108,15 @@ var (
 		field(inputDesc, "meshes"), field(inputDesc, "workloads"), field(inputDesc, "destinations"),
 	}
 	inputMeshes, inputWorkloads, inputDestinations = inputDiscovery[0].Number(), inputDiscovery[1].Number(), inputDiscovery[2].Number()
+	// The lists of user resources, counted against ingest's limits.
+	inputVirtualMeshes          = field(inputDesc, "virtual_meshes").Number()
+	inputTrafficPolicies        = field(inputDesc, "traffic_policies").Number()
+	inputAccessPolicies         = field(inputDesc, "access_policies").Number()
+	inputVirtualDestinations    = field(inputDesc, "virtual_destinations").Number()
+	inputSettings               = field(inputDesc, "settings").Number()
+	inputWasmDeploymentPolicies = field(inputDesc, "wasm_deployment_policies").Number()
+	inputAccessLogPolicies      = field(inputDesc, "access_log_policies").Number()
+	inputUserIstioObjects       = field(inputDesc, "user_istio_objects").Number()
 	// inputSchema is InputSnapshot compiled for checking encodings.
 	inputSchema = compileMessage(inputDesc, map[protoreflect.FullName]*wireMessage{})
 	// Paths inside a mesh, workload or destination.
@@ -121,6 +182,10 @@ func ReadInput(data []byte) (InputHead, error) {
 		if typ == protowire.BytesType {
 			v, _ = consumeBytes(value)
 		}
+		// Each occurrence of a repeated message field is one element.
+		if n := h.counter(num); n != nil {
+			*n++
+		}
 		switch num {
 		case inputVersion:
 			h.Version = string(v)
@@ -130,13 +195,10 @@ func ReadInput(data []byte) (InputHead, error) {
 		case inputCluster:
 			h.Cluster = string(v)
 		case inputMeshes:
-			h.Meshes++
 			h.DiscoveredClusters = addDistinct(h.DiscoveredClusters, lastString(v, discoveredClusterPaths[0]))
 		case inputWorkloads:
-			h.Workloads++
 			h.DiscoveredClusters = addDistinct(h.DiscoveredClusters, lastString(v, discoveredClusterPaths[1]))
 		case inputDestinations:
-			h.Destinations++
 			h.DiscoveredClusters = addDistinct(h.DiscoveredClusters, lastString(v, discoveredClusterPaths[2]))
 			h.ServiceRefClusters = addDistinct(h.ServiceRefClusters, lastString(v, serviceRefClusterPath))
 		}

@@ -8,6 +8,9 @@ import (
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
+	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	observabilityv1 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
+	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -38,11 +41,46 @@ func discovered(cluster, metaCluster, refCluster string) *snapshotv1.InputSnapsh
 	return s
 }
 
+// withUserResources adds user resources of every kind to s, a different
+// number of each, so that a count read from the wrong field shows.
+func withUserResources(s *snapshotv1.InputSnapshot) *snapshotv1.InputSnapshot {
+	meta := func(i int) *commonv1.ObjectMeta {
+		return &commonv1.ObjectMeta{Name: fmt.Sprintf("r%d", i), Namespace: "ns", Cluster: s.GetCluster()}
+	}
+	for i := range 1 {
+		s.VirtualMeshes = append(s.VirtualMeshes, &networkingv1.VirtualMesh{Metadata: meta(i)})
+	}
+	for i := range 2 {
+		s.TrafficPolicies = append(s.TrafficPolicies, &networkingv1.TrafficPolicy{Metadata: meta(i)})
+	}
+	for i := range 3 {
+		s.AccessPolicies = append(s.AccessPolicies, &networkingv1.AccessPolicy{Metadata: meta(i)})
+	}
+	for i := range 4 {
+		s.VirtualDestinations = append(s.VirtualDestinations, &networkingv1.VirtualDestination{Metadata: meta(i)})
+	}
+	for i := range 5 {
+		s.Settings = append(s.Settings, &settingsv1.Settings{Metadata: meta(i)})
+	}
+	for i := range 6 {
+		s.WasmDeploymentPolicies = append(s.WasmDeploymentPolicies, &networkingv1.WasmDeploymentPolicy{Metadata: meta(i)})
+	}
+	for i := range 7 {
+		s.AccessLogPolicies = append(s.AccessLogPolicies, &observabilityv1.AccessLogPolicy{Metadata: meta(i)})
+	}
+	for i := range 8 {
+		s.UserIstioObjects = append(s.UserIstioObjects, &snapshotv1.UserIstioObject{Kind: "VirtualService", Namespace: "ns", Name: fmt.Sprintf("vs%d", i)})
+	}
+	snapshots.SealInput(s)
+	return s
+}
+
 func TestReadInputMatchesEncodeInput(t *testing.T) {
 	for name, s := range map[string]*snapshotv1.InputSnapshot{
 		"discovered":           discovered("east", "east", "east"),
 		"refs without cluster": discovered("east", "east", ""),
 		"foreign claims":       discovered("east", "west", "west"),
+		"user resources":       withUserResources(discovered("east", "east", "east")),
 		"without agent":        {Cluster: "east"},
 		"empty":                {},
 	} {
@@ -81,9 +119,8 @@ func checkHead(t *testing.T, h snapshots.InputHead, s *snapshotv1.InputSnapshot)
 	if !proto.Equal(h.Agent, s.GetAgent()) || (h.Agent == nil) != (s.GetAgent() == nil) {
 		t.Fatalf("head agent %v, decoded %v", h.Agent, s.GetAgent())
 	}
-	if h.Meshes != len(s.GetMeshes()) || h.Workloads != len(s.GetWorkloads()) || h.Destinations != len(s.GetDestinations()) {
-		t.Fatalf("head counts %d/%d/%d, decoded %d/%d/%d", h.Meshes, h.Workloads, h.Destinations,
-			len(s.GetMeshes()), len(s.GetWorkloads()), len(s.GetDestinations()))
+	if h.InputCounts != snapshots.CountInput(s) {
+		t.Fatalf("head counts %+v, decoded %+v", h.InputCounts, snapshots.CountInput(s))
 	}
 	var meta, refs []string
 	add := func(set []string, v string) []string {

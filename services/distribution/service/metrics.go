@@ -10,10 +10,11 @@ import (
 )
 
 type metrics struct {
-	watchers  *prometheus.GaugeVec
-	sentBytes *prometheus.HistogramVec
-	refused   *prometheus.CounterVec
-	acks      *prometheus.CounterVec
+	watchers    *prometheus.GaugeVec
+	sentBytes   *prometheus.HistogramVec
+	refused     *prometheus.CounterVec
+	acks        *prometheus.CounterVec
+	ackRefusals *prometheus.CounterVec
 }
 
 var _ app.Metrics = (*metrics)(nil)
@@ -37,8 +38,12 @@ func newMetrics(reg prometheus.Registerer, acks ackLister, log *slog.Logger) (*m
 			Name: "meshplane_distribution_acks_total",
 			Help: "Acknowledgements received by this replica, by cluster.",
 		}, []string{"cluster"}),
+		ackRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshplane_distribution_ack_refusals_total",
+			Help: "Acknowledgements refused and not recorded, by cluster and reason: not-sent (a version never sent to the cluster, or not among the last ones) or too-many-results (more results than the output holds).",
+		}, []string{"cluster", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.watchers, m.sentBytes, m.refused, m.acks, newAckCollector(acks, log)} {
+	for _, c := range []prometheus.Collector{m.watchers, m.sentBytes, m.refused, m.acks, m.ackRefusals, newAckCollector(acks, log)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -53,6 +58,9 @@ func (m *metrics) SnapshotRefused(c string, _ int) {
 	m.refused.WithLabelValues(c).Inc()
 }
 func (m *metrics) Acked(c string, _ int) { m.acks.WithLabelValues(c).Inc() }
+func (m *metrics) AckRefused(c, reason string) {
+	m.ackRefusals.WithLabelValues(c, reason).Inc()
+}
 
 // ackLister is Distributor.ListAcks.
 type ackLister func(ctx context.Context) ([]app.AckRecord, map[string]string, error)

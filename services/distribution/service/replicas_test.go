@@ -101,6 +101,65 @@ func TestAcksSharedByReplicas(t *testing.T) {
 	}
 }
 
+// Acks are checked against the versions sent to the cluster, which every
+// replica sees: an ack on another replica than the watch is recorded; an
+// ack of a version never sent to the cluster, or one with more results
+// than the output holds, is refused with InvalidArgument over Connect and
+// gRPC, counted, and leaves the last record as it was.
+func TestBogusAcksRefused(t *testing.T) {
+	r := redistest.Start(t)
+	cfg := service.DefaultConfig()
+	cfg.Redis.Addrs = r.Addr()
+	ca := platformtest.NewCA(t, "test CA")
+	a, b := newEnvCA(t, ca, cfg), newEnvCA(t, ca, cfg)
+	a.outputs = snapshots.NewRedis(r.Client(t), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	v1 := output("east", "reviews", "ratings")
+	a.put(t, v1)
+	a.put(t, output("west", "details"))
+	next(t, watchStream(t, a.client(t, eastID, nil), ""))
+	applied := func(n int) []*snapshotv1.ApplyResult {
+		out := make([]*snapshotv1.ApplyResult, n)
+		for i := range out {
+			out[i] = &snapshotv1.ApplyResult{Ref: &snapshotv1.ObjectRef{Kind: "DestinationRule", Name: fmt.Sprint("r", i)}, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED}
+		}
+		return out
+	}
+	if _, err := b.client(t, eastID, nil).Ack(t.Context(), connect.NewRequest(&distributionv1.AckRequest{Version: v1.GetVersion(), Results: applied(2)})); err != nil {
+		t.Fatalf("Ack on the replica that did not send: %v", err)
+	}
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			for _, tc := range []struct {
+				name, id, version string
+				results           int
+				want              string
+			}{
+				{"never sent", eastID, "sha256:never-sent", 100_000, "was not sent to cluster \"east\""},
+				{"sent to another cluster", eastID, output("west", "details").GetVersion(), 1, "was not sent to cluster \"east\""},
+				{"more results than the output holds", eastID, v1.GetVersion(), 5, "5 results for version"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					_, err := b.client(t, tc.id, p.opts).Ack(t.Context(), connect.NewRequest(&distributionv1.AckRequest{Version: tc.version, Results: applied(tc.results)}))
+					wantCode(t, err, connect.CodeInvalidArgument)
+					if !strings.Contains(err.Error(), tc.want) {
+						t.Fatalf("error %q does not say %q", err, tc.want)
+					}
+				})
+			}
+		})
+	}
+	res, err := a.client(t, toolID, nil).ListAcks(t.Context(), connect.NewRequest(&distributionv1.ListAcksRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acks := res.Msg.GetClusters(); len(acks) != 1 || acks[0].GetAckedVersion() != v1.GetVersion() || acks[0].GetLatestVersion() != v1.GetVersion() {
+		t.Fatalf("ListAcks after refused acks = %v, want east acked at the current %s", acks, v1.GetVersion())
+	}
+	m := scrape(t, b.admin, "meshplane_distribution_ack_refusals_total")
+	wantMetric(t, m, `meshplane_distribution_ack_refusals_total{cluster="east",reason="not-sent"}`, fmt.Sprint(2*len(protocols)))
+	wantMetric(t, m, `meshplane_distribution_ack_refusals_total{cluster="east",reason="too-many-results"}`, fmt.Sprint(len(protocols)))
+}
+
 func TestDebugSnapshots(t *testing.T) {
 	e := newEnv(t)
 	o := &snapshotv1.OutputSnapshot{

@@ -8,6 +8,7 @@ import (
 type metrics struct {
 	connected *prometheus.GaugeVec
 	pushes    *prometheus.CounterVec
+	refusals  *prometheus.CounterVec
 	bytes     *prometheus.HistogramVec
 }
 
@@ -23,13 +24,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meshplane_ingest_pushes_total",
 			Help: "Input snapshots received, by cluster and result.",
 		}, []string{"cluster", "result"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshplane_ingest_push_refusals_total",
+			Help: "Input snapshots refused, by cluster and reason: the per-cluster limit exceeded (destinations, workloads, meshes, policies, istio-objects), invalid or reserved-cluster. The last accepted snapshot stays in use.",
+		}, []string{"cluster", "reason"}),
 		bytes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "meshplane_ingest_snapshot_bytes",
 			Help:    "Size of input snapshots received, by cluster.",
 			Buckets: prometheus.ExponentialBuckets(1024, 4, 10),
 		}, []string{"cluster"}),
 	}
-	for _, c := range []prometheus.Collector{m.connected, m.pushes, m.bytes} {
+	for _, c := range []prometheus.Collector{m.connected, m.pushes, m.refusals, m.bytes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -44,6 +49,10 @@ func (m *metrics) PushReceived(cluster string, bytes int, err error) {
 	}
 	m.pushes.WithLabelValues(cluster, result).Inc()
 	m.bytes.WithLabelValues(cluster).Observe(float64(bytes))
+}
+
+func (m *metrics) PushRefused(cluster, reason string) {
+	m.refusals.WithLabelValues(cluster, reason).Inc()
 }
 
 func (m *metrics) ClientConnected(cluster string)    { m.connected.WithLabelValues(cluster).Inc() }

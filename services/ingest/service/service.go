@@ -63,6 +63,9 @@ type Config struct {
 	ManagementDebounce time.Duration
 	// AccessLogs bound the access-log buffers.
 	AccessLogs AccessLogOptions
+	// Limits bound the objects of each kind in a workload cluster's input
+	// snapshot; a push over one is refused and the last good one stays.
+	Limits Limits
 
 	flags *platform.Flags
 }
@@ -73,7 +76,7 @@ func DefaultConfig() Config {
 	tr := platform.NewClientOptions()
 	tr.Addr = "translation:9903"
 	return Config{Install: snapshots.DefaultInstall, Replica: host, Redis: snapshots.NewRedisOptions(), Translation: tr, FlushInterval: time.Second, StaleAfter: 5 * time.Minute,
-		WatchManagement: "auto", ManagementDebounce: 100 * time.Millisecond, AccessLogs: DefaultAccessLogOptions()}
+		WatchManagement: "auto", ManagementDebounce: 100 * time.Millisecond, AccessLogs: DefaultAccessLogOptions(), Limits: DefaultLimits()}
 }
 
 // AddFlags registers the configuration's flags.
@@ -100,6 +103,7 @@ func (c *Config) AddOwnFlags(f *platform.Flags) {
 	f.String(&c.ManagementCluster, "management-cluster-name", "cluster name of the management cluster's input (default: the install name)")
 	f.Duration(&c.ManagementDebounce, "management-debounce", "how long the management cluster's resources must be quiet before a change is pushed")
 	c.addAccessLogFlags()
+	c.addLimitFlags()
 }
 
 // Validate checks the configuration. The translation client is checked by
@@ -126,7 +130,7 @@ func (c *Config) Validate() error {
 	if c.ManagementDebounce <= 0 {
 		errs = append(errs, errors.New("--management-debounce must be positive"))
 	}
-	errs = append(errs, c.AccessLogs.Validate(), c.Redis.Validate())
+	errs = append(errs, c.AccessLogs.Validate(), c.Limits.Validate(), c.Redis.Validate())
 	return errors.Join(errs...)
 }
 
@@ -274,7 +278,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	ingOpts := []app.IngestorOption{app.WithStaleAfter(cfg.StaleAfter)}
+	ingOpts := []app.IngestorOption{app.WithStaleAfter(cfg.StaleAfter), app.WithLimits(cfg.Limits)}
 	if d.now != nil {
 		ingOpts = append(ingOpts, app.WithClock(d.now))
 	}

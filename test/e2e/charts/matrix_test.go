@@ -267,7 +267,14 @@ global:
 	{name: "registration alone", chart: "registration", ns: mgmtNamespace, values: "{}\n", kinds: map[string]int{"Deployment": 1}},
 	{name: "ingest alone", chart: "ingest", ns: mgmtNamespace, values: "translation:\n  addr: translation.meshplane:9903\n", kinds: map[string]int{"Deployment": 1},
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
-			wantArgs(t, containerArgs(t, objs, "Deployment", "r-ingest", "ingest"), "--translation-addr=translation.meshplane:9903")
+			// The input limits default to the binary's defaults, written out.
+			wantArgs(t, containerArgs(t, objs, "Deployment", "r-ingest", "ingest"), "--translation-addr=translation.meshplane:9903",
+				"--max-input-destinations=10000", "--max-input-workloads=20000", "--max-input-meshes=100", "--max-input-policies=10000", "--max-input-istio-objects=20000")
+		}},
+	{name: "ingest with input limits", chart: "ingest", ns: mgmtNamespace, values: "inputLimits: {destinations: 50000, workloads: 0, meshes: 5, policies: 200, istioObjects: 300}\n", kinds: map[string]int{"Deployment": 1},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			wantArgs(t, containerArgs(t, objs, "Deployment", "r-ingest", "ingest"),
+				"--max-input-destinations=50000", "--max-input-workloads=0", "--max-input-meshes=5", "--max-input-policies=200", "--max-input-istio-objects=300")
 		}},
 	{name: "translation alone", chart: "translation", ns: mgmtNamespace, values: "debounce: 50ms\nworkloadClusterDomain: example.local\n", kinds: map[string]int{"Deployment": 1}},
 	{name: "distribution alone", chart: "distribution", ns: mgmtNamespace, values: "redis:\n  addrs: [redis:6379]\n", kinds: map[string]int{"Deployment": 1}},

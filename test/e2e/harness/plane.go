@@ -24,6 +24,9 @@ type Plane struct {
 	// listeners are bound again on the same addresses.
 	allInOne  *Spec
 	adminAddr string
+	// Admin is the all-in-one process's admin (metrics) address; empty
+	// for four processes.
+	Admin string
 }
 
 // AdminAddr is the all-in-one process's health and metrics address.
@@ -71,6 +74,8 @@ type PlaneOptions struct {
 	MirrorNamespace string
 	// SafeStartWindow, when not zero, is translation's --safe-start-window.
 	SafeStartWindow time.Duration
+	// AllInOneArgs are added to the all-in-one process's flags.
+	AllInOneArgs []string
 }
 
 func (o PlaneOptions) mirrorNamespace() string {
@@ -196,6 +201,7 @@ func (p *Plane) startAllInOne(o PlaneOptions, logs string) error {
 	if o.SafeStartWindow != 0 {
 		args = append(args, "--safe-start-window", o.SafeStartWindow.String())
 	}
+	args = append(args, o.AllInOneArgs...)
 	spec := Spec{Name: "meshplane", Binary: Binary(o.BinDir, CmdMeshplane), Args: args, LogDir: logs, Listeners: pair.both()}
 	proc, err := Start(spec)
 	if err != nil {
@@ -207,6 +213,7 @@ func (p *Plane) startAllInOne(o PlaneOptions, logs string) error {
 	a := pair.rpc.Addr().String()
 	p.Registration, p.Ingest, p.Translation, p.Distribution = a, a, a, a
 	p.adminAddr = pair.admin.Addr().String()
+	p.Admin = p.adminAddr
 	return nil
 }
 

@@ -145,6 +145,13 @@ func (a *SimAgent) Watch(ctx context.Context) error {
 	return nil
 }
 
+// Ack sends one acknowledgement with the cluster's certificate, as an
+// agent would, whatever it holds.
+func (a *SimAgent) Ack(ctx context.Context, version string, results []*snapshotv1.ApplyResult) error {
+	_, err := a.dist.Ack(ctx, connect.NewRequest(&distributionv1.AckRequest{Version: version, Results: results}))
+	return err
+}
+
 // Close ends the push stream and the idle connections.
 func (a *SimAgent) Close() {
 	a.pushMu.Lock()

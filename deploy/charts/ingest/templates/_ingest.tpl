@@ -34,6 +34,13 @@
 {{- with .Values.accessLogs.maxEntryBytes }}
 - --accesslog-max-entry-bytes={{ . }}
 {{- end }}
+{{- with .Values.inputLimits }}
+- --max-input-destinations={{ .destinations | int }}
+- --max-input-workloads={{ .workloads | int }}
+- --max-input-meshes={{ .meshes | int }}
+- --max-input-policies={{ .policies | int }}
+- --max-input-istio-objects={{ .istioObjects | int }}
+{{- end }}
 {{- if .Values.managementCluster.watch }}
 - --watch-management-cluster=true
 {{- with .Values.managementCluster.name }}

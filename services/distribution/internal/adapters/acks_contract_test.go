@@ -3,6 +3,7 @@ package adapters_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -64,6 +65,44 @@ func TestAckStoreContract(t *testing.T) {
 				want := []app.AckRecord{east2, {Cluster: "west", Version: "w1", AckedAt: at}}
 				if diff := cmp.Diff(want, got, protocmp.Transform(), cmp.Comparer(func(x, y time.Time) bool { return x.Equal(y) })); diff != "" {
 					t.Fatalf("ListAcks (-want +got):\n%s", diff)
+				}
+			})
+			t.Run("versions sent, newest first, the last KeepSent, seen by every replica", func(t *testing.T) {
+				a, b := f.new(t)
+				ctx := t.Context()
+				if got, err := a.SentVersions(ctx, "east"); err != nil || len(got) != 0 {
+					t.Fatalf("SentVersions before any = %v, %v; want none", got, err)
+				}
+				record := func(s app.AckStore, cluster string, v app.SentVersion) {
+					t.Helper()
+					if err := s.RecordSent(ctx, cluster, v); err != nil {
+						t.Fatalf("RecordSent: %v", err)
+					}
+				}
+				v := func(i int) app.SentVersion {
+					return app.SentVersion{Version: fmt.Sprintf("sha256:%04d", i), Objects: i, Results: 2 * i}
+				}
+				for i := range app.KeepSent + 3 {
+					record(a, "east", v(i))
+				}
+				record(b, "west", v(100))
+				// Sent again: the newest, and not kept twice.
+				record(b, "east", v(5))
+				want := []app.SentVersion{v(5)}
+				for i := app.KeepSent + 2; len(want) < app.KeepSent; i-- {
+					if i != 5 {
+						want = append(want, v(i))
+					}
+				}
+				got, err := b.SentVersions(ctx, "east")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Fatalf("SentVersions(east) (-want +got):\n%s", diff)
+				}
+				if got, err := a.SentVersions(ctx, "west"); err != nil || !cmp.Equal(got, []app.SentVersion{v(100)}) {
+					t.Fatalf("SentVersions(west) = %v, %v", got, err)
 				}
 			})
 			t.Run("watch marks lapse and are removed", func(t *testing.T) {

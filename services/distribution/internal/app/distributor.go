@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +19,11 @@ import (
 
 // ErrInvalidAck is returned for an acknowledgement that cannot be recorded.
 var ErrInvalidAck = errors.New("invalid acknowledgement")
+
+// ErrAckNotSent is returned for an acknowledgement of a version that was
+// not sent to the cluster (or is not among the KeepSent last sent). It
+// wraps ErrInvalidAck.
+var ErrAckNotSent = fmt.Errorf("%w: version not sent to the cluster", ErrInvalidAck)
 
 // Distributor serves output snapshots to watching agents. It follows the
 // store's change notices once for the whole replica and wakes only the
@@ -204,6 +210,7 @@ func (d *Distributor) Watch(ctx context.Context, cluster, have string, send func
 
 	signal(wake)  // look once at the start
 	refused := "" // the version refused as too large, logged once
+	first := true // the first look: the agent may hold the current version
 	for {
 		select {
 		case <-ctx.Done():
@@ -211,6 +218,10 @@ func (d *Distributor) Watch(ctx context.Context, cluster, have string, send func
 		case <-wake:
 		}
 		version, err := d.source.Version(ctx, cluster)
+		if err == nil && version == have && first {
+			d.adoptHeld(ctx, cluster, have)
+		}
+		first = false
 		if errors.Is(err, snapshots.ErrNotFound) || (err == nil && version == have) {
 			continue
 		}
@@ -240,11 +251,41 @@ func (d *Distributor) Watch(ctx context.Context, cluster, have string, send func
 				"cluster", cluster, "version", e.Version, "bytes", size, "max_send_bytes", d.maxSendBytes)
 			continue
 		}
+		// Recorded before sending: the agent may ack before send returns.
+		if err := d.acks.RecordSent(ctx, cluster, sentVersion(e.Version, e.Value)); err != nil {
+			// Its ack will be refused and the cluster reported behind
+			// until the next version; the agent still gets this one.
+			d.log.Warn("recording a sent version failed", "cluster", cluster, "version", e.Version, "error", err)
+		}
 		if err := send(e.Value); err != nil {
 			return fmt.Errorf("send version %s to cluster %q: %w", e.Version, cluster, err)
 		}
 		d.metrics.SnapshotSent(cluster, size)
 		have = e.Version
+	}
+}
+
+// sentVersion is what an ack of o may hold.
+func sentVersion(version string, o *snapshotv1.OutputSnapshot) SentVersion {
+	objects := len(o.GetObjects())
+	return SentVersion{Version: version, Objects: objects, Results: objects + len(o.GetStatuses()) + len(o.GetIssuedCertificates())}
+}
+
+// adoptHeld records as sent the current version that an agent says it
+// holds when it starts a watch (it was sent by this or another replica, or
+// before the store was emptied), so that its acks of it are accepted. The
+// output is read only when the store does not already remember it.
+func (d *Distributor) adoptHeld(ctx context.Context, cluster, version string) {
+	sent, err := d.acks.SentVersions(ctx, cluster)
+	if err == nil && slices.ContainsFunc(sent, func(s SentVersion) bool { return s.Version == version }) {
+		return
+	}
+	e, err := d.source.Get(ctx, cluster)
+	if err != nil || e.Version != version {
+		return // the next look sends the current version, and records it
+	}
+	if err := d.acks.RecordSent(ctx, cluster, sentVersion(e.Version, e.Value)); err != nil {
+		d.log.Warn("recording the version an agent holds failed", "cluster", cluster, "version", version, "error", err)
 	}
 }
 
@@ -258,10 +299,18 @@ func (d *Distributor) Snapshot(ctx context.Context, cluster string) (*snapshotv1
 	return e.Value, nil
 }
 
-// Ack records the outcome of applying a version.
+// Ack records the outcome of applying a version. cluster comes from the
+// caller's certificate. Only a version recently sent to that cluster is
+// recorded, with at most as many results as its output holds (objects,
+// statuses and issued certificates) plus the deletions of objects that an
+// earlier output held: anything else would record what the agent was never
+// asked to do, and hold the plane's memory and store with it.
 func (d *Distributor) Ack(ctx context.Context, cluster, version string, results []*snapshotv1.ApplyResult) error {
 	if version == "" {
 		return fmt.Errorf("%w: version is empty", ErrInvalidAck)
+	}
+	if err := d.checkAck(ctx, cluster, version, results); err != nil {
+		return err
 	}
 	errs := 0
 	for _, r := range results {
@@ -273,6 +322,32 @@ func (d *Distributor) Ack(ctx context.Context, cluster, version string, results 
 		return fmt.Errorf("record ack of cluster %q: %w", cluster, err)
 	}
 	d.metrics.Acked(cluster, errs)
+	return nil
+}
+
+// checkAck refuses an ack of a version not sent to cluster, or with more
+// results than it may hold.
+func (d *Distributor) checkAck(ctx context.Context, cluster, version string, results []*snapshotv1.ApplyResult) error {
+	sent, err := d.acks.SentVersions(ctx, cluster)
+	if err != nil {
+		return fmt.Errorf("read the versions sent to cluster %q: %w", cluster, err)
+	}
+	i := slices.IndexFunc(sent, func(s SentVersion) bool { return s.Version == version })
+	if i < 0 {
+		d.metrics.AckRefused(cluster, "not-sent")
+		return fmt.Errorf("%w: %s was not sent to cluster %q (or is not among the %d versions sent last); the ack is not recorded", ErrAckNotSent, version, cluster, KeepSent)
+	}
+	// Deleted objects are those of earlier outputs, which the store
+	// remembers only by count: the largest of them bounds the deletions.
+	deletable := 0
+	for _, s := range sent {
+		deletable = max(deletable, s.Objects)
+	}
+	if limit := sent[i].Results + deletable; len(results) > limit {
+		d.metrics.AckRefused(cluster, "too-many-results")
+		return fmt.Errorf("%w: %d results for version %s, which holds %d objects, statuses and certificates (at most %d results, with %d deletions); the ack is not recorded",
+			ErrInvalidAck, len(results), version, sent[i].Results, limit, deletable)
+	}
 	return nil
 }
 

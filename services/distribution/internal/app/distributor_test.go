@@ -3,12 +3,15 @@ package app_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/distribution/internal/adapters/memory"
 	"github.com/meshplane/meshplane/services/distribution/internal/app"
@@ -293,34 +296,61 @@ func TestWatchReturnsWhenSendFails(t *testing.T) {
 
 func TestAck(t *testing.T) {
 	src := newSource()
-	latest := output("east", "a", "b")
-	src.put(t, latest)
+	v1 := output("east", "a", "b")
+	v1.Statuses = []*snapshotv1.ResourceStatus{{Kind: "TrafficPolicy", Name: "p"}}
+	snapshots.SealOutput(v1)
+	src.put(t, v1)
 	d := newDistributor(t, src)
+	w := startWatch(t, d, "east", "", false)
+	wantVersion(t, w.next(t), v1)
+	// v2 drops b: its ack may report b deleted.
+	v2 := output("east", "a")
+	src.put(t, v2)
+	wantVersion(t, w.next(t), v2)
 
 	res := func(o snapshotv1.ApplyOutcome) *snapshotv1.ApplyResult {
 		return &snapshotv1.ApplyResult{Ref: &snapshotv1.ObjectRef{Kind: "DestinationRule", Name: "x"}, Outcome: o}
 	}
+	applied := func(n int) []*snapshotv1.ApplyResult {
+		out := make([]*snapshotv1.ApplyResult, n)
+		for i := range out {
+			out[i] = res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED)
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		name       string
+		cluster    string
 		version    string
 		results    []*snapshotv1.ApplyResult
 		wantErr    error
 		wantErrors int
 	}{
-		{name: "all applied", version: "v1", results: []*snapshotv1.ApplyResult{res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED), res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_DELETED)}},
-		{name: "no results", version: "v1"},
-		{name: "conflicts and rejections are errors", version: "v2", wantErrors: 3, results: []*snapshotv1.ApplyResult{
-			res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED),
+		{name: "all applied", version: v1.GetVersion(), results: []*snapshotv1.ApplyResult{res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED), res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED)}},
+		{name: "no results", version: v1.GetVersion()},
+		{name: "a result per object and status", version: v1.GetVersion(), results: applied(3)},
+		{name: "conflicts and rejections are errors", version: v2.GetVersion(), wantErrors: 2, results: []*snapshotv1.ApplyResult{
 			res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_CONFLICT),
 			res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_REJECTED),
-			res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_REJECTED),
-			res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_UNSPECIFIED),
+		}},
+		{name: "deletions of an earlier output's objects", version: v2.GetVersion(), results: []*snapshotv1.ApplyResult{
+			res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED), res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_DELETED),
 		}},
 		{name: "no version", version: "", wantErr: app.ErrInvalidAck},
+		{name: "a version never sent", version: output("east", "x").GetVersion(), wantErr: app.ErrAckNotSent},
+		{name: "a version sent to another cluster", cluster: "west", version: v1.GetVersion(), wantErr: app.ErrAckNotSent},
+		// v1 holds 3 (two objects, one status), and the largest output
+		// sent holds 2 objects that a later ack may report deleted.
+		{name: "more results than the output holds", version: v1.GetVersion(), results: applied(6), wantErr: app.ErrInvalidAck},
+		{name: "the bogus ack of the user test", version: "sha256:never-sent", results: applied(100_000), wantErr: app.ErrAckNotSent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			cluster := tc.cluster
+			if cluster == "" {
+				cluster = "east"
+			}
 			before := time.Now()
-			err := d.Ack(t.Context(), "east", tc.version, tc.results)
+			err := d.Ack(t.Context(), cluster, tc.version, tc.results)
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("Ack: %v, want %v", err, tc.wantErr)
@@ -344,15 +374,57 @@ func TestAck(t *testing.T) {
 			if r.AckedAt.Before(before) || r.AckedAt.After(time.Now()) {
 				t.Fatalf("AckedAt %v is not the time of the ack", r.AckedAt)
 			}
-			if latestVersions["east"] != latest.GetVersion() {
-				t.Fatalf("latest version %q, want %q", latestVersions["east"], latest.GetVersion())
+			if latestVersions["east"] != v2.GetVersion() {
+				t.Fatalf("latest version %q, want %q", latestVersions["east"], v2.GetVersion())
 			}
 		})
 	}
 	// A refused ack leaves the last good record.
 	recs, _, _ := d.ListAcks(t.Context())
-	if len(recs) != 1 || recs[0].Version != "v2" {
+	if len(recs) != 1 || recs[0].Version != v2.GetVersion() || len(recs[0].Results) != 2 {
 		t.Fatalf("records after a refused ack: %+v", recs)
+	}
+	// A too-many-results ack names the counts.
+	err := d.Ack(t.Context(), "east", v1.GetVersion(), applied(6))
+	if err == nil || !strings.Contains(err.Error(), "6 results") || !strings.Contains(err.Error(), "at most 5") {
+		t.Fatalf("Ack with too many results: %v", err)
+	}
+}
+
+// An agent that starts a watch holding the current version (sent before
+// the store forgot it, or by a replica that died before recording it) may
+// ack it: the watch records it as sent.
+func TestAckOfTheVersionAnAgentHolds(t *testing.T) {
+	src := newSource()
+	v1 := output("east", "a")
+	src.put(t, v1)
+	d := newDistributor(t, src)
+	if err := d.Ack(t.Context(), "east", v1.GetVersion(), nil); !errors.Is(err, app.ErrAckNotSent) {
+		t.Fatalf("Ack before any watch: %v, want ErrAckNotSent", err)
+	}
+	w := startWatch(t, d, "east", v1.GetVersion(), false)
+	src.waitVersionReads(t, "east", 1)
+	platformtest.Eventually(t, timeout, "the held version to be accepted", func() bool {
+		return d.Ack(t.Context(), "east", v1.GetVersion(), nil) == nil
+	})
+	w.nothingSent(t)
+}
+
+// Only the last app.KeepSent versions sent are remembered.
+func TestAckOfAVersionSentLongAgo(t *testing.T) {
+	src := newSource()
+	first := output("east", "v0")
+	src.put(t, first)
+	d := newDistributor(t, src)
+	w := startWatch(t, d, "east", "", false)
+	wantVersion(t, w.next(t), first)
+	for i := range app.KeepSent {
+		o := output("east", fmt.Sprint("v", i+1))
+		src.put(t, o)
+		wantVersion(t, w.next(t), o)
+	}
+	if err := d.Ack(t.Context(), "east", first.GetVersion(), nil); !errors.Is(err, app.ErrAckNotSent) {
+		t.Fatalf("Ack of the version sent %d versions ago: %v, want ErrAckNotSent", app.KeepSent, err)
 	}
 }
 

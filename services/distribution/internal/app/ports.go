@@ -22,11 +22,35 @@ type OutputSource interface {
 // applied.
 type AckRecord = snapshots.Ack
 
-// AckStore keeps the latest acknowledgement of each cluster, and which
-// replicas serve a watch of it.
+// SentVersion is an output version sent to a cluster's agent, and what an
+// ack of it may hold.
+type SentVersion struct {
+	Version string
+	// Objects is the number of Istio objects in the output: what a later
+	// version's ack may report deleted.
+	Objects int
+	// Results is the number of results an ack of this version may carry
+	// for the output itself: one per object, status and issued certificate.
+	Results int
+}
+
+// KeepSent is how many of the versions last sent to a cluster the store
+// remembers: an agent acks the version it applied, which is at most a few
+// versions behind the newest when the outputs change fast.
+const KeepSent = 16
+
+// AckStore keeps the latest acknowledgement of each cluster, the versions
+// recently sent to it, and which replicas serve a watch of it.
 type AckStore interface {
 	PutAck(ctx context.Context, rec AckRecord) error
 	ListAcks(ctx context.Context) ([]AckRecord, error)
+	// RecordSent remembers that v was sent to cluster's agent, as the
+	// newest of the KeepSent versions kept for the cluster. Recording a
+	// version again makes it the newest.
+	RecordSent(ctx context.Context, cluster string, v SentVersion) error
+	// SentVersions returns the versions recently sent to cluster, newest
+	// first; none when nothing was.
+	SentVersions(ctx context.Context, cluster string) ([]SentVersion, error)
 	// MarkWatching records that replica serves a watch of cluster until
 	// the given time, when the mark lapses unless renewed; a zero time
 	// removes the mark.
@@ -44,6 +68,9 @@ type Metrics interface {
 	// larger than the message size limit.
 	SnapshotRefused(cluster string, bytes int)
 	Acked(cluster string, applyErrors int)
+	// AckRefused counts an ack that was not recorded, for reason:
+	// "not-sent" or "too-many-results".
+	AckRefused(cluster, reason string)
 }
 
 // NopMetrics discards everything.
@@ -54,3 +81,4 @@ func (NopMetrics) WatchEnded(string)           {}
 func (NopMetrics) SnapshotSent(string, int)    {}
 func (NopMetrics) SnapshotRefused(string, int) {}
 func (NopMetrics) Acked(string, int)           {}
+func (NopMetrics) AckRefused(string, string)   {}

@@ -35,6 +35,8 @@ type Ingestor struct {
 	// staleAfter is how long after its last push a disconnected cluster
 	// is reported stale; zero never.
 	staleAfter time.Duration
+	// limits bound the objects in an agent's snapshot.
+	limits Limits
 
 	mu       sync.Mutex
 	clusters map[string]*ClusterState
@@ -60,6 +62,9 @@ type ClusterState struct {
 	// Management is set by Clusters for an input this process produces
 	// itself (Reserve): the management cluster's own resources.
 	Management bool
+	// Refused is the last push refused since the last one accepted, if
+	// any: the snapshot in use is older than what the agent sees.
+	Refused *Refusal
 }
 
 // IngestorOption tunes an Ingestor.
@@ -69,6 +74,12 @@ type IngestorOption func(*Ingestor)
 // is not connected is reported stale. Zero (the default) never does.
 func WithStaleAfter(d time.Duration) IngestorOption {
 	return func(i *Ingestor) { i.staleAfter = d }
+}
+
+// WithLimits bounds the objects in an agent's snapshot. Without it there
+// is no bound.
+func WithLimits(l Limits) IngestorOption {
+	return func(i *Ingestor) { i.limits = l }
 }
 
 // WithClock sets the clock, for tests.
@@ -114,17 +125,31 @@ func (i *Ingestor) PushFromAgent(ctx context.Context, cluster string, data []byt
 	i.mu.Unlock()
 	if reserved {
 		err := fmt.Errorf("%w: %q names the management cluster's own input; register the workload cluster under another name", ErrReservedCluster, cluster)
-		i.metrics.PushReceived(cluster, len(data), err)
+		i.refused(cluster, len(data), err)
 		return "", err
 	}
-	e, info, err := accept(cluster, data)
+	e, info, err := accept(cluster, data, i.limits)
 	if err != nil {
-		i.metrics.PushReceived(cluster, len(data), err)
+		i.refused(cluster, len(data), err)
 		return "", err
 	}
 	version, err := i.push(ctx, cluster, e, info)
 	i.metrics.PushReceived(cluster, len(data), err)
 	return version, err
+}
+
+// refused counts and remembers a refused push of cluster's agent, for
+// connectivity reports.
+func (i *Ingestor) refused(cluster string, size int, err error) {
+	i.metrics.PushReceived(cluster, size, err)
+	reason := refusalReason(err)
+	if reason == "" {
+		return
+	}
+	i.metrics.PushRefused(cluster, reason)
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.state(cluster).Refused = &Refusal{Reason: reason, Message: err.Error(), At: i.now()}
 }
 
 // Push validates and stores a cluster's snapshot and notifies translation.
@@ -154,8 +179,10 @@ func infoOf(s *snapshotv1.InputSnapshot) pushInfo {
 // accept checks an encoded snapshot from cluster's agent and returns what
 // to store. The encoding is kept when it is canonical and every check
 // passes on it; otherwise the snapshot is decoded and validated, which
-// gives the precise refusal, or the canonical encoding to store.
-func accept(cluster string, data []byte) (snapshots.Encoded[*snapshotv1.InputSnapshot], pushInfo, error) {
+// gives the precise refusal, or the canonical encoding to store. The
+// limits are held to the counts read from the encoding, before anything
+// is decoded, so they bound both paths.
+func accept(cluster string, data []byte, limits Limits) (snapshots.Encoded[*snapshotv1.InputSnapshot], pushInfo, error) {
 	var none snapshots.Encoded[*snapshotv1.InputSnapshot]
 	if len(data) == 0 {
 		return none, pushInfo{}, fmt.Errorf("%w: no snapshot in the request", ErrInvalidSnapshot)
@@ -163,6 +190,9 @@ func accept(cluster string, data []byte) (snapshots.Encoded[*snapshotv1.InputSna
 	h, err := snapshots.ReadInput(data)
 	if err != nil {
 		return none, pushInfo{}, fmt.Errorf("%w: %w", ErrInvalidSnapshot, err)
+	}
+	if err := limits.Check(h.InputCounts); err != nil {
+		return none, pushInfo{}, err
 	}
 	if h.Cluster == cluster && h.EncodedVersion == h.Version && claimsOnly(h, cluster) {
 		info := pushInfo{agentVersion: h.Agent.GetVersion(), meshes: h.Meshes, workloads: h.Workloads, destinations: h.Destinations}
@@ -339,6 +369,7 @@ func (i *Ingestor) recordPush(cluster, version, agentVersion string) {
 	defer i.mu.Unlock()
 	st := i.state(cluster)
 	st.Version, st.LastPush, st.AgentVersion, st.Replica = version, i.now(), agentVersion, i.replica
+	st.Refused = nil
 }
 
 func (i *Ingestor) state(cluster string) *ClusterState {
@@ -377,6 +408,10 @@ func (i *Ingestor) Clusters() []ClusterState {
 	out := make([]ClusterState, 0, len(i.clusters))
 	for _, st := range i.clusters {
 		c := *st
+		if c.Refused != nil {
+			r := *c.Refused
+			c.Refused = &r
+		}
 		c.Stale = i.stale(c, now)
 		c.Management = i.reserved[c.Cluster]
 		out = append(out, c)

@@ -39,6 +39,9 @@ type TranslationNotifier interface {
 // Metrics records what ingest did.
 type Metrics interface {
 	PushReceived(cluster string, bytes int, err error)
+	// PushRefused counts a push refused for reason: the limit it went
+	// over, "invalid" or "reserved-cluster".
+	PushRefused(cluster, reason string)
 	ClientConnected(cluster string)
 	ClientDisconnected(cluster string)
 }
@@ -47,5 +50,6 @@ type Metrics interface {
 type NopMetrics struct{}
 
 func (NopMetrics) PushReceived(string, int, error) {}
+func (NopMetrics) PushRefused(string, string)      {}
 func (NopMetrics) ClientConnected(string)          {}
 func (NopMetrics) ClientDisconnected(string)       {}

@@ -298,6 +298,7 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 			affected[k] = true
 		}
 	}
+	tr.lastGood = nil // as in translateAll: prepare was its last reader
 	for k := range affected {
 		st := tr.states[k]
 		applied := slices.DeleteFunc(slices.Clone(st.applied), func(p *trafficPolicy) bool { return changed[p] })

@@ -154,6 +154,9 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 	tr.lastGood = last.Traffic
 	policies := collectTrafficPolicies(inputs)
 	tr.apply(policies)
+	// prepare was its last reader: the state kept for the next
+	// translation must not hold the previous specs (deleted policies').
+	tr.lastGood = nil
 	warnPlaintextInStrictMesh(ix, tr, vms)
 	access, accessPolicies := applyAccessPolicies(ix, vms, collectResources(inputs, (*snapshotv1.InputSnapshot).GetAccessPolicies), last.Access)
 

@@ -259,10 +259,14 @@ type ClusterConnectivity struct {
 	AgentVersion string                 `protobuf:"bytes,6,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	// The ingest replica the agent is connected to.
 	Replica string `protobuf:"bytes,7,opt,name=replica,proto3" json:"replica,omitempty"`
+	// The last push that this replica refused since it last accepted one;
+	// unset when the last push was accepted. While it is set, the snapshot
+	// in use (version) is older than what the cluster's agent sees.
+	Refused *PushRefusal `protobuf:"bytes,8,opt,name=refused,proto3" json:"refused,omitempty"`
 	// The input is the management cluster's own Meshplane resources, which
 	// ingest reads itself: no agent pushes it, and no agent pulls an output
 	// for it.
-	Management    bool `protobuf:"varint,8,opt,name=management,proto3" json:"management,omitempty"`
+	Management    bool `protobuf:"varint,9,opt,name=management,proto3" json:"management,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -346,11 +350,85 @@ func (x *ClusterConnectivity) GetReplica() string {
 	return ""
 }
 
+func (x *ClusterConnectivity) GetRefused() *PushRefusal {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
 func (x *ClusterConnectivity) GetManagement() bool {
 	if x != nil {
 		return x.Management
 	}
 	return false
+}
+
+// PushRefusal is an input snapshot that ingest refused. The last accepted
+// snapshot of the cluster stays in use.
+type PushRefusal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cause: the per-cluster limit exceeded ("destinations",
+	// "workloads", "meshes", "policies", "istio-objects"), "invalid" or
+	// "reserved-cluster". It is the reason label of
+	// meshplane_ingest_push_refusals_total.
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The error sent to the agent, naming the limit and the count.
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	RefusedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=refused_at,json=refusedAt,proto3" json:"refused_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushRefusal) Reset() {
+	*x = PushRefusal{}
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushRefusal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushRefusal) ProtoMessage() {}
+
+func (x *PushRefusal) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushRefusal.ProtoReflect.Descriptor instead.
+func (*PushRefusal) Descriptor() ([]byte, []int) {
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PushRefusal) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PushRefusal) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *PushRefusal) GetRefusedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RefusedAt
+	}
+	return nil
 }
 
 type GetInputSnapshotRequest struct {
@@ -362,7 +440,7 @@ type GetInputSnapshotRequest struct {
 
 func (x *GetInputSnapshotRequest) Reset() {
 	*x = GetInputSnapshotRequest{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[6]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -374,7 +452,7 @@ func (x *GetInputSnapshotRequest) String() string {
 func (*GetInputSnapshotRequest) ProtoMessage() {}
 
 func (x *GetInputSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[6]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -387,7 +465,7 @@ func (x *GetInputSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInputSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*GetInputSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{6}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetInputSnapshotRequest) GetCluster() string {
@@ -406,7 +484,7 @@ type GetInputSnapshotResponse struct {
 
 func (x *GetInputSnapshotResponse) Reset() {
 	*x = GetInputSnapshotResponse{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[7]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +496,7 @@ func (x *GetInputSnapshotResponse) String() string {
 func (*GetInputSnapshotResponse) ProtoMessage() {}
 
 func (x *GetInputSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[7]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +509,7 @@ func (x *GetInputSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInputSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*GetInputSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{7}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetInputSnapshotResponse) GetSnapshot() *v1.InputSnapshot {
@@ -458,7 +536,7 @@ type DiscoveryFilter struct {
 
 func (x *DiscoveryFilter) Reset() {
 	*x = DiscoveryFilter{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[8]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -470,7 +548,7 @@ func (x *DiscoveryFilter) String() string {
 func (*DiscoveryFilter) ProtoMessage() {}
 
 func (x *DiscoveryFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[8]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,7 +561,7 @@ func (x *DiscoveryFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoveryFilter.ProtoReflect.Descriptor instead.
 func (*DiscoveryFilter) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{8}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DiscoveryFilter) GetCluster() string {
@@ -516,7 +594,7 @@ type ListMeshesRequest struct {
 
 func (x *ListMeshesRequest) Reset() {
 	*x = ListMeshesRequest{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[9]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +606,7 @@ func (x *ListMeshesRequest) String() string {
 func (*ListMeshesRequest) ProtoMessage() {}
 
 func (x *ListMeshesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[9]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +619,7 @@ func (x *ListMeshesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMeshesRequest.ProtoReflect.Descriptor instead.
 func (*ListMeshesRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{9}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListMeshesRequest) GetFilter() *DiscoveryFilter {
@@ -560,7 +638,7 @@ type ListMeshesResponse struct {
 
 func (x *ListMeshesResponse) Reset() {
 	*x = ListMeshesResponse{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[10]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +650,7 @@ func (x *ListMeshesResponse) String() string {
 func (*ListMeshesResponse) ProtoMessage() {}
 
 func (x *ListMeshesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[10]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +663,7 @@ func (x *ListMeshesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMeshesResponse.ProtoReflect.Descriptor instead.
 func (*ListMeshesResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{10}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListMeshesResponse) GetMeshes() []*v11.Mesh {
@@ -604,7 +682,7 @@ type ListWorkloadsRequest struct {
 
 func (x *ListWorkloadsRequest) Reset() {
 	*x = ListWorkloadsRequest{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[11]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +694,7 @@ func (x *ListWorkloadsRequest) String() string {
 func (*ListWorkloadsRequest) ProtoMessage() {}
 
 func (x *ListWorkloadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[11]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,7 +707,7 @@ func (x *ListWorkloadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkloadsRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkloadsRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{11}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListWorkloadsRequest) GetFilter() *DiscoveryFilter {
@@ -648,7 +726,7 @@ type ListWorkloadsResponse struct {
 
 func (x *ListWorkloadsResponse) Reset() {
 	*x = ListWorkloadsResponse{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[12]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -660,7 +738,7 @@ func (x *ListWorkloadsResponse) String() string {
 func (*ListWorkloadsResponse) ProtoMessage() {}
 
 func (x *ListWorkloadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[12]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -673,7 +751,7 @@ func (x *ListWorkloadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkloadsResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkloadsResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{12}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListWorkloadsResponse) GetWorkloads() []*v11.Workload {
@@ -692,7 +770,7 @@ type ListDestinationsRequest struct {
 
 func (x *ListDestinationsRequest) Reset() {
 	*x = ListDestinationsRequest{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[13]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +782,7 @@ func (x *ListDestinationsRequest) String() string {
 func (*ListDestinationsRequest) ProtoMessage() {}
 
 func (x *ListDestinationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[13]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +795,7 @@ func (x *ListDestinationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDestinationsRequest.ProtoReflect.Descriptor instead.
 func (*ListDestinationsRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{13}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListDestinationsRequest) GetFilter() *DiscoveryFilter {
@@ -736,7 +814,7 @@ type ListDestinationsResponse struct {
 
 func (x *ListDestinationsResponse) Reset() {
 	*x = ListDestinationsResponse{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[14]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +826,7 @@ func (x *ListDestinationsResponse) String() string {
 func (*ListDestinationsResponse) ProtoMessage() {}
 
 func (x *ListDestinationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[14]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +839,7 @@ func (x *ListDestinationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDestinationsResponse.ProtoReflect.Descriptor instead.
 func (*ListDestinationsResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{14}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListDestinationsResponse) GetDestinations() []*v11.Destination {
@@ -783,7 +861,7 @@ type PushAccessLogsRequest struct {
 
 func (x *PushAccessLogsRequest) Reset() {
 	*x = PushAccessLogsRequest{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[15]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +873,7 @@ func (x *PushAccessLogsRequest) String() string {
 func (*PushAccessLogsRequest) ProtoMessage() {}
 
 func (x *PushAccessLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[15]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +886,7 @@ func (x *PushAccessLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushAccessLogsRequest.ProtoReflect.Descriptor instead.
 func (*PushAccessLogsRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{15}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PushAccessLogsRequest) GetEntries() []*v12.AccessLogEntry {
@@ -835,7 +913,7 @@ type PushAccessLogsResponse struct {
 
 func (x *PushAccessLogsResponse) Reset() {
 	*x = PushAccessLogsResponse{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[16]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +925,7 @@ func (x *PushAccessLogsResponse) String() string {
 func (*PushAccessLogsResponse) ProtoMessage() {}
 
 func (x *PushAccessLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[16]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +938,7 @@ func (x *PushAccessLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushAccessLogsResponse.ProtoReflect.Descriptor instead.
 func (*PushAccessLogsResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{16}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PushAccessLogsResponse) GetAccepted() uint64 {
@@ -891,7 +969,7 @@ type WatchAccessLogsRequest struct {
 
 func (x *WatchAccessLogsRequest) Reset() {
 	*x = WatchAccessLogsRequest{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[17]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +981,7 @@ func (x *WatchAccessLogsRequest) String() string {
 func (*WatchAccessLogsRequest) ProtoMessage() {}
 
 func (x *WatchAccessLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[17]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +994,7 @@ func (x *WatchAccessLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAccessLogsRequest.ProtoReflect.Descriptor instead.
 func (*WatchAccessLogsRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{17}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchAccessLogsRequest) GetCluster() string {
@@ -977,7 +1055,7 @@ type WatchAccessLogsResponse struct {
 
 func (x *WatchAccessLogsResponse) Reset() {
 	*x = WatchAccessLogsResponse{}
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[18]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1067,7 @@ func (x *WatchAccessLogsResponse) String() string {
 func (*WatchAccessLogsResponse) ProtoMessage() {}
 
 func (x *WatchAccessLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[18]
+	mi := &file_meshplane_ingest_v1_ingest_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1080,7 @@ func (x *WatchAccessLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAccessLogsResponse.ProtoReflect.Descriptor instead.
 func (*WatchAccessLogsResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{18}
+	return file_meshplane_ingest_v1_ingest_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchAccessLogsResponse) GetEntries() []*v12.AccessLogEntry {
@@ -1025,7 +1103,7 @@ const file_meshplane_ingest_v1_ingest_proto_rawDesc = "" +
 	"\x0estored_version\x18\x01 \x01(\tR\rstoredVersion\"\x15\n" +
 	"\x13ListClustersRequest\"\\\n" +
 	"\x14ListClustersResponse\x12D\n" +
-	"\bclusters\x18\x01 \x03(\v2(.meshplane.ingest.v1.ClusterConnectivityR\bclusters\"\x95\x02\n" +
+	"\bclusters\x18\x01 \x03(\v2(.meshplane.ingest.v1.ClusterConnectivityR\bclusters\"\xd1\x02\n" +
 	"\x13ClusterConnectivity\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12\x14\n" +
@@ -1033,10 +1111,16 @@ const file_meshplane_ingest_v1_ingest_proto_rawDesc = "" +
 	"\aversion\x18\x04 \x01(\tR\aversion\x127\n" +
 	"\tlast_push\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\blastPush\x12#\n" +
 	"\ragent_version\x18\x06 \x01(\tR\fagentVersion\x12\x18\n" +
-	"\areplica\x18\a \x01(\tR\areplica\x12\x1e\n" +
+	"\areplica\x18\a \x01(\tR\areplica\x12:\n" +
+	"\arefused\x18\b \x01(\v2 .meshplane.ingest.v1.PushRefusalR\arefused\x12\x1e\n" +
 	"\n" +
-	"management\x18\b \x01(\bR\n" +
-	"management\"3\n" +
+	"management\x18\t \x01(\bR\n" +
+	"management\"z\n" +
+	"\vPushRefusal\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x129\n" +
+	"\n" +
+	"refused_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\trefusedAt\"3\n" +
 	"\x17GetInputSnapshotRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\"\\\n" +
 	"\x18GetInputSnapshotResponse\x12@\n" +
@@ -1096,7 +1180,7 @@ func file_meshplane_ingest_v1_ingest_proto_rawDescGZIP() []byte {
 	return file_meshplane_ingest_v1_ingest_proto_rawDescData
 }
 
-var file_meshplane_ingest_v1_ingest_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_meshplane_ingest_v1_ingest_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_meshplane_ingest_v1_ingest_proto_goTypes = []any{
 	(*PushRequest)(nil),              // 0: meshplane.ingest.v1.PushRequest
 	(*EncodedPushRequest)(nil),       // 1: meshplane.ingest.v1.EncodedPushRequest
@@ -1104,60 +1188,63 @@ var file_meshplane_ingest_v1_ingest_proto_goTypes = []any{
 	(*ListClustersRequest)(nil),      // 3: meshplane.ingest.v1.ListClustersRequest
 	(*ListClustersResponse)(nil),     // 4: meshplane.ingest.v1.ListClustersResponse
 	(*ClusterConnectivity)(nil),      // 5: meshplane.ingest.v1.ClusterConnectivity
-	(*GetInputSnapshotRequest)(nil),  // 6: meshplane.ingest.v1.GetInputSnapshotRequest
-	(*GetInputSnapshotResponse)(nil), // 7: meshplane.ingest.v1.GetInputSnapshotResponse
-	(*DiscoveryFilter)(nil),          // 8: meshplane.ingest.v1.DiscoveryFilter
-	(*ListMeshesRequest)(nil),        // 9: meshplane.ingest.v1.ListMeshesRequest
-	(*ListMeshesResponse)(nil),       // 10: meshplane.ingest.v1.ListMeshesResponse
-	(*ListWorkloadsRequest)(nil),     // 11: meshplane.ingest.v1.ListWorkloadsRequest
-	(*ListWorkloadsResponse)(nil),    // 12: meshplane.ingest.v1.ListWorkloadsResponse
-	(*ListDestinationsRequest)(nil),  // 13: meshplane.ingest.v1.ListDestinationsRequest
-	(*ListDestinationsResponse)(nil), // 14: meshplane.ingest.v1.ListDestinationsResponse
-	(*PushAccessLogsRequest)(nil),    // 15: meshplane.ingest.v1.PushAccessLogsRequest
-	(*PushAccessLogsResponse)(nil),   // 16: meshplane.ingest.v1.PushAccessLogsResponse
-	(*WatchAccessLogsRequest)(nil),   // 17: meshplane.ingest.v1.WatchAccessLogsRequest
-	(*WatchAccessLogsResponse)(nil),  // 18: meshplane.ingest.v1.WatchAccessLogsResponse
-	(*v1.InputSnapshot)(nil),         // 19: meshplane.snapshot.v1.InputSnapshot
-	(*timestamppb.Timestamp)(nil),    // 20: google.protobuf.Timestamp
-	(*v11.Mesh)(nil),                 // 21: meshplane.discovery.v1.Mesh
-	(*v11.Workload)(nil),             // 22: meshplane.discovery.v1.Workload
-	(*v11.Destination)(nil),          // 23: meshplane.discovery.v1.Destination
-	(*v12.AccessLogEntry)(nil),       // 24: meshplane.observability.v1.AccessLogEntry
+	(*PushRefusal)(nil),              // 6: meshplane.ingest.v1.PushRefusal
+	(*GetInputSnapshotRequest)(nil),  // 7: meshplane.ingest.v1.GetInputSnapshotRequest
+	(*GetInputSnapshotResponse)(nil), // 8: meshplane.ingest.v1.GetInputSnapshotResponse
+	(*DiscoveryFilter)(nil),          // 9: meshplane.ingest.v1.DiscoveryFilter
+	(*ListMeshesRequest)(nil),        // 10: meshplane.ingest.v1.ListMeshesRequest
+	(*ListMeshesResponse)(nil),       // 11: meshplane.ingest.v1.ListMeshesResponse
+	(*ListWorkloadsRequest)(nil),     // 12: meshplane.ingest.v1.ListWorkloadsRequest
+	(*ListWorkloadsResponse)(nil),    // 13: meshplane.ingest.v1.ListWorkloadsResponse
+	(*ListDestinationsRequest)(nil),  // 14: meshplane.ingest.v1.ListDestinationsRequest
+	(*ListDestinationsResponse)(nil), // 15: meshplane.ingest.v1.ListDestinationsResponse
+	(*PushAccessLogsRequest)(nil),    // 16: meshplane.ingest.v1.PushAccessLogsRequest
+	(*PushAccessLogsResponse)(nil),   // 17: meshplane.ingest.v1.PushAccessLogsResponse
+	(*WatchAccessLogsRequest)(nil),   // 18: meshplane.ingest.v1.WatchAccessLogsRequest
+	(*WatchAccessLogsResponse)(nil),  // 19: meshplane.ingest.v1.WatchAccessLogsResponse
+	(*v1.InputSnapshot)(nil),         // 20: meshplane.snapshot.v1.InputSnapshot
+	(*timestamppb.Timestamp)(nil),    // 21: google.protobuf.Timestamp
+	(*v11.Mesh)(nil),                 // 22: meshplane.discovery.v1.Mesh
+	(*v11.Workload)(nil),             // 23: meshplane.discovery.v1.Workload
+	(*v11.Destination)(nil),          // 24: meshplane.discovery.v1.Destination
+	(*v12.AccessLogEntry)(nil),       // 25: meshplane.observability.v1.AccessLogEntry
 }
 var file_meshplane_ingest_v1_ingest_proto_depIdxs = []int32{
-	19, // 0: meshplane.ingest.v1.PushRequest.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
+	20, // 0: meshplane.ingest.v1.PushRequest.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
 	5,  // 1: meshplane.ingest.v1.ListClustersResponse.clusters:type_name -> meshplane.ingest.v1.ClusterConnectivity
-	20, // 2: meshplane.ingest.v1.ClusterConnectivity.last_push:type_name -> google.protobuf.Timestamp
-	19, // 3: meshplane.ingest.v1.GetInputSnapshotResponse.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
-	8,  // 4: meshplane.ingest.v1.ListMeshesRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
-	21, // 5: meshplane.ingest.v1.ListMeshesResponse.meshes:type_name -> meshplane.discovery.v1.Mesh
-	8,  // 6: meshplane.ingest.v1.ListWorkloadsRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
-	22, // 7: meshplane.ingest.v1.ListWorkloadsResponse.workloads:type_name -> meshplane.discovery.v1.Workload
-	8,  // 8: meshplane.ingest.v1.ListDestinationsRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
-	23, // 9: meshplane.ingest.v1.ListDestinationsResponse.destinations:type_name -> meshplane.discovery.v1.Destination
-	24, // 10: meshplane.ingest.v1.PushAccessLogsRequest.entries:type_name -> meshplane.observability.v1.AccessLogEntry
-	24, // 11: meshplane.ingest.v1.WatchAccessLogsResponse.entries:type_name -> meshplane.observability.v1.AccessLogEntry
-	0,  // 12: meshplane.ingest.v1.IngestService.Push:input_type -> meshplane.ingest.v1.PushRequest
-	3,  // 13: meshplane.ingest.v1.IngestService.ListClusters:input_type -> meshplane.ingest.v1.ListClustersRequest
-	6,  // 14: meshplane.ingest.v1.IngestService.GetInputSnapshot:input_type -> meshplane.ingest.v1.GetInputSnapshotRequest
-	9,  // 15: meshplane.ingest.v1.IngestService.ListMeshes:input_type -> meshplane.ingest.v1.ListMeshesRequest
-	11, // 16: meshplane.ingest.v1.IngestService.ListWorkloads:input_type -> meshplane.ingest.v1.ListWorkloadsRequest
-	13, // 17: meshplane.ingest.v1.IngestService.ListDestinations:input_type -> meshplane.ingest.v1.ListDestinationsRequest
-	15, // 18: meshplane.ingest.v1.IngestService.PushAccessLogs:input_type -> meshplane.ingest.v1.PushAccessLogsRequest
-	17, // 19: meshplane.ingest.v1.IngestService.WatchAccessLogs:input_type -> meshplane.ingest.v1.WatchAccessLogsRequest
-	2,  // 20: meshplane.ingest.v1.IngestService.Push:output_type -> meshplane.ingest.v1.PushResponse
-	4,  // 21: meshplane.ingest.v1.IngestService.ListClusters:output_type -> meshplane.ingest.v1.ListClustersResponse
-	7,  // 22: meshplane.ingest.v1.IngestService.GetInputSnapshot:output_type -> meshplane.ingest.v1.GetInputSnapshotResponse
-	10, // 23: meshplane.ingest.v1.IngestService.ListMeshes:output_type -> meshplane.ingest.v1.ListMeshesResponse
-	12, // 24: meshplane.ingest.v1.IngestService.ListWorkloads:output_type -> meshplane.ingest.v1.ListWorkloadsResponse
-	14, // 25: meshplane.ingest.v1.IngestService.ListDestinations:output_type -> meshplane.ingest.v1.ListDestinationsResponse
-	16, // 26: meshplane.ingest.v1.IngestService.PushAccessLogs:output_type -> meshplane.ingest.v1.PushAccessLogsResponse
-	18, // 27: meshplane.ingest.v1.IngestService.WatchAccessLogs:output_type -> meshplane.ingest.v1.WatchAccessLogsResponse
-	20, // [20:28] is the sub-list for method output_type
-	12, // [12:20] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	21, // 2: meshplane.ingest.v1.ClusterConnectivity.last_push:type_name -> google.protobuf.Timestamp
+	6,  // 3: meshplane.ingest.v1.ClusterConnectivity.refused:type_name -> meshplane.ingest.v1.PushRefusal
+	21, // 4: meshplane.ingest.v1.PushRefusal.refused_at:type_name -> google.protobuf.Timestamp
+	20, // 5: meshplane.ingest.v1.GetInputSnapshotResponse.snapshot:type_name -> meshplane.snapshot.v1.InputSnapshot
+	9,  // 6: meshplane.ingest.v1.ListMeshesRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
+	22, // 7: meshplane.ingest.v1.ListMeshesResponse.meshes:type_name -> meshplane.discovery.v1.Mesh
+	9,  // 8: meshplane.ingest.v1.ListWorkloadsRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
+	23, // 9: meshplane.ingest.v1.ListWorkloadsResponse.workloads:type_name -> meshplane.discovery.v1.Workload
+	9,  // 10: meshplane.ingest.v1.ListDestinationsRequest.filter:type_name -> meshplane.ingest.v1.DiscoveryFilter
+	24, // 11: meshplane.ingest.v1.ListDestinationsResponse.destinations:type_name -> meshplane.discovery.v1.Destination
+	25, // 12: meshplane.ingest.v1.PushAccessLogsRequest.entries:type_name -> meshplane.observability.v1.AccessLogEntry
+	25, // 13: meshplane.ingest.v1.WatchAccessLogsResponse.entries:type_name -> meshplane.observability.v1.AccessLogEntry
+	0,  // 14: meshplane.ingest.v1.IngestService.Push:input_type -> meshplane.ingest.v1.PushRequest
+	3,  // 15: meshplane.ingest.v1.IngestService.ListClusters:input_type -> meshplane.ingest.v1.ListClustersRequest
+	7,  // 16: meshplane.ingest.v1.IngestService.GetInputSnapshot:input_type -> meshplane.ingest.v1.GetInputSnapshotRequest
+	10, // 17: meshplane.ingest.v1.IngestService.ListMeshes:input_type -> meshplane.ingest.v1.ListMeshesRequest
+	12, // 18: meshplane.ingest.v1.IngestService.ListWorkloads:input_type -> meshplane.ingest.v1.ListWorkloadsRequest
+	14, // 19: meshplane.ingest.v1.IngestService.ListDestinations:input_type -> meshplane.ingest.v1.ListDestinationsRequest
+	16, // 20: meshplane.ingest.v1.IngestService.PushAccessLogs:input_type -> meshplane.ingest.v1.PushAccessLogsRequest
+	18, // 21: meshplane.ingest.v1.IngestService.WatchAccessLogs:input_type -> meshplane.ingest.v1.WatchAccessLogsRequest
+	2,  // 22: meshplane.ingest.v1.IngestService.Push:output_type -> meshplane.ingest.v1.PushResponse
+	4,  // 23: meshplane.ingest.v1.IngestService.ListClusters:output_type -> meshplane.ingest.v1.ListClustersResponse
+	8,  // 24: meshplane.ingest.v1.IngestService.GetInputSnapshot:output_type -> meshplane.ingest.v1.GetInputSnapshotResponse
+	11, // 25: meshplane.ingest.v1.IngestService.ListMeshes:output_type -> meshplane.ingest.v1.ListMeshesResponse
+	13, // 26: meshplane.ingest.v1.IngestService.ListWorkloads:output_type -> meshplane.ingest.v1.ListWorkloadsResponse
+	15, // 27: meshplane.ingest.v1.IngestService.ListDestinations:output_type -> meshplane.ingest.v1.ListDestinationsResponse
+	17, // 28: meshplane.ingest.v1.IngestService.PushAccessLogs:output_type -> meshplane.ingest.v1.PushAccessLogsResponse
+	19, // 29: meshplane.ingest.v1.IngestService.WatchAccessLogs:output_type -> meshplane.ingest.v1.WatchAccessLogsResponse
+	22, // [22:30] is the sub-list for method output_type
+	14, // [14:22] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_ingest_v1_ingest_proto_init() }
@@ -1171,7 +1258,7 @@ func file_meshplane_ingest_v1_ingest_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshplane_ingest_v1_ingest_proto_rawDesc), len(file_meshplane_ingest_v1_ingest_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

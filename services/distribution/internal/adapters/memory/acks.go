@@ -3,6 +3,7 @@ package memory
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,6 +17,8 @@ type Acks struct {
 	acks     snapshots.AckStore
 	mu       sync.RWMutex
 	watching map[[2]string]time.Time // cluster, replica
+	// sent holds the versions last sent to each cluster, newest first.
+	sent map[string][]app.SentVersion
 }
 
 var _ app.AckStore = (*Acks)(nil)
@@ -26,7 +29,7 @@ func NewAcks(acks snapshots.AckStore) *Acks {
 	if acks == nil {
 		acks = snapshots.NewMemoryAcks()
 	}
-	return &Acks{acks: acks, watching: map[[2]string]time.Time{}}
+	return &Acks{acks: acks, watching: map[[2]string]time.Time{}, sent: map[string][]app.SentVersion{}}
 }
 
 func (a *Acks) MarkWatching(_ context.Context, cluster, replica string, until time.Time) error {
@@ -55,3 +58,18 @@ func (a *Acks) Watched(_ context.Context, now time.Time) (map[string]bool, error
 func (a *Acks) PutAck(ctx context.Context, rec app.AckRecord) error { return a.acks.PutAck(ctx, rec) }
 
 func (a *Acks) ListAcks(ctx context.Context) ([]app.AckRecord, error) { return a.acks.ListAcks(ctx) }
+
+func (a *Acks) RecordSent(_ context.Context, cluster string, v app.SentVersion) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	kept := slices.DeleteFunc(slices.Clone(a.sent[cluster]), func(s app.SentVersion) bool { return s.Version == v.Version })
+	kept = slices.Insert(kept, 0, v)
+	a.sent[cluster] = kept[:min(len(kept), app.KeepSent)]
+	return nil
+}
+
+func (a *Acks) SentVersions(_ context.Context, cluster string) ([]app.SentVersion, error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return slices.Clone(a.sent[cluster]), nil
+}

@@ -24,6 +24,7 @@ const lapsedMarkTTL = 10 * time.Minute
 // too; this adapter adds the watch marks:
 //
 //	meshplane:{I}:watching         hash {"<cluster> <replica>": lapse time (unix nanos)}
+//	meshplane:{I}:sent:<cluster>   list of "<version> <objects> <results>", newest first, at most app.KeepSent
 //
 // The hash tag {I} keeps every key of an install on one slot of a Redis
 // Cluster.
@@ -42,6 +43,45 @@ func NewAcks(client goredis.UniversalClient, install string) *Acks {
 
 func (a *Acks) key(cluster string) string { return a.base + ":" + cluster }
 func (a *Acks) watchingKey() string       { return strings.TrimSuffix(a.base, ":acks") + ":watching" }
+func (a *Acks) sentKey(cluster string) string {
+	return strings.TrimSuffix(a.base, ":acks") + ":sent:" + cluster
+}
+
+// RecordSent keeps one entry per version: an entry of the same version
+// is removed first, in the same transaction, so that a version sent again
+// becomes the newest without pushing others out.
+func (a *Acks) RecordSent(ctx context.Context, cluster string, v app.SentVersion) error {
+	key := a.sentKey(cluster)
+	entry := fmt.Sprintf("%s %d %d", v.Version, v.Objects, v.Results)
+	_, err := a.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		// Entries of v.Version with other counts cannot be matched by
+		// value; versions are content hashes, so the counts are the same.
+		p.LRem(ctx, key, 0, entry)
+		p.LPush(ctx, key, entry)
+		p.LTrim(ctx, key, 0, app.KeepSent-1)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record version sent to cluster %q in redis: %w", cluster, err)
+	}
+	return nil
+}
+
+func (a *Acks) SentVersions(ctx context.Context, cluster string) ([]app.SentVersion, error) {
+	entries, err := a.client.LRange(ctx, a.sentKey(cluster), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read versions sent to cluster %q from redis: %w", cluster, err)
+	}
+	out := make([]app.SentVersion, 0, len(entries))
+	for _, e := range entries {
+		var v app.SentVersion
+		if _, err := fmt.Sscanf(e, "%s %d %d", &v.Version, &v.Objects, &v.Results); err != nil {
+			return nil, fmt.Errorf("decode version sent to cluster %q (%q): %w", cluster, e, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
 
 func (a *Acks) MarkWatching(ctx context.Context, cluster, replica string, until time.Time) error {
 	field := cluster + " " + replica

@@ -17,6 +17,8 @@ func toConnect(err error) error {
 		return ce
 	case errors.Is(err, app.ErrInvalidSnapshot), errors.Is(err, app.ErrInvalidAccessLogs):
 		return connect.NewError(connect.CodeInvalidArgument, err)
+	case errors.Is(err, app.ErrLimitExceeded):
+		return connect.NewError(connect.CodeResourceExhausted, err)
 	case errors.Is(err, app.ErrReservedCluster):
 		return connect.NewError(connect.CodePermissionDenied, err)
 	case errors.Is(err, snapshots.ErrNotFound):

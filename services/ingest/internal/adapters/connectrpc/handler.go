@@ -35,6 +35,9 @@ func (h *Handler) ListClusters(context.Context, *connect.Request[ingestv1.ListCl
 		if !st.LastPush.IsZero() {
 			c.LastPush = timestamppb.New(st.LastPush)
 		}
+		if r := st.Refused; r != nil {
+			c.Refused = &ingestv1.PushRefusal{Reason: r.Reason, Message: r.Message, RefusedAt: timestamppb.New(r.At)}
+		}
 		resp.Clusters = append(resp.Clusters, c)
 	}
 	return connect.NewResponse(resp), nil

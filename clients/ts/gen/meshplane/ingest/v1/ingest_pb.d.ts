@@ -149,11 +149,20 @@ export declare type ClusterConnectivity = Message<"meshplane.ingest.v1.ClusterCo
   replica: string;
 
   /**
+   * The last push that this replica refused since it last accepted one;
+   * unset when the last push was accepted. While it is set, the snapshot
+   * in use (version) is older than what the cluster's agent sees.
+   *
+   * @generated from field: meshplane.ingest.v1.PushRefusal refused = 8;
+   */
+  refused?: PushRefusal;
+
+  /**
    * The input is the management cluster's own Meshplane resources, which
    * ingest reads itself: no agent pushes it, and no agent pulls an output
    * for it.
    *
-   * @generated from field: bool management = 8;
+   * @generated from field: bool management = 9;
    */
   management: boolean;
 };
@@ -163,6 +172,42 @@ export declare type ClusterConnectivity = Message<"meshplane.ingest.v1.ClusterCo
  * Use `create(ClusterConnectivitySchema)` to create a new message.
  */
 export declare const ClusterConnectivitySchema: GenMessage<ClusterConnectivity>;
+
+/**
+ * PushRefusal is an input snapshot that ingest refused. The last accepted
+ * snapshot of the cluster stays in use.
+ *
+ * @generated from message meshplane.ingest.v1.PushRefusal
+ */
+export declare type PushRefusal = Message<"meshplane.ingest.v1.PushRefusal"> & {
+  /**
+   * The cause: the per-cluster limit exceeded ("destinations",
+   * "workloads", "meshes", "policies", "istio-objects"), "invalid" or
+   * "reserved-cluster". It is the reason label of
+   * meshplane_ingest_push_refusals_total.
+   *
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+
+  /**
+   * The error sent to the agent, naming the limit and the count.
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp refused_at = 3;
+   */
+  refusedAt?: Timestamp;
+};
+
+/**
+ * Describes the message meshplane.ingest.v1.PushRefusal.
+ * Use `create(PushRefusalSchema)` to create a new message.
+ */
+export declare const PushRefusalSchema: GenMessage<PushRefusal>;
 
 /**
  * @generated from message meshplane.ingest.v1.GetInputSnapshotRequest
