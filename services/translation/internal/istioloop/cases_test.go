@@ -49,6 +49,9 @@ func TestStaticFailoverKeepsIstiodUpAndOrdersEndpoints(t *testing.T) {
 					t.Errorf("no endpoint %s:%d with priority %d among %s", w.Address, w.Port, w.Priority, endpointsString(got))
 				}
 			}
+			// Failover into this cluster: its gateway serves the local
+			// service.
+			gatewayHasLocalEndpoints(t, m, 80, "reviews.global")
 			if err := m.istiod.Exited(); err != nil {
 				t.Fatal(err)
 			}
@@ -76,24 +79,24 @@ func TestLocalityFailoverAndGatewayEndpoints(t *testing.T) {
 		t.Errorf("priorities by endpoint %v, want %v", prio, want)
 	}
 
-	gatewayHasLocalEndpoints(t, m, "reviews.mesh.internal")
+	gatewayHasLocalEndpoints(t, m, 9080, "reviews.mesh.internal")
 }
 
 // The same for a VirtualDestination that a TrafficPolicy shifts traffic to.
 func TestTrafficShiftVirtualDestinationGatewayEndpoints(t *testing.T) {
 	m := startMesh(t, "traffic-shift-virtual-destination", "east", "cluster.local")
-	gatewayHasLocalEndpoints(t, m, "reviews.global")
+	gatewayHasLocalEndpoints(t, m, 9080, "reviews.global")
 }
 
 // gatewayHasLocalEndpoints checks that the east-west gateway's
 // AUTO_PASSTHROUGH cluster for host has the local service, and nothing
 // else (a remote gateway there would send traffic on out of the cluster).
-func gatewayHasLocalEndpoints(t *testing.T, m *mesh, host string) {
+func gatewayHasLocalEndpoints(t *testing.T, m *mesh, port int, host string) {
 	t.Helper()
 	gw := istiotest.Proxy{Type: "router", IP: "10.9.0.30", Name: "istio-eastwestgateway-1", Namespace: "istio-system",
 		Labels: map[string]string{"istio": "eastwestgateway"}, Region: "us-east-1", Zone: "us-east-1a", RouterMode: "sni-dnat"}
 	_, gcs := m.clusters(t, gw)
-	name := "outbound_.9080_._." + host
+	name := sniName(port, host)
 	sni := cluster(t, gcs, name)
 	logProto(t, "east-west gateway cluster "+name+" load assignment", sni.GetLoadAssignment())
 	got := istiotest.Flatten(sni.GetLoadAssignment())
@@ -150,10 +153,11 @@ func TestFederationTargetPortAndSubjectAltNames(t *testing.T) {
 		if strings.Join(sans, ",") != strings.Join(want, ",") {
 			t.Errorf("matchSubjectAltNames %v, want %v", sans, want)
 		}
-		if got := tls.GetSni(); got != name(9080, "reviews.default.svc.east.global") {
+		if got := tls.GetSni(); got != sniName(9080, "reviews.default.svc.east.global") {
 			t.Errorf("SNI %q", got)
 		}
 	})
 }
 
-func name(port int, host string) string { return fmt.Sprintf("outbound_.%d_._.%s", port, host) }
+// sniName is the SNI (and gateway cluster name) Istio gives port of host.
+func sniName(port int, host string) string { return fmt.Sprintf("outbound_.%d_._.%s", port, host) }
