@@ -184,6 +184,10 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 						parents := []ParentRef{vmParent, dParent}
 						x = &exportedDest{host: host, dst: d, server: server, gw: gw, vm: vm, parents: parents, annotations: parentsAnnotation(parents)}
 						x.sans = spiffeIDs(server.TrustDomain, backing.of(d))
+						if len(x.sans) == 0 {
+							as := vm.Meshes[server.RefKey()]
+							as.Warnings = append(as.Warnings, fmt.Sprintf("no discovered workload runs service %s: its clients check the server's certificate against the shared root only, not its service accounts", d.Key))
+						}
 						x.addr0, x.ok0 = candidateAddress(host, 0)
 					}
 					clients = append(clients, exportClient{member: int32(j), cluster: int32(memberCluster[j])})
