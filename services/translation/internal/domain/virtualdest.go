@@ -575,7 +575,7 @@ func StaticRankRegion(i int) string { return fmt.Sprintf("meshplane-static-rank-
 // (its CDS build panics on a DNS cluster with endpoints in several
 // localities), so the order is given by locality, against the clients'
 // region, which is their cluster's: the first endpoint is in that region
-// (its own locality when it is a local service there), the i-th after it
+// (keeping its own locality when that is in the region), the i-th after it
 // in region StaticRankRegion(i), and one failover directive sends the
 // clients' region to rank 1's. Istio gives the first priority 0 to 2
 // (nearer zones first), the second 3 and every later one 4. It sets the
