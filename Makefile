@@ -24,7 +24,7 @@ help: ## Show this help.
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## Install redis-server and etcd (apt) if missing; build and cache kube-apiserver, kubectl and helm.
+tools: ## Install redis-server and etcd (apt) if missing; build and cache kube-apiserver, kubectl, helm and istiod (pilot-discovery).
 	@bash hack/tools.sh
 
 .PHONY: generate

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and caches the binaries the tests and the demo need that do not come
 # from apt: kube-apiserver and kubectl (from tools/kube, outside go.work),
+# istiod's pilot-discovery (from tools/istiod, outside go.work),
 # helm (go install, for the chart tests), the npm packages of clients/ts
 # (npm ci: protoc-gen-es and Connect-ES), and checks that the Debian packages
 # are present. Idempotent: a warm cache makes
@@ -60,6 +61,18 @@ if [[ ! -x "$bindir/helm" || "$(cat "$bindir/helm.version" 2>/dev/null)" != "$he
   (cd "$tmpbin" && GOWORK=off GOBIN="$tmpbin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$helm_version")
   mv "$tmpbin/helm" "$bindir/helm"
   echo "$helm_version" > "$bindir/helm.version"
+fi
+
+# istiod (pilot-discovery) for the Istio-in-the-loop tests
+# (libs/kube/istiotest), from tools/istiod (outside go.work), into the same
+# directory; a stamp file records the version, so a bump rebuilds it. The
+# first build takes about 20 minutes of CPU; the binary is about 190 MB.
+istio_version=$(sed -n 's/^require istio.io\/istio \(.*\)$/\1/p' "$root/tools/istiod/go.mod")
+if [[ ! -x "$bindir/pilot-discovery" || "$(cat "$bindir/pilot-discovery.version" 2>/dev/null)" != "$istio_version" ]]; then
+  echo "building pilot-discovery (istio.io/istio $istio_version) into $bindir (about 20 minutes of CPU on a cold cache)" >&2
+  (cd "$root/tools/istiod" && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bindir/pilot-discovery.tmp" istio.io/istio/pilot/cmd/pilot-discovery)
+  mv "$bindir/pilot-discovery.tmp" "$bindir/pilot-discovery"
+  echo "$istio_version" > "$bindir/pilot-discovery.version"
 fi
 
 # clients/ts: buf's TypeScript plugin and the Connect-ES runtime, pinned by

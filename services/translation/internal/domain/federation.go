@@ -43,8 +43,12 @@ type exportedDest struct {
 	addr        netip.Addr
 	hasSpecs    bool
 
-	dst     *destination
-	server  *mesh
+	dst    *destination
+	server *mesh
+	// sans are the SPIFFE IDs of the service accounts that run dst, in
+	// the server mesh's trust domain, sorted: the client-side
+	// ServiceEntry's subjectAltNames.
+	sans    []string
 	gw      *discoveryv1.MeshSpec_Gateway
 	vm      *virtualMesh
 	parents []ParentRef
@@ -116,6 +120,7 @@ func FederatedHostname(name, namespace, cluster, suffix string) string {
 // a cluster of that name.
 func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]*addrSet) error {
 	encodings := newHostEncodings()
+	backing := &backingWorkloads{ix: ix}
 	var exports []export
 	var clients []exportClient // the chunk the clients of exports go in
 	var counts []int           // clients by cluster
@@ -178,6 +183,11 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 					if x == nil {
 						parents := []ParentRef{vmParent, dParent}
 						x = &exportedDest{host: host, dst: d, server: server, gw: gw, vm: vm, parents: parents, annotations: parentsAnnotation(parents)}
+						x.sans = spiffeIDs(server.TrustDomain, backing.of(d))
+						if len(x.sans) == 0 {
+							as := vm.Meshes[server.RefKey()]
+							as.Warnings = append(as.Warnings, fmt.Sprintf("no discovered workload runs service %s: its clients check the server's certificate against the shared root only, not its service accounts", d.Key))
+						}
 						x.addr0, x.ok0 = candidateAddress(host, 0)
 					}
 					clients = append(clients, exportClient{member: int32(j), cluster: int32(memberCluster[j])})
@@ -190,10 +200,16 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 				hosts = append(hosts, host)
 				vm.federated = append(vm.federated, d.Key)
 				if len(d.Selector) > 0 {
+					for _, p := range d.PortInfo {
+						if p.GetTargetPortName() != "" {
+							as := vm.Meshes[server.RefKey()]
+							as.Warnings = append(as.Warnings, fmt.Sprintf("service %s port %d has the named target port %q, whose number discovery does not know; federated traffic reaches its pods on port %d", d.Key, p.GetPort(), p.GetTargetPortName(), p.GetPort()))
+						}
+					}
 					e.add(IstioNetworkingV1, KindServiceEntry, ObjectKey{Cluster: server.Key.Cluster, Namespace: d.Key.Namespace, Name: host}, []ParentRef{vmParent, dParent},
 						&istiov1alpha3.ServiceEntry{
 							Hosts:            []string{host},
-							Ports:            serviceEntryPorts(d),
+							Ports:            serverServiceEntryPorts(d),
 							Location:         istiov1alpha3.ServiceEntry_MESH_INTERNAL,
 							Resolution:       istiov1alpha3.ServiceEntry_STATIC,
 							WorkloadSelector: &istiov1alpha3.WorkloadSelector{Labels: maps.Clone(d.Selector)},
@@ -426,12 +442,13 @@ func (h *hostEncodings) serviceEntry(fh *exportedDest, addr netip.Addr) ([]byte,
 			res = istiov1alpha3.ServiceEntry_STATIC
 		}
 		return &istiov1alpha3.ServiceEntry{
-			Hosts:      []string{host},
-			Addresses:  []string{address},
-			Ports:      ports,
-			Location:   istiov1alpha3.ServiceEntry_MESH_INTERNAL,
-			Resolution: res,
-			Endpoints:  []*istiov1alpha3.WorkloadEntry{ep},
+			Hosts:           []string{host},
+			Addresses:       []string{address},
+			Ports:           ports,
+			Location:        istiov1alpha3.ServiceEntry_MESH_INTERNAL,
+			Resolution:      res,
+			Endpoints:       []*istiov1alpha3.WorkloadEntry{ep},
+			SubjectAltNames: fh.sans,
 		}
 	}
 	address := addr.String()
@@ -449,6 +466,10 @@ func (h *hostEncodings) serviceEntry(fh *exportedDest, addr netip.Addr) ([]byte,
 		key.WriteString(p.GetName())
 		key.WriteByte(0)
 		key.WriteString(p.GetProtocol())
+	}
+	for _, san := range fh.sans {
+		key.WriteByte(1)
+		key.WriteString(san)
 	}
 	t, ok := h.templates[key.String()]
 	if !ok {
@@ -611,6 +632,33 @@ func serviceEntryPorts(d *destination) []*istiov1alpha3.ServicePort {
 		out = append(out, &istiov1alpha3.ServicePort{Number: p.GetPort(), Name: name, Protocol: portProtocol(p.GetAppProtocol(), name)})
 	}
 	return out
+}
+
+// spiffeIDs are the SPIFFE IDs of the service accounts that run
+// workloads, in trust domain td, sorted and without repeats.
+func spiffeIDs(td string, workloads []*workload) []string {
+	var out []string
+	for _, w := range workloads {
+		if w.ServiceAccount == "" {
+			continue
+		}
+		out = append(out, "spiffe://"+td+"/ns/"+w.Key.Namespace+"/sa/"+w.ServiceAccount)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// serverServiceEntryPorts are the ports of the server-side ServiceEntry
+// of a federated destination, which selects its pods: each carries the
+// Service's numeric target port, since Istio would otherwise send the
+// east-west gateway's traffic to the pod on the service port. A named
+// target port has no number to give; Istio then uses the service port.
+func serverServiceEntryPorts(d *destination) []*istiov1alpha3.ServicePort {
+	ports := serviceEntryPorts(d)
+	for _, p := range ports {
+		p.TargetPort = d.TargetPorts[p.GetNumber()]
+	}
+	return ports
 }
 
 var istioProtocols = map[string]string{

@@ -658,6 +658,9 @@ func checkTranslation(t *testing.T, data []byte) {
 				checkVirtualService(t, obj.GetSpec())
 			}
 		}
+		if err := dnsFailoverPriority(o); err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
 		for _, f := range o.GetWasmFilters() {
 			if !strings.HasPrefix(f.GetName(), "meshplane."+f.GetPolicy().GetNamespace()+"."+f.GetPolicy().GetName()+".") || len(f.GetWorkloads()) == 0 {
 				t.Fatalf("Wasm filter %s of %v for workloads %v", f.GetName(), f.GetPolicy(), f.GetWorkloads())

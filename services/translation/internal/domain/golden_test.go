@@ -45,6 +45,11 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("Translate: %v", err)
 			}
 			got := render(t, out)
+			for cluster, o := range out {
+				if err := dnsFailoverPriority(o); err != nil {
+					t.Errorf("%s: %v", cluster, err)
+				}
+			}
 
 			// The same inputs, with every list reversed, give the same
 			// versions.

@@ -466,3 +466,15 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// clusterRegion is the region of a cluster: the first region its
+// destinations report (the region of a cluster's nodes), or "" when none
+// does.
+func (ix *Index) clusterRegion(cluster string) string {
+	for _, d := range ix.byCluster[cluster] {
+		if d.Region != "" {
+			return d.Region
+		}
+	}
+	return ""
+}

@@ -25,7 +25,7 @@ const (
 	VirtualDestinationGatewayName = "virtual-destinations"
 	// LabelFailoverRankPrefix starts the endpoint labels that put the
 	// backing destinations of a static failover list in order (see
-	// staticFailover).
+	// staticFailoverPriority).
 	LabelFailoverRankPrefix = "failover.meshplane.dev/rank-"
 )
 
@@ -437,10 +437,14 @@ func (d *destination) locality() string {
 // mesh's own cluster by its cluster-local hostname, one in another cluster
 // through that cluster's east-west gateway (AUTO_PASSTHROUGH routes the
 // SNI of the VirtualDestination hostname to the ServiceEntry there). Each
-// endpoint carries its service's locality. used holds the virtual
-// addresses already given out per cluster.
+// endpoint carries its service's locality, except in a static list
+// resolved by DNS (see staticDNSLocalities). A local endpoint whose pods
+// are in the mesh is labelled as mTLS-capable, as Istio keeps only those
+// behind AUTO_PASSTHROUGH. used holds the virtual addresses already given
+// out per cluster.
 func emitVirtualDestinations(e *emitter, ix *Index, vds *virtualDestinations, used map[string]*addrSet) {
 	gatewayHosts := map[*mesh][]string{}
+	backing := &backingWorkloads{ix: ix}
 	for _, vd := range vds.all {
 		if !vd.valid() {
 			continue
@@ -450,18 +454,20 @@ func emitVirtualDestinations(e *emitter, ix *Index, vds *virtualDestinations, us
 		proto := vdProtocols[strings.ToLower(spec.GetPort().GetProtocol())]
 		portName := strings.ToLower(proto) + "-" + fmt.Sprint(spec.GetPort().GetNumber())
 		vdParent := ParentRef{Kind: parentKindVirtualDestination, Name: vd.Key.Name, Namespace: vd.Key.Namespace, Cluster: vd.Key.Cluster}
-		ranks := len(vd.backing) - 1
 		static := spec.GetStatic() != nil
 		for _, m := range vd.targets {
 			as := vd.Meshes[m.RefKey()]
 			parents := []ParentRef{vdParent}
 			var endpoints []*istiov1alpha3.WorkloadEntry
 			dns := false
-			for i, b := range vd.backing {
+			for _, b := range vd.backing {
 				ep := &istiov1alpha3.WorkloadEntry{Locality: b.dst.locality()}
 				if b.dst.Key.Cluster == m.Key.Cluster {
 					ep.Address = b.dst.Host
 					ep.Ports = map[string]uint32{portName: b.port}
+					if inMesh(backing.of(b.dst), m.Key) {
+						ep.Labels = map[string]string{LabelTLSMode: "istio"}
+					}
 					dns = true
 				} else {
 					server := ix.meshByKey[b.dst.Mesh]
@@ -479,9 +485,6 @@ func emitVirtualDestinations(e *emitter, ix *Index, vds *virtualDestinations, us
 						gatewayHosts[server] = append(gatewayHosts[server], host)
 					}
 				}
-				if static && ranks > 0 {
-					ep.Labels = rankLabels(ranks - i)
-				}
 				endpoints = append(endpoints, ep)
 				parents = append(parents, ParentRef{Kind: parentKindDestination, Name: b.dst.Key.Name, Namespace: b.dst.Key.Namespace, Cluster: b.dst.Key.Cluster})
 			}
@@ -492,6 +495,27 @@ func emitVirtualDestinations(e *emitter, ix *Index, vds *virtualDestinations, us
 			res := istiov1alpha3.ServiceEntry_STATIC
 			if dns {
 				res = istiov1alpha3.ServiceEntry_DNS
+			}
+			lb := &istiov1alpha3.LocalityLoadBalancerSetting{Enabled: wrapperspb.Bool(true)}
+			switch {
+			case static && dns:
+				lb.Failover = staticDNSLocalities(endpoints, ix.clusterRegion(m.Key.Cluster))
+				if len(endpoints) > 3 {
+					as.Warnings = append(as.Warnings, fmt.Sprintf("the static list is resolved by DNS here, where Istio can order endpoints in three priorities only: the backing destinations from the third on (%d of them) share the last one", len(endpoints)-2))
+				}
+			case static:
+				lb.FailoverPriority = staticFailoverPriority(endpoints)
+			default:
+				for _, d := range vd.Spec.GetLocalized().GetFailoverDirectives() {
+					lb.Failover = append(lb.Failover, &istiov1alpha3.LocalityLoadBalancerSetting_Failover{From: d.GetFrom().GetRegion(), To: d.GetTo()[0].GetRegion()})
+				}
+			}
+			if dns && len(lb.FailoverPriority) > 0 {
+				// Istio's CDS build panics on failoverPriority over a DNS
+				// ServiceEntry's endpoints in several localities, and
+				// istiod exits: never write it, whatever changes above.
+				lb.FailoverPriority = nil
+				as.Warnings = append(as.Warnings, "failoverPriority over a DNS-resolved ServiceEntry is not written (it crashes istiod); endpoints are ordered by locality")
 			}
 			if used[m.Key.Cluster] == nil {
 				used[m.Key.Cluster] = newAddrSet(0)
@@ -505,7 +529,7 @@ func emitVirtualDestinations(e *emitter, ix *Index, vds *virtualDestinations, us
 				Resolution: res,
 				Endpoints:  endpoints,
 			})
-			e.add(IstioNetworkingV1, KindDestinationRule, at, parents, vd.destinationRule(ranks))
+			e.add(IstioNetworkingV1, KindDestinationRule, at, parents, vd.destinationRule(lb))
 		}
 	}
 	for _, server := range slices.SortedFunc(maps.Keys(gatewayHosts), func(a, b *mesh) int { return a.Key.compare(b.Key) }) {
@@ -526,28 +550,81 @@ func emitVirtualDestinations(e *emitter, ix *Index, vds *virtualDestinations, us
 	}
 }
 
-// rankLabels are the labels of an endpoint that n failover-priority
-// labels must match, all "true".
-func rankLabels(n int) map[string]string {
-	if n == 0 {
-		return nil
+// LabelTLSMode marks an endpoint as one that speaks Istio mTLS: Istio
+// keeps only such endpoints in the clusters behind an AUTO_PASSTHROUGH
+// Gateway.
+const LabelTLSMode = "security.istio.io/tlsMode"
+
+// inMesh says whether the workloads behind a destination are known and
+// all in mesh m (their sidecars terminate Istio mTLS).
+func inMesh(ws []*workload, m ObjectKey) bool {
+	for _, w := range ws {
+		if w.Mesh != m {
+			return false
+		}
 	}
-	out := make(map[string]string, n)
-	for i := 1; i <= n; i++ {
-		out[fmt.Sprintf("%s%d", LabelFailoverRankPrefix, i)] = "true"
+	return len(ws) > 0
+}
+
+// staticFailoverPriority orders the endpoints of a static list resolved
+// statically (EDS) with failoverPriority and label value overrides (Istio
+// 1.20 and later): with n endpoints there are n-1 rank labels; the i-th
+// endpoint (from 0) carries the first n-1-i of them, so Istio gives it
+// priority i whatever the client's own labels. It labels the endpoints and
+// returns the failoverPriority list.
+func staticFailoverPriority(endpoints []*istiov1alpha3.WorkloadEntry) []string {
+	ranks := len(endpoints) - 1
+	var out []string
+	for i := 1; i <= ranks; i++ {
+		out = append(out, fmt.Sprintf("%s%d=true", LabelFailoverRankPrefix, i))
+	}
+	for i, ep := range endpoints {
+		for j := 1; j <= ranks-i; j++ {
+			if ep.Labels == nil {
+				ep.Labels = map[string]string{}
+			}
+			ep.Labels[fmt.Sprintf("%s%d", LabelFailoverRankPrefix, j)] = "true"
+		}
 	}
 	return out
 }
 
-// destinationRule is the DestinationRule of the hostname in every mesh.
-// Istio fails over only with outlier detection, so it is always set (with
-// the defaults when the spec names none).
-//
-// A static list is put in order with failoverPriority and label value
-// overrides (Istio 1.20 and later): with n backing destinations there are
-// n-1 rank labels; the i-th destination (from 0) carries the first n-1-i
-// of them, so Istio gives it priority i whatever the client's own labels.
-func (vd *virtualDestination) destinationRule(ranks int) *istiov1alpha3.DestinationRule {
+// StaticRankRegion is the locality region the endpoint of rank i (from 1)
+// of a static list gets when its ServiceEntry is resolved by DNS.
+func StaticRankRegion(i int) string { return fmt.Sprintf("meshplane-static-rank-%d", i) }
+
+// staticDNSLocalities orders the endpoints of a static list whose
+// ServiceEntry is resolved by DNS. Istio cannot use failoverPriority there
+// (its CDS build panics on a DNS cluster with endpoints in several
+// localities), so the order is given by locality, against the clients'
+// region, which is their cluster's: the first endpoint is in that region
+// (keeping its own locality when that is in the region), the i-th after it
+// in region StaticRankRegion(i), and one failover directive sends the
+// clients' region to rank 1's. Istio gives the first priority 0 to 2
+// (nearer zones first), the second 3 and every later one 4. It sets the
+// endpoints' localities and returns the failover directives.
+func staticDNSLocalities(endpoints []*istiov1alpha3.WorkloadEntry, region string) []*istiov1alpha3.LocalityLoadBalancerSetting_Failover {
+	for i, ep := range endpoints {
+		switch {
+		case i > 0:
+			ep.Locality = StaticRankRegion(i)
+		case ep.Locality == region || strings.HasPrefix(ep.Locality, region+"/"):
+			// Already in the clients' region.
+		default:
+			ep.Locality = region
+		}
+	}
+	if len(endpoints) < 2 {
+		return nil
+	}
+	return []*istiov1alpha3.LocalityLoadBalancerSetting_Failover{{From: region, To: StaticRankRegion(1)}}
+}
+
+// destinationRule is the DestinationRule of the hostname in every mesh,
+// with the locality load balancing lb. Istio fails over only with outlier
+// detection, so it is always set (with the defaults when the spec names
+// none).
+func (vd *virtualDestination) destinationRule(lb *istiov1alpha3.LocalityLoadBalancerSetting) *istiov1alpha3.DestinationRule {
 	o := vd.Spec.GetLocalized().GetOutlierDetection()
 	od := &istiov1alpha3.OutlierDetection{
 		Consecutive_5XxErrors: wrapperspb.UInt32(cmp.Or(o.GetConsecutiveErrors(), defaultConsecutiveErrors)),
@@ -560,15 +637,6 @@ func (vd *virtualDestination) destinationRule(ranks int) *istiov1alpha3.Destinat
 	}
 	if o.GetBaseEjectionTime() != nil {
 		od.BaseEjectionTime = cloneDuration(o.GetBaseEjectionTime())
-	}
-	lb := &istiov1alpha3.LocalityLoadBalancerSetting{Enabled: wrapperspb.Bool(true)}
-	if vd.Spec.GetStatic() != nil {
-		for i := 1; i <= ranks; i++ {
-			lb.FailoverPriority = append(lb.FailoverPriority, fmt.Sprintf("%s%d=true", LabelFailoverRankPrefix, i))
-		}
-	}
-	for _, d := range vd.Spec.GetLocalized().GetFailoverDirectives() {
-		lb.Failover = append(lb.Failover, &istiov1alpha3.LocalityLoadBalancerSetting_Failover{From: d.GetFrom().GetRegion(), To: d.GetTo()[0].GetRegion()})
 	}
 	return &istiov1alpha3.DestinationRule{
 		Host: vd.Spec.GetHostname(),
