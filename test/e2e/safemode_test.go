@@ -150,6 +150,8 @@ func owned(t *testing.T, ctx context.Context, c *kubetest.Cluster) map[string]st
 // both clusters: west's output depends on east's input.
 func (d *durablePlane) applyCrossClusterPolicy(ctx context.Context) {
 	d.t.Helper()
+	// east's policy may change west: the management cluster grants it.
+	grantScope(d.t, d.mgmt, d.procs(), "east")
 	if err := d.east.ApplyYAML(ctx, []byte(`apiVersion: networking.meshplane.dev/v1
 kind: TrafficPolicy
 metadata: {name: reviews-retries, namespace: bookinfo}
@@ -294,7 +296,9 @@ func TestDeregisterAfterRedisLossRevokesLiveAgent(t *testing.T) {
 		rep, out, _ := d.check(ctx)
 		pushing := 0
 		for _, c := range rep.Clusters {
-			if c.Push == "connected" {
+			// The management cluster's own input is read by the plane,
+			// not pushed by an agent.
+			if c.Push == "connected" && (c.Cluster == "east" || c.Cluster == "west") {
 				pushing++
 			}
 		}

@@ -65,7 +65,8 @@ type PlaneOptions struct {
 	// in MirrorNamespace, and re-seeds them from it when Redis loses them
 	// (--kubeconfig, --mirror-namespace, and Redis for its records);
 	// translation expects the registered ones (--kubeconfig,
-	// --clusters-namespace); ingest (or the all-in-one) watches its
+	// --clusters-namespace) and keeps the last valid versions there
+	// (--records-namespace); ingest (or the all-in-one) watches its
 	// Meshplane resources, ScopeGrants included. All-in-one shares
 	// registration's flags. The namespace must exist.
 	ManagementKubeconfig string
@@ -142,7 +143,7 @@ func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string,
 		{"translation", CmdTranslation, func(map[string]string) []string {
 			args := append(slices.Clone(redis), "--debounce", "50ms")
 			if o.ManagementKubeconfig != "" {
-				args = append(args, "--kubeconfig", o.ManagementKubeconfig, "--clusters-namespace", o.mirrorNamespace())
+				args = append(args, "--kubeconfig", o.ManagementKubeconfig, "--clusters-namespace", o.mirrorNamespace(), "--records-namespace", o.mirrorNamespace())
 			}
 			if o.SafeStartWindow != 0 {
 				args = append(args, "--safe-start-window", o.SafeStartWindow.String())
@@ -196,7 +197,7 @@ func (p *Plane) startAllInOne(o PlaneOptions, logs string) error {
 	}
 	if o.ManagementKubeconfig != "" {
 		args = append(args, "--kubeconfig", o.ManagementKubeconfig, "--mirror-namespace", o.mirrorNamespace(),
-			"--watch-management-cluster", "true", "--management-debounce", "50ms")
+			"--records-namespace", o.mirrorNamespace(), "--watch-management-cluster", "true", "--management-debounce", "50ms")
 	}
 	if o.SafeStartWindow != 0 {
 		args = append(args, "--safe-start-window", o.SafeStartWindow.String())

@@ -154,6 +154,8 @@ func run(ctx context.Context, bin, dir string, once bool) error {
 	fmt.Printf("\nTry:\n  %s --kubeconfig %s get destinationrule reviews -n bookinfo -o yaml\n", kubectl, clusters[0].Kubeconfig())
 	fmt.Printf("  %s --kubeconfig %s delete service ratings -n bookinfo   # its DestinationRule goes too\n", kubectl, clusters[0].Kubeconfig())
 	fmt.Printf("  %s --kubeconfig %s get kubernetesclusters -n %s   # the clusters every output expects\n", kubectl, mgmt.Kubeconfig(), mirrorNamespace)
+	fmt.Printf("  %s --kubeconfig %s get resourcerecords -n %s      # the last valid version of every resource\n", kubectl, mgmt.Kubeconfig(), mirrorNamespace)
+	fmt.Printf("A policy applied in the management cluster may select both clusters; one applied in east changes only east, unless a ScopeGrant in the management cluster grants more (docs/concepts.md#scope).\n")
 	fmt.Printf("Logs are in %s\n", logs)
 	if once {
 		return nil
