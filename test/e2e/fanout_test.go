@@ -18,11 +18,14 @@ import (
 	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/test/e2e/harness"
 	"google.golang.org/protobuf/types/known/durationpb"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // fanOut is a management plane (four processes on one Redis) with n
@@ -48,12 +51,19 @@ func startFanOut(tb testing.TB, n int) *fanOut {
 	for i := range clusters {
 		clusters[i] = fmt.Sprintf("c%03d", i)
 	}
-	plane, _, err := harness.StartPlane(ctx, harness.PlaneOptions{BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: clusters})
+	// c000's policy selects every cluster: the management cluster grants
+	// it that scope.
+	mgmt := kubetest.Start(tb, kubetest.Options{Name: "mgmt", SkipIstioCRDs: true})
+	if _, err := mgmt.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "meshplane"}}, metav1.CreateOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	plane, _, err := harness.StartPlane(ctx, harness.PlaneOptions{BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: clusters, ManagementKubeconfig: mgmt.Kubeconfig()})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(plane.Stop)
 	f := &fanOut{plane: plane, procs: plane.Procs, have: make([]*snapshotv1.OutputSnapshot, n)}
+	grantScope(tb, mgmt, f.procs, "c000")
 
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

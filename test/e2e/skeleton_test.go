@@ -101,7 +101,7 @@ func startEstateWith(t *testing.T, allInOne, mgmt bool) *estate {
 // grantScope applies, in the management cluster, a ScopeGrant that lets the
 // resources of clusters change every cluster, and waits until translation
 // accepted it.
-func grantScope(t *testing.T, mgmt *kubetest.Cluster, procs []*harness.Process, clusters ...string) {
+func grantScope(t testing.TB, mgmt *kubetest.Cluster, procs []*harness.Process, clusters ...string) {
 	t.Helper()
 	ctx := t.Context()
 	if err := mgmt.ApplyYAML(ctx, []byte(fmt.Sprintf(`apiVersion: v1
