@@ -68,6 +68,11 @@ func published(t *testing.T, outputs *snapshots.Memory[*snapshotv1.OutputSnapsho
 // while east is missing. When the window passes, west's output is
 // published marked as built without east, and east stays missing until it
 // reports; then every output is complete.
+//
+// These tests run in a synctest bubble: time.Sleep moves the bubble's fake
+// clock past the window at once (no real time passes), and synctest.Wait
+// returns when every goroutine of the translator is blocked, so the checks
+// after it see the state after that time, on any machine.
 func TestSafeModeWaitsForExpectedClusters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		inputs := snapshots.NewMemory(newInput)
