@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,30 +68,10 @@ func meshctlCheck(ctx context.Context, plane *harness.Plane, cluster string) (*c
 func TestWorkloadClusterLimits(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := t.Context()
-	dir := t.TempDir()
 	east := kubetest.Start(t, kubetest.Options{Name: "east"})
 	redis := redistest.Start(t)
 	// Bookinfo has four Services: at the limit, not over it.
-	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{
-		BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east"}, AllInOne: true,
-		AllInOneArgs: []string{"--max-input-destinations", "4"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(plane.Stop)
-	if err := east.ApplyYAML(ctx, harness.Bookinfo(east.Name)); err != nil {
-		t.Fatal(err)
-	}
-	agent, err := plane.StartAgent(harness.AgentOptions{
-		BinDir: binDir, Cluster: east.Name, Token: tokens[east.Name], Kubeconfig: east.Kubeconfig(),
-		LogDir: filepath.Join(dir, "logs"), StateDir: filepath.Join(dir, "agent-east"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(agent.Stop)
-	procs := append([]*harness.Process{agent}, plane.Procs...)
+	plane, procs := startOneCluster(t, harness.PlaneOptions{RedisAddr: redis.Addr(), AllInOneArgs: []string{"--max-input-destinations", "4"}}, east)
 	for _, svc := range harness.BookinfoServices {
 		waitDR(t, ctx, east, svc, procs)
 	}

@@ -98,6 +98,32 @@ func startEstateWith(t *testing.T, allInOne, mgmt bool) *estate {
 	return &estate{clusters: clusters, mgmt: mc, plane: plane, procs: procs}
 }
 
+// startOneCluster starts the plane po describes (BinDir and Dir are set
+// here) with an all-in-one process, and an agent for c, which gets
+// bookinfo. c must be po's only registered cluster.
+func startOneCluster(t *testing.T, po harness.PlaneOptions, c *kubetest.Cluster) (*harness.Plane, []*harness.Process) {
+	t.Helper()
+	ctx := t.Context()
+	po.BinDir, po.Dir, po.Clusters, po.AllInOne = binDir, t.TempDir(), []string{c.Name}, true
+	plane, tokens, err := harness.StartPlane(ctx, po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plane.Stop)
+	if err := c.ApplyYAML(ctx, harness.Bookinfo(c.Name)); err != nil {
+		t.Fatal(err)
+	}
+	agent, err := plane.StartAgent(harness.AgentOptions{
+		BinDir: binDir, Cluster: c.Name, Token: tokens[c.Name], Kubeconfig: c.Kubeconfig(),
+		LogDir: filepath.Join(po.Dir, "logs"), StateDir: filepath.Join(po.Dir, "agent-"+c.Name),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(agent.Stop)
+	return plane, append([]*harness.Process{agent}, plane.Procs...)
+}
+
 // grantScope applies, in the management cluster, a ScopeGrant that lets the
 // resources of clusters change every cluster, and waits until translation
 // accepted it.

@@ -67,13 +67,14 @@ func (k *lastGoodKeeper) isLoaded() bool {
 	return k.loaded
 }
 
-// load reads the stored versions. ok is false when the store could not be
-// read; the caller tries again later.
-func (k *lastGoodKeeper) load(ctx context.Context) (domain.LastGood, bool) {
+// load reads the stored records: the last valid versions, and every
+// record as it was read, for its first-seen time. ok is false when the
+// store could not be read; the caller tries again later.
+func (k *lastGoodKeeper) load(ctx context.Context) (domain.LastGood, []domain.KeptVersion, bool) {
 	versions, err := k.store.Load(ctx)
 	if err != nil {
 		k.log.Warn("reading the last valid versions from the management cluster failed; publishing waits for them, at most the safe-start window", "error", err)
-		return domain.LastGood{}, false
+		return domain.LastGood{}, nil, false
 	}
 	lg, err := domain.LastGoodOf(versions)
 	if err != nil {
@@ -83,28 +84,28 @@ func (k *lastGoodKeeper) load(ctx context.Context) (domain.LastGood, bool) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for _, v := range lg.Versions() {
+	for _, v := range versions {
 		k.stored[versionKey{v.Kind, v.Key}] = v
 	}
 	k.loaded = true
-	k.log.Info("read the last valid versions from the management cluster", "resources", lg.Len())
-	return lg, true
+	k.log.Info("read the last valid versions from the management cluster", "records", len(versions), "with_last_valid_version", lg.Len())
+	return lg, versions, true
 }
 
-// record queues the writes that make the store hold next. A version that
-// next lacks is deleted only when its cluster has an input (present): a
-// cluster whose input is missing, after a restart or a lost Redis, keeps
-// its resources' versions until it reports.
-func (k *lastGoodKeeper) record(next domain.LastGood, present func(cluster string) bool) {
+// record queues the writes that make the store hold next and the
+// first-seen times of seen: one record per resource that has either. A
+// record that neither holds is deleted only when its cluster has an input
+// (present): a cluster whose input is missing, after a restart or a lost
+// Redis, keeps its resources' records until it reports.
+func (k *lastGoodKeeper) record(next domain.LastGood, seen *firstSeen, present func(cluster string) bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if !k.loaded {
 		return // nothing is written before the stored versions are read
 	}
-	seen := make(map[versionKey]bool, len(k.stored))
-	next.Each(func(v domain.KeptVersion) {
-		vk := versionKey{v.Kind, v.Key}
-		seen[vk] = true
+	want := make(map[versionKey]bool, len(k.stored))
+	put := func(vk versionKey, v domain.KeptVersion) {
+		want[vk] = true
 		if old, ok := k.stored[vk]; ok && sameVersion(old, v) {
 			// Keep the translator's spec, so the next comparison is by
 			// pointer.
@@ -113,9 +114,21 @@ func (k *lastGoodKeeper) record(next domain.LastGood, present func(cluster strin
 			return
 		}
 		k.pending[vk] = &v
+	}
+	next.Each(func(v domain.KeptVersion) {
+		vk := versionKey{v.Kind, v.Key}
+		if s, ok := seen.lookup(vk); ok && (s.uid == "" || v.UID == "" || s.uid == v.UID) {
+			v.FirstSeen = s.at
+		}
+		put(vk, v)
+	})
+	seen.each(func(vk versionKey, s seenAt) {
+		if !want[vk] {
+			put(vk, domain.KeptVersion{Kind: vk.kind, Key: vk.key, UID: s.uid, FirstSeen: s.at})
+		}
 	})
 	for vk := range k.stored {
-		if !seen[vk] && present(vk.key.Cluster) {
+		if !want[vk] && present(vk.key.Cluster) {
 			k.pending[vk] = nil
 		}
 	}
@@ -128,7 +141,8 @@ func (k *lastGoodKeeper) record(next domain.LastGood, present func(cluster strin
 }
 
 func sameVersion(a, b domain.KeptVersion) bool {
-	return a.Generation == b.Generation && a.UID == b.UID && (a.Spec == b.Spec || proto.Equal(a.Spec, b.Spec))
+	return a.Generation == b.Generation && a.UID == b.UID && a.FirstSeen.Equal(b.FirstSeen) &&
+		(a.Spec == b.Spec || (a.Spec != nil && b.Spec != nil && proto.Equal(a.Spec, b.Spec)))
 }
 
 // flush makes the pending writes; a failed one stays pending for the next

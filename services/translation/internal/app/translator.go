@@ -15,7 +15,6 @@ import (
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // ErrInvalidInput is returned for an input that cannot be used.
@@ -92,8 +91,12 @@ type Translator struct {
 	// lastGood is the last valid version of every policy, kept in force
 	// when an edit makes a policy invalid. Only Run's goroutine uses it.
 	lastGood domain.LastGood
-	// keeper mirrors lastGood into a durable store; nil without one.
+	// keeper mirrors lastGood and seen into a durable store; nil without
+	// one.
 	keeper *lastGoodKeeper
+	// seen orders conflicting policies by the time the plane first saw
+	// them. Only Run's goroutine uses it.
+	seen *firstSeen
 	// started is when Run started: publishing waits at most the safe-start
 	// window for the stored last valid versions.
 	started time.Time
@@ -145,6 +148,7 @@ func NewTranslator(cfg Config, source InputSource, publish OutputPublisher, metr
 		cfg: cfg, source: source, publish: publish, metrics: metrics, log: log, now: now,
 		kick:      make(chan struct{}, 1),
 		inc:       domain.NewIncremental(cfg.Domain),
+		seen:      newFirstSeen(cfg.Domain.Management()),
 		inputs:    map[string]*snapshotv1.InputSnapshot{},
 		outputs:   map[string]*snapshotv1.OutputSnapshot{},
 		published: map[string]string{},
@@ -585,6 +589,12 @@ func (t *Translator) translate(ctx context.Context) {
 	t.mu.RUnlock()
 
 	start := time.Now()
+	// Acceptance order: the time the plane first saw each resource, not the
+	// creation time a workload cluster sends.
+	now := t.now()
+	for c, in := range inputs {
+		inputs[c] = t.seen.stamp(c, in, now)
+	}
 	// Apply failures and the test hook change outputs in place, so they
 	// must be fresh ones: no output reused from the last translation, which
 	// may be published already, is touched.
@@ -607,7 +617,7 @@ func (t *Translator) translate(ctx context.Context) {
 	present := func(cluster string) bool { _, ok := inputs[cluster]; return ok }
 	t.lastGood = carryOver(res.LastGood, t.lastGood, present)
 	if t.keeper != nil {
-		t.keeper.record(t.lastGood, present)
+		t.keeper.record(t.lastGood, t.seen, present)
 	}
 	t.finishOutputs(outputs, failures)
 	outputs = t.markIncomplete(outputs)
@@ -649,13 +659,7 @@ func (t *Translator) markIncomplete(outputs map[string]*snapshotv1.OutputSnapsho
 // withMissing returns a sealed copy of o that names missing; the copy
 // shares o's field values.
 func withMissing(o *snapshotv1.OutputSnapshot, missing []string) *snapshotv1.OutputSnapshot {
-	src := o.ProtoReflect()
-	dst := src.New()
-	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		dst.Set(fd, v)
-		return true
-	})
-	m := dst.Interface().(*snapshotv1.OutputSnapshot)
+	m := shallowCopy(o)
 	m.MissingClusters = slices.Clone(missing)
 	snapshots.SealOutput(m)
 	return m
@@ -711,12 +715,13 @@ func (t *Translator) loadLastGood(ctx context.Context) {
 	if t.keeper == nil || t.keeper.isLoaded() {
 		return
 	}
-	stored, ok := t.keeper.load(ctx)
+	stored, records, ok := t.keeper.load(ctx)
 	t.metrics.SetLastGood(ok, 0)
 	if !ok {
 		return
 	}
 	t.lastGood = carryOver(t.lastGood, stored, func(string) bool { return false })
+	t.seen.adopt(records)
 	t.inc.Invalidate()
 	t.schedule()
 }

@@ -1,7 +1,6 @@
 package domain
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -37,16 +36,10 @@ type accessPolicy struct {
 	src *networkingv1.AccessPolicy
 }
 
-// compareAccessAcceptance orders AccessPolicies as collectResources does.
+// compareAccessAcceptance orders AccessPolicies for acceptance
+// (compareOrder).
 func compareAccessAcceptance(a, b *accessPolicy) int {
-	ta, tb := a.Meta.GetCreationTimestamp(), b.Meta.GetCreationTimestamp()
-	return cmp.Or(
-		cmp.Compare(ta.GetSeconds(), tb.GetSeconds()),
-		cmp.Compare(ta.GetNanos(), tb.GetNanos()),
-		cmp.Compare(a.Key.Namespace, b.Key.Namespace),
-		cmp.Compare(a.Key.Name, b.Key.Name),
-		cmp.Compare(a.Key.Cluster, b.Key.Cluster),
-	)
+	return compareOrder(a.Meta, a.Key, b.Meta, b.Key)
 }
 
 // ValidateAccessPolicy checks what can be checked of an AccessPolicy

@@ -1,7 +1,6 @@
 package domain
 
 import (
-	"cmp"
 	"slices"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
@@ -21,7 +20,7 @@ type collected[T userResource] struct {
 }
 
 // collectResources gathers one kind of user resource from every input in
-// acceptance order: by creation time, then namespace, name and cluster. A
+// acceptance order (compareOrder): by first-seen time, then namespace, name and cluster. A
 // resource found twice (same cluster, namespace and name) is kept once, by
 // content, so that list order cannot change the result.
 func collectResources[T userResource](inputs map[string]*snapshotv1.InputSnapshot, list func(*snapshotv1.InputSnapshot) []T) []collected[T] {
@@ -44,14 +43,7 @@ func collectResources[T userResource](inputs map[string]*snapshotv1.InputSnapsho
 		out = append(out, collected[T]{Key: k, Res: r})
 	}
 	slices.SortFunc(out, func(a, b collected[T]) int {
-		ta, tb := a.Res.GetMetadata().GetCreationTimestamp(), b.Res.GetMetadata().GetCreationTimestamp()
-		return cmp.Or(
-			cmp.Compare(ta.GetSeconds(), tb.GetSeconds()),
-			cmp.Compare(ta.GetNanos(), tb.GetNanos()),
-			cmp.Compare(a.Key.Namespace, b.Key.Namespace),
-			cmp.Compare(a.Key.Name, b.Key.Name),
-			cmp.Compare(a.Key.Cluster, b.Key.Cluster),
-		)
+		return compareOrder(a.Res.GetMetadata(), a.Key, b.Res.GetMetadata(), b.Key)
 	})
 	return out
 }

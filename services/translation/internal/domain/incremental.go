@@ -185,7 +185,7 @@ func diffPolicies[P keyedPolicy, R interface {
 			if compare(prev, p) == 0 {
 				replaced[prev] = p
 			} else {
-				// Its creation time changed: it moves.
+				// Its place in the acceptance order changed: it moves.
 				added = append(added, p)
 				deleted = append(deleted, prev)
 			}

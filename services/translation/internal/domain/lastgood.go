@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
@@ -134,14 +135,17 @@ func heldMessage(generation int64) string {
 	return fmt.Sprintf("the last valid version (generation %d) stays in force for this destination", generation)
 }
 
-// KeptVersion is one last valid version in a form a store can hold: the
-// kind of the resource, its key, and its Kept fields.
+// KeptVersion is what a store holds about one resource: its kind and key,
+// the UID of the object, its last valid version (Generation and Spec; a
+// nil Spec when it was never valid) and when the plane first saw it
+// (FirstSeen; zero when unknown), which orders conflicting policies.
 type KeptVersion struct {
 	Kind       string
 	Key        ObjectKey
 	Generation int64
 	UID        string
 	Spec       proto.Message
+	FirstSeen  time.Time
 }
 
 // lastGoodKind reads and writes one kind's map of a LastGood.
@@ -225,14 +229,18 @@ func NewSpec(kind string) (proto.Message, bool) {
 	return nil, false
 }
 
-// LastGoodOf builds a LastGood from versions a store held. A version of an
-// unknown kind, or whose spec is not that kind's, is returned as an error
-// and left out.
+// LastGoodOf builds a LastGood from versions a store held. A version
+// without a spec (a resource that was never valid) is left out. A version
+// of an unknown kind, or whose spec is not that kind's, is returned as an
+// error and left out.
 func LastGoodOf(versions []KeptVersion) (LastGood, error) {
 	l := newLastGood()
 	var errs []error
 	for _, v := range versions {
 		i := slices.IndexFunc(lastGoodKinds, func(k lastGoodKind) bool { return k.kind == v.Kind })
+		if i >= 0 && v.Spec == nil {
+			continue
+		}
 		if i < 0 || v.Spec == nil || !lastGoodKinds[i].put(l, v) {
 			errs = append(errs, fmt.Errorf("last valid version of %s %s: unknown kind or wrong spec", v.Kind, v.Key))
 		}

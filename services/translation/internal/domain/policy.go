@@ -8,6 +8,7 @@ import (
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // trafficPolicy is a TrafficPolicy with what translation learns about it.
@@ -40,7 +41,7 @@ type trafficPolicy struct {
 }
 
 // collectTrafficPolicies gathers the policies of every input in acceptance
-// order: by creation time, then namespace, name and cluster. A policy found
+// order (compareOrder). A policy found
 // twice (same cluster, namespace and name) is kept once, by content.
 func collectTrafficPolicies(inputs map[string]*snapshotv1.InputSnapshot) []*trafficPolicy {
 	byKey := map[ObjectKey]*trafficPolicy{}
@@ -65,16 +66,32 @@ func collectTrafficPolicies(inputs map[string]*snapshotv1.InputSnapshot) []*traf
 	return out
 }
 
-// compareAcceptance orders policies for acceptance: by creation time, then
-// namespace, name and cluster.
+// compareAcceptance orders TrafficPolicies for acceptance (compareOrder).
 func compareAcceptance(a, b *trafficPolicy) int {
-	ta, tb := a.Meta.GetCreationTimestamp(), b.Meta.GetCreationTimestamp()
+	return compareOrder(a.Meta, a.Key, b.Meta, b.Key)
+}
+
+// acceptedAt is when a resource counts as created in the acceptance order:
+// when the plane first saw it (metadata.firstSeen, which translation's
+// caller sets from its durable records, never from what an agent sends),
+// else its creation time.
+func acceptedAt(md *commonv1.ObjectMeta) *timestamppb.Timestamp {
+	if fs := md.GetFirstSeen(); fs != nil {
+		return fs
+	}
+	return md.GetCreationTimestamp()
+}
+
+// compareOrder orders resources for acceptance: the earlier one wins a
+// conflict. By acceptedAt, then namespace, name and cluster.
+func compareOrder(am *commonv1.ObjectMeta, ak ObjectKey, bm *commonv1.ObjectMeta, bk ObjectKey) int {
+	ta, tb := acceptedAt(am), acceptedAt(bm)
 	return cmp.Or(
 		cmp.Compare(ta.GetSeconds(), tb.GetSeconds()),
 		cmp.Compare(ta.GetNanos(), tb.GetNanos()),
-		cmp.Compare(a.Key.Namespace, b.Key.Namespace),
-		cmp.Compare(a.Key.Name, b.Key.Name),
-		cmp.Compare(a.Key.Cluster, b.Key.Cluster),
+		cmp.Compare(ak.Namespace, bk.Namespace),
+		cmp.Compare(ak.Name, bk.Name),
+		cmp.Compare(ak.Cluster, bk.Cluster),
 	)
 }
 

@@ -77,6 +77,12 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Management is the name of the management cluster's input, with the
+// defaults applied.
+func (o Options) Management() string {
+	return o.withDefaults().ManagementCluster
+}
+
 // Istio kinds written by translation.
 const (
 	IstioNetworkingV1       = "networking.istio.io/v1"

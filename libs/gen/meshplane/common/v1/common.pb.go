@@ -217,7 +217,17 @@ type ObjectMeta struct {
 	// of range). The resource then travels with an empty spec instead of
 	// vanishing from the snapshot: translation reports this error, which names
 	// the field, as INVALID, and the last valid version stays in force.
-	DecodeError   string `protobuf:"bytes,9,opt,name=decode_error,json=decodeError,proto3" json:"decode_error,omitempty"`
+	DecodeError string `protobuf:"bytes,9,opt,name=decode_error,json=decodeError,proto3" json:"decode_error,omitempty"`
+	// When the management plane first saw the resource: the order in which
+	// conflicting policies are accepted. Translation sets it before it
+	// translates, from the ResourceRecords it keeps in the management cluster,
+	// so that it survives restarts and a lost Redis; a value an agent sends is
+	// overwritten. Resources of the management cluster use their
+	// creation_timestamp, which that cluster's API server set. A workload
+	// cluster's creation_timestamp is trusted only to order the resources that
+	// cluster shows the plane at the same time: backdating a resource cannot
+	// put it ahead of another cluster's.
+	FirstSeen     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -313,6 +323,13 @@ func (x *ObjectMeta) GetDecodeError() string {
 		return x.DecodeError
 	}
 	return ""
+}
+
+func (x *ObjectMeta) GetFirstSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstSeen
+	}
+	return nil
 }
 
 // ApprovalStatus reports how one user resource applies to one destination,
@@ -548,7 +565,7 @@ const file_meshplane_common_v1_common_proto_rawDesc = "" +
 	"\x10ClusterObjectRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x18\n" +
-	"\acluster\x18\x03 \x01(\tR\acluster\"\x8c\x04\n" +
+	"\acluster\x18\x03 \x01(\tR\acluster\"\xc7\x04\n" +
 	"\n" +
 	"ObjectMeta\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
@@ -561,7 +578,10 @@ const file_meshplane_common_v1_common_proto_rawDesc = "" +
 	"generation\x12\x10\n" +
 	"\x03uid\x18\a \x01(\tR\x03uid\x12I\n" +
 	"\x12creation_timestamp\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x11creationTimestamp\x12!\n" +
-	"\fdecode_error\x18\t \x01(\tR\vdecodeError\x1a9\n" +
+	"\fdecode_error\x18\t \x01(\tR\vdecodeError\x129\n" +
+	"\n" +
+	"first_seen\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -626,17 +646,18 @@ var file_meshplane_common_v1_common_proto_depIdxs = []int32{
 	7,  // 0: meshplane.common.v1.ObjectMeta.labels:type_name -> meshplane.common.v1.ObjectMeta.LabelsEntry
 	8,  // 1: meshplane.common.v1.ObjectMeta.annotations:type_name -> meshplane.common.v1.ObjectMeta.AnnotationsEntry
 	10, // 2: meshplane.common.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
-	0,  // 3: meshplane.common.v1.ApprovalStatus.state:type_name -> meshplane.common.v1.ApprovalState
-	0,  // 4: meshplane.common.v1.ResourceStatus.state:type_name -> meshplane.common.v1.ApprovalState
-	9,  // 5: meshplane.common.v1.ResourceStatus.destinations:type_name -> meshplane.common.v1.ResourceStatus.DestinationsEntry
-	2,  // 6: meshplane.common.v1.ResourceStatus.workloads:type_name -> meshplane.common.v1.ClusterObjectRef
-	2,  // 7: meshplane.common.v1.AppliedPolicy.ref:type_name -> meshplane.common.v1.ClusterObjectRef
-	4,  // 8: meshplane.common.v1.ResourceStatus.DestinationsEntry.value:type_name -> meshplane.common.v1.ApprovalStatus
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	10, // 3: meshplane.common.v1.ObjectMeta.first_seen:type_name -> google.protobuf.Timestamp
+	0,  // 4: meshplane.common.v1.ApprovalStatus.state:type_name -> meshplane.common.v1.ApprovalState
+	0,  // 5: meshplane.common.v1.ResourceStatus.state:type_name -> meshplane.common.v1.ApprovalState
+	9,  // 6: meshplane.common.v1.ResourceStatus.destinations:type_name -> meshplane.common.v1.ResourceStatus.DestinationsEntry
+	2,  // 7: meshplane.common.v1.ResourceStatus.workloads:type_name -> meshplane.common.v1.ClusterObjectRef
+	2,  // 8: meshplane.common.v1.AppliedPolicy.ref:type_name -> meshplane.common.v1.ClusterObjectRef
+	4,  // 9: meshplane.common.v1.ResourceStatus.DestinationsEntry.value:type_name -> meshplane.common.v1.ApprovalStatus
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_common_v1_common_proto_init() }

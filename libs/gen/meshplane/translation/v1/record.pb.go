@@ -11,6 +11,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -25,10 +26,12 @@ const (
 
 // ResourceRecord is what translation keeps about one user resource in the
 // management cluster, where a restart of the plane and a lost Redis cannot
-// take it: the resource's last valid version, which stays in force while
-// later versions are invalid. Translation writes one per resource that has
-// been ACCEPTED, in the install's namespace, and deletes it when the
-// resource is deleted from an input it holds. Edits to it are overwritten.
+// take it: when the plane first saw the resource, which orders conflicting
+// policies, and the resource's last valid version, which stays in force
+// while later versions are invalid. Translation writes one per resource of
+// a workload cluster and one per resource that has been ACCEPTED, in the
+// install's namespace, and deletes it when the resource is deleted from an
+// input it holds. Edits to it are overwritten.
 type ResourceRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Metadata      *v1.ObjectMeta         `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
@@ -90,10 +93,16 @@ type ResourceRecordSpec struct {
 	Namespace string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Name      string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
 	Uid       string `protobuf:"bytes,5,opt,name=uid,proto3" json:"uid,omitempty"`
-	// The generation of its last valid version.
+	// The generation of its last valid version; 0 when it has none.
 	LastGoodGeneration int64 `protobuf:"varint,6,opt,name=last_good_generation,json=lastGoodGeneration,proto3" json:"last_good_generation,omitempty"`
-	// The spec of its last valid version, in the resource's own JSON form.
-	LastGoodSpec  *structpb.Struct `protobuf:"bytes,7,opt,name=last_good_spec,json=lastGoodSpec,proto3" json:"last_good_spec,omitempty"`
+	// The spec of its last valid version, in the resource's own JSON form;
+	// absent when it has none (it was never valid).
+	LastGoodSpec *structpb.Struct `protobuf:"bytes,7,opt,name=last_good_spec,json=lastGoodSpec,proto3" json:"last_good_spec,omitempty"`
+	// When the plane first saw the resource, for a resource of a workload
+	// cluster: conflicting policies are accepted in this order, never in the
+	// order of times a workload cluster sends. A record written before this
+	// field existed counts from the record's own creationTimestamp.
+	FirstSeen     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -177,14 +186,21 @@ func (x *ResourceRecordSpec) GetLastGoodSpec() *structpb.Struct {
 	return nil
 }
 
+func (x *ResourceRecordSpec) GetFirstSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstSeen
+	}
+	return nil
+}
+
 var File_meshplane_translation_v1_record_proto protoreflect.FileDescriptor
 
 const file_meshplane_translation_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"%meshplane/translation/v1/record.proto\x12\x18meshplane.translation.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a meshplane/common/v1/common.proto\"\x8f\x01\n" +
+	"%meshplane/translation/v1/record.proto\x12\x18meshplane.translation.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a meshplane/common/v1/common.proto\"\x8f\x01\n" +
 	"\x0eResourceRecord\x12;\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1f.meshplane.common.v1.ObjectMetaR\bmetadata\x12@\n" +
-	"\x04spec\x18\x02 \x01(\v2,.meshplane.translation.v1.ResourceRecordSpecR\x04spec\"\xf7\x01\n" +
+	"\x04spec\x18\x02 \x01(\v2,.meshplane.translation.v1.ResourceRecordSpecR\x04spec\"\xb2\x02\n" +
 	"\x12ResourceRecordSpec\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1c\n" +
@@ -192,7 +208,9 @@ const file_meshplane_translation_v1_record_proto_rawDesc = "" +
 	"\x04name\x18\x04 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x05 \x01(\tR\x03uid\x120\n" +
 	"\x14last_good_generation\x18\x06 \x01(\x03R\x12lastGoodGeneration\x12=\n" +
-	"\x0elast_good_spec\x18\a \x01(\v2\x17.google.protobuf.StructR\flastGoodSpecB\xfd\x01\n" +
+	"\x0elast_good_spec\x18\a \x01(\v2\x17.google.protobuf.StructR\flastGoodSpec\x129\n" +
+	"\n" +
+	"first_seen\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeenB\xfd\x01\n" +
 	"\x1ccom.meshplane.translation.v1B\vRecordProtoP\x01ZNgithub.com/meshplane/meshplane/libs/gen/meshplane/translation/v1;translationv1\xa2\x02\x03MTX\xaa\x02\x18Meshplane.Translation.V1\xca\x02\x18Meshplane\\Translation\\V1\xe2\x02$Meshplane\\Translation\\V1\\GPBMetadata\xea\x02\x1aMeshplane::Translation::V1b\x06proto3"
 
 var (
@@ -209,20 +227,22 @@ func file_meshplane_translation_v1_record_proto_rawDescGZIP() []byte {
 
 var file_meshplane_translation_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_meshplane_translation_v1_record_proto_goTypes = []any{
-	(*ResourceRecord)(nil),     // 0: meshplane.translation.v1.ResourceRecord
-	(*ResourceRecordSpec)(nil), // 1: meshplane.translation.v1.ResourceRecordSpec
-	(*v1.ObjectMeta)(nil),      // 2: meshplane.common.v1.ObjectMeta
-	(*structpb.Struct)(nil),    // 3: google.protobuf.Struct
+	(*ResourceRecord)(nil),        // 0: meshplane.translation.v1.ResourceRecord
+	(*ResourceRecordSpec)(nil),    // 1: meshplane.translation.v1.ResourceRecordSpec
+	(*v1.ObjectMeta)(nil),         // 2: meshplane.common.v1.ObjectMeta
+	(*structpb.Struct)(nil),       // 3: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
 }
 var file_meshplane_translation_v1_record_proto_depIdxs = []int32{
 	2, // 0: meshplane.translation.v1.ResourceRecord.metadata:type_name -> meshplane.common.v1.ObjectMeta
 	1, // 1: meshplane.translation.v1.ResourceRecord.spec:type_name -> meshplane.translation.v1.ResourceRecordSpec
 	3, // 2: meshplane.translation.v1.ResourceRecordSpec.last_good_spec:type_name -> google.protobuf.Struct
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	4, // 3: meshplane.translation.v1.ResourceRecordSpec.first_seen:type_name -> google.protobuf.Timestamp
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_translation_v1_record_proto_init() }

@@ -1,5 +1,5 @@
 // Package kube holds translation's adapters to the management cluster: the
-// last valid versions, kept as ResourceRecord objects, and the expected
+// last valid versions and first-seen times, kept as ResourceRecord objects, and the expected
 // clusters, read from registration's KubernetesCluster mirrors.
 package kube
 
@@ -18,6 +18,7 @@ import (
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -116,6 +117,26 @@ func versionOf(u *unstructured.Unstructured) (domain.KeptVersion, error) {
 	if !ok {
 		return domain.KeptVersion{}, fmt.Errorf("unknown kind %q", rec.GetKind())
 	}
+	v := domain.KeptVersion{
+		Kind:       rec.GetKind(),
+		Key:        domain.ObjectKey{Cluster: rec.GetCluster(), Namespace: rec.GetNamespace(), Name: rec.GetName()},
+		Generation: rec.GetLastGoodGeneration(),
+		UID:        rec.GetUid(),
+	}
+	switch {
+	case rec.GetFirstSeen() != nil:
+		if err := rec.GetFirstSeen().CheckValid(); err != nil {
+			return domain.KeptVersion{}, fmt.Errorf("spec.firstSeen: %w", err)
+		}
+		v.FirstSeen = rec.GetFirstSeen().AsTime()
+	case rec.GetLastGoodSpec() != nil:
+		// Written before records held the first-seen time: the plane had
+		// seen the resource by the time it wrote the record.
+		v.FirstSeen = u.GetCreationTimestamp().Time
+	}
+	if rec.GetLastGoodSpec() == nil {
+		return v, nil // never valid: the record holds its first-seen time
+	}
 	specJSON, err := protojson.Marshal(rec.GetLastGoodSpec())
 	if err != nil {
 		return domain.KeptVersion{}, err
@@ -124,28 +145,28 @@ func versionOf(u *unstructured.Unstructured) (domain.KeptVersion, error) {
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(specJSON, spec); err != nil {
 		return domain.KeptVersion{}, fmt.Errorf("spec.lastGoodSpec: %w", err)
 	}
-	return domain.KeptVersion{
-		Kind:       rec.GetKind(),
-		Key:        domain.ObjectKey{Cluster: rec.GetCluster(), Namespace: rec.GetNamespace(), Name: rec.GetName()},
-		Generation: rec.GetLastGoodGeneration(),
-		UID:        rec.GetUid(),
-		Spec:       spec,
-	}, nil
+	v.Spec = spec
+	return v, nil
 }
 
 // Put writes a resource's record.
 func (s *LastGood) Put(ctx context.Context, v domain.KeptVersion) error {
-	specJSON, err := protojson.Marshal(v.Spec)
-	if err != nil {
-		return fmt.Errorf("encode the last valid spec of %s %s: %w", v.Kind, v.Key, err)
-	}
-	st := &structpb.Struct{}
-	if err := protojson.Unmarshal(specJSON, st); err != nil {
-		return err
-	}
 	rec := &translationv1.ResourceRecordSpec{
 		Kind: v.Kind, Cluster: v.Key.Cluster, Namespace: v.Key.Namespace, Name: v.Key.Name, Uid: v.UID,
-		LastGoodGeneration: v.Generation, LastGoodSpec: st,
+	}
+	if !v.FirstSeen.IsZero() {
+		rec.FirstSeen = timestamppb.New(v.FirstSeen)
+	}
+	if v.Spec != nil {
+		specJSON, err := protojson.Marshal(v.Spec)
+		if err != nil {
+			return fmt.Errorf("encode the last valid spec of %s %s: %w", v.Kind, v.Key, err)
+		}
+		st := &structpb.Struct{}
+		if err := protojson.Unmarshal(specJSON, st); err != nil {
+			return err
+		}
+		rec.LastGoodGeneration, rec.LastGoodSpec = v.Generation, st
 	}
 	raw, err := protojson.Marshal(rec)
 	if err != nil {

@@ -5,11 +5,13 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"github.com/meshplane/meshplane/services/translation/internal/adapters/kube"
 	"github.com/meshplane/meshplane/services/translation/internal/adapters/lastgoodtest"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
+	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -55,7 +57,38 @@ func TestLastGoodContract(t *testing.T) {
 		if _, err := c.Dynamic().Resource(kube.ResourceRecords).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		lastgoodtest.Expect(t, ours, vs[1:2])
+		lastgoodtest.Expect(t, ours, []domain.KeptVersion{vs[1], vs[3]})
 		lastgoodtest.Expect(t, theirs, vs[:1])
+	})
+
+	t.Run("a record without a first-seen time counts from its creation", func(t *testing.T) {
+		// Records written before they held first-seen times have a last
+		// valid version only: the plane had seen the resource by the time
+		// it wrote the record.
+		ctx := t.Context()
+		ns := "legacy"
+		if _, err := c.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		s := kube.NewLastGood(c.Dynamic(), ns, "meshplane", slog.New(slog.NewTextHandler(t.Output(), nil)))
+		v := lastgoodtest.Versions()[0]
+		v.FirstSeen = time.Time{}
+		if err := s.Put(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		u, err := c.Dynamic().Resource(kube.ResourceRecords).Namespace(ns).Get(ctx, kube.RecordName(v.Kind, v.Key), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := u.Object["spec"].(map[string]any)["firstSeen"]; ok {
+			t.Fatalf("a version without a first-seen time was written with one: %v", u.Object["spec"])
+		}
+		got, err := s.Load(ctx)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("Load = %v, %v", got, err)
+		}
+		if want := u.GetCreationTimestamp().Time; !got[0].FirstSeen.Equal(want) || want.IsZero() {
+			t.Fatalf("first seen %v, want the record's creation %v", got[0].FirstSeen, want)
+		}
 	})
 }

@@ -5,6 +5,7 @@ package lastgoodtest
 import (
 	"strings"
 	"testing"
+	"time"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
@@ -15,12 +16,17 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// Versions are three versions of different kinds, one with a key longer
-// than an object name may be.
+// FirstSeen is the first-seen time of Versions' workload-cluster records,
+// with nanoseconds, which a store must keep.
+var FirstSeen = time.Date(2026, 11, 25, 10, 30, 0, 123456789, time.UTC)
+
+// Versions are four records of different kinds: one with a key longer than
+// an object name may be, and one of a resource that was never valid (no
+// spec, only its first-seen time).
 func Versions() []domain.KeptVersion {
 	long := strings.Repeat("n", 200)
 	return []domain.KeptVersion{
-		{Kind: domain.KindTrafficPolicy, Key: domain.ObjectKey{Cluster: "east", Namespace: "bookinfo", Name: "reviews"}, Generation: 3, UID: "u-1",
+		{Kind: domain.KindTrafficPolicy, Key: domain.ObjectKey{Cluster: "east", Namespace: "bookinfo", Name: "reviews"}, Generation: 3, UID: "u-1", FirstSeen: FirstSeen,
 			Spec: &networkingv1.TrafficPolicySpec{
 				DestinationSelector: []*networkingv1.DestinationSelector{{Type: &networkingv1.DestinationSelector_KubeServiceRefs_{
 					KubeServiceRefs: &networkingv1.DestinationSelector_KubeServiceRefs{Services: []*commonv1.ClusterObjectRef{{Name: "reviews", Namespace: "bookinfo"}}},
@@ -31,6 +37,7 @@ func Versions() []domain.KeptVersion {
 			Spec: &networkingv1.VirtualMeshSpec{Meshes: []*commonv1.ObjectRef{{Name: "istiod", Namespace: "istio-system"}}, GlobalAccessPolicy: networkingv1.VirtualMeshSpec_ENABLED}},
 		{Kind: domain.KindSettings, Key: domain.ObjectKey{Cluster: "mgmt", Namespace: "meshplane", Name: "settings"}, Generation: 7,
 			Spec: &settingsv1.SettingsSpec{UserConfigConflictMode: settingsv1.SettingsSpec_ALLOW_INTERSECTING}},
+		{Kind: domain.KindAccessPolicy, Key: domain.ObjectKey{Cluster: "west", Namespace: "bookinfo", Name: "never-valid"}, UID: "u-4", FirstSeen: FirstSeen.Add(time.Second)},
 	}
 }
 
@@ -72,7 +79,7 @@ func Run(t *testing.T, newStore func(t *testing.T) app.LastGoodStore) {
 		if err := s.Delete(ctx, domain.KindAccessPolicy, want[0].Key); err != nil {
 			t.Fatal(err)
 		}
-		Expect(t, s, []domain.KeptVersion{want[0], want[2]})
+		Expect(t, s, []domain.KeptVersion{want[0], want[2], want[3]})
 	})
 }
 
@@ -91,8 +98,13 @@ func Expect(t *testing.T, s app.LastGoodStore, want []domain.KeptVersion) {
 		for _, g := range got {
 			if g.Kind == w.Kind && g.Key == w.Key {
 				found = true
-				if g.Generation != w.Generation || g.UID != w.UID || !proto.Equal(g.Spec, w.Spec) {
+				if g.Generation != w.Generation || g.UID != w.UID || (g.Spec == nil) != (w.Spec == nil) || !proto.Equal(g.Spec, w.Spec) {
 					t.Errorf("%s %s: got generation %d uid %q spec %v, want %d %q %v", w.Kind, w.Key, g.Generation, g.UID, g.Spec, w.Generation, w.UID, w.Spec)
+				}
+				// A store may give a record written without a first-seen
+				// time one of its own (when it wrote the record).
+				if !w.FirstSeen.IsZero() && !g.FirstSeen.Equal(w.FirstSeen) {
+					t.Errorf("%s %s: first seen %v, want %v", w.Kind, w.Key, g.FirstSeen, w.FirstSeen)
 				}
 			}
 		}

@@ -125,6 +125,21 @@ export declare type ObjectMeta = Message<"meshplane.common.v1.ObjectMeta"> & {
    * @generated from field: string decode_error = 9;
    */
   decodeError: string;
+
+  /**
+   * When the management plane first saw the resource: the order in which
+   * conflicting policies are accepted. Translation sets it before it
+   * translates, from the ResourceRecords it keeps in the management cluster,
+   * so that it survives restarts and a lost Redis; a value an agent sends is
+   * overwritten. Resources of the management cluster use their
+   * creation_timestamp, which that cluster's API server set. A workload
+   * cluster's creation_timestamp is trusted only to order the resources that
+   * cluster shows the plane at the same time: backdating a resource cannot
+   * put it ahead of another cluster's.
+   *
+   * @generated from field: google.protobuf.Timestamp first_seen = 10;
+   */
+  firstSeen?: Timestamp;
 };
 
 /**

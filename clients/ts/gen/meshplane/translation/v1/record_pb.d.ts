@@ -5,6 +5,7 @@
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 import type { ObjectMeta } from "../../common/v1/common_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file meshplane/translation/v1/record.proto.
@@ -14,10 +15,12 @@ export declare const file_meshplane_translation_v1_record: GenFile;
 /**
  * ResourceRecord is what translation keeps about one user resource in the
  * management cluster, where a restart of the plane and a lost Redis cannot
- * take it: the resource's last valid version, which stays in force while
- * later versions are invalid. Translation writes one per resource that has
- * been ACCEPTED, in the install's namespace, and deletes it when the
- * resource is deleted from an input it holds. Edits to it are overwritten.
+ * take it: when the plane first saw the resource, which orders conflicting
+ * policies, and the resource's last valid version, which stays in force
+ * while later versions are invalid. Translation writes one per resource of
+ * a workload cluster and one per resource that has been ACCEPTED, in the
+ * install's namespace, and deletes it when the resource is deleted from an
+ * input it holds. Edits to it are overwritten.
  *
  * @generated from message meshplane.translation.v1.ResourceRecord
  */
@@ -72,18 +75,29 @@ export declare type ResourceRecordSpec = Message<"meshplane.translation.v1.Resou
   uid: string;
 
   /**
-   * The generation of its last valid version.
+   * The generation of its last valid version; 0 when it has none.
    *
    * @generated from field: int64 last_good_generation = 6;
    */
   lastGoodGeneration: bigint;
 
   /**
-   * The spec of its last valid version, in the resource's own JSON form.
+   * The spec of its last valid version, in the resource's own JSON form;
+   * absent when it has none (it was never valid).
    *
    * @generated from field: google.protobuf.Struct last_good_spec = 7;
    */
   lastGoodSpec?: JsonObject;
+
+  /**
+   * When the plane first saw the resource, for a resource of a workload
+   * cluster: conflicting policies are accepted in this order, never in the
+   * order of times a workload cluster sends. A record written before this
+   * field existed counts from the record's own creationTimestamp.
+   *
+   * @generated from field: google.protobuf.Timestamp first_seen = 8;
+   */
+  firstSeen?: Timestamp;
 };
 
 /**
