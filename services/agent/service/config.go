@@ -43,8 +43,11 @@ type Config struct {
 	Kubeconfig  string
 	KubeContext string
 
-	ClusterDomain     string
-	Debounce          time.Duration
+	ClusterDomain string
+	Debounce      time.Duration
+	// Deltas asks distribution for the changes from the version the agent
+	// holds instead of whole snapshots.
+	Deltas            bool
 	IncludeNamespaces string
 	ExcludeNamespaces string
 	// NamespaceSelector is a label selector that namespaces must match to
@@ -81,6 +84,7 @@ func DefaultConfig() Config {
 		StateDir:      "/var/run/meshplane/agent",
 		ClusterDomain: "cluster.local",
 		Debounce:      100 * time.Millisecond,
+		Deltas:        true,
 
 		IngressGatewayLabels:  "istio=ingressgateway",
 		EastWestGatewayLabels: "istio=eastwestgateway",
@@ -113,6 +117,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	f.String(&c.KubeContext, "kube-context", "kubeconfig context")
 	f.String(&c.ClusterDomain, "cluster-domain", "DNS suffix of Services in this cluster")
 	f.Duration(&c.Debounce, "debounce", "how long a burst of changes may settle before a snapshot is pushed")
+	f.Bool(&c.Deltas, "deltas", "ask distribution for the changes from the version the agent holds instead of whole snapshots; each is checked against the new version's content hash")
 	f.String(&c.IncludeNamespaces, "include-namespaces", "comma-separated namespaces to discover; empty means all")
 	f.String(&c.ExcludeNamespaces, "exclude-namespaces", "comma-separated namespaces to leave out")
 	f.String(&c.NamespaceSelector, "namespace-selector", "label selector that namespaces must match to be discovered; empty means all")

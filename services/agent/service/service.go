@@ -58,6 +58,7 @@ type Agent struct {
 	cfg       Config
 	log       *slog.Logger
 	reg       *prometheus.Registry
+	deltas    *deltaMetrics
 	adminLn   net.Listener
 	raftLn    net.Listener
 	envoyLn   net.Listener
@@ -80,6 +81,11 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		a.reg = platform.NewRegistry()
 	}
 	a.log = a.log.With("component", Name, "cluster", cfg.Cluster)
+	deltas, err := newDeltaMetrics(a.reg)
+	if err != nil {
+		return nil, err
+	}
+	a.deltas = deltas
 	m, err := newMetrics(a.reg)
 	if err != nil {
 		return nil, err
@@ -246,6 +252,7 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 		return fmt.Errorf("no distribution address in %q", a.cfg.addr(a.cfg.DistributionAddr))
 	}
 	relay := connectrpc.NewRelay(ingests[0], dists, platform.Version)
+	relay.SetDeltas(a.cfg.Deltas, a.deltas.observe)
 
 	reader, err := kubeadapter.NewReader(ctx, clients, kubeadapter.Options{
 		Cluster: a.cfg.Cluster,

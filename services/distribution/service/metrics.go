@@ -12,6 +12,8 @@ import (
 type metrics struct {
 	watchers    *prometheus.GaugeVec
 	sentBytes   *prometheus.HistogramVec
+	deltas      *prometheus.CounterVec
+	deltaSaved  *prometheus.CounterVec
 	refused     *prometheus.CounterVec
 	acks        *prometheus.CounterVec
 	ackRefusals *prometheus.CounterVec
@@ -30,6 +32,14 @@ func newMetrics(reg prometheus.Registerer, acks ackLister, log *slog.Logger) (*m
 			Help:    "Size of output snapshots sent, by cluster.",
 			Buckets: prometheus.ExponentialBuckets(1024, 4, 10),
 		}, []string{"cluster"}),
+		deltas: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshplane_distribution_deltas_sent_total",
+			Help: "Deltas sent instead of whole output snapshots, by cluster.",
+		}, []string{"cluster"}),
+		deltaSaved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshplane_distribution_delta_bytes_saved_total",
+			Help: "Bytes not sent because a delta went out instead of the whole snapshot, by cluster.",
+		}, []string{"cluster"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshplane_distribution_snapshots_refused_total",
 			Help: "Output snapshots not sent because they exceed --max-send-bytes, by cluster.",
@@ -43,7 +53,7 @@ func newMetrics(reg prometheus.Registerer, acks ackLister, log *slog.Logger) (*m
 			Help: "Acknowledgements refused and not recorded, by cluster and reason: not-sent (a version never sent to the cluster, or not among the last ones) or too-many-results (more results than the output holds).",
 		}, []string{"cluster", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.watchers, m.sentBytes, m.refused, m.acks, m.ackRefusals, newAckCollector(acks, log)} {
+	for _, c := range []prometheus.Collector{m.watchers, m.sentBytes, m.deltas, m.deltaSaved, m.refused, m.acks, m.ackRefusals, newAckCollector(acks, log)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -54,6 +64,11 @@ func newMetrics(reg prometheus.Registerer, acks ackLister, log *slog.Logger) (*m
 func (m *metrics) WatchStarted(c string)        { m.watchers.WithLabelValues(c).Inc() }
 func (m *metrics) WatchEnded(c string)          { m.watchers.WithLabelValues(c).Dec() }
 func (m *metrics) SnapshotSent(c string, b int) { m.sentBytes.WithLabelValues(c).Observe(float64(b)) }
+func (m *metrics) DeltaSent(c string, b, full int) {
+	m.sentBytes.WithLabelValues(c).Observe(float64(b))
+	m.deltas.WithLabelValues(c).Inc()
+	m.deltaSaved.WithLabelValues(c).Add(float64(full - b))
+}
 func (m *metrics) SnapshotRefused(c string, _ int) {
 	m.refused.WithLabelValues(c).Inc()
 }

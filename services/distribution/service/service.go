@@ -39,6 +39,10 @@ type Config struct {
 	// CompressMinBytes is the smallest message that is sent gzipped to a
 	// client that accepts gzip.
 	CompressMinBytes int
+	// Deltas sends an agent that accepts them the changes from the version
+	// it holds instead of the whole snapshot, from output indexes kept in
+	// Redis (in memory without it).
+	Deltas bool
 
 	flags *platform.Flags
 }
@@ -53,7 +57,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Install: snapshots.DefaultInstall, Redis: snapshots.NewRedisOptions(),
-		MaxSendBytes: DefaultMaxSendBytes, CompressMinBytes: DefaultCompressMinBytes,
+		MaxSendBytes: DefaultMaxSendBytes, CompressMinBytes: DefaultCompressMinBytes, Deltas: true,
 	}
 }
 
@@ -63,6 +67,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags.String(&c.Install, "install", "install name; selects the install's keys in Redis")
 	c.flags.Int(&c.MaxSendBytes, "max-send-bytes", "largest output snapshot sent to an agent, in bytes before compression; larger ones are refused and logged")
 	c.flags.Int(&c.CompressMinBytes, "compress-min-bytes", "smallest message sent gzipped to clients that accept gzip")
+	c.flags.Bool(&c.Deltas, "deltas", "send agents that accept them the changes from the version they hold instead of whole snapshots")
 	c.Redis.AddFlags(fs)
 }
 
@@ -159,8 +164,10 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	// ListAcks and reports the same metrics. Without it (one all-in-one
 	// process) they live in memory.
 	var acks app.AckStore = memory.NewAcks(d.acks)
+	var indexes app.IndexStore = memory.NewIndexes()
 	if client != nil {
 		acks = redisadapter.NewAcks(client, cfg.Install)
+		indexes = redisadapter.NewIndexes(client, cfg.Install)
 		s.revoked = revocation.NewCache(revredis.NewSource(client, cfg.Install), 0, s.log)
 	}
 	var dist *app.Distributor
@@ -171,6 +178,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	dist = app.NewDistributor(d.outputs, acks, m, s.log)
 	dist.SetMaxSendBytes(cfg.MaxSendBytes)
+	if cfg.Deltas {
+		dist.SetIndexes(indexes)
+	}
 	s.dist = dist
 	s.handler = connectrpc.NewHandler(s.dist)
 	return s, nil

@@ -45,6 +45,9 @@ type Distributor struct {
 
 	// replica names this process in the store's watch marks.
 	replica string
+	// indexes keeps the output indexes deltas are computed from; nil sends
+	// whole snapshots only.
+	indexes IndexStore
 
 	mu       sync.Mutex
 	watchers map[string]map[chan struct{}]struct{}
@@ -80,6 +83,10 @@ func replicaID() string {
 // sent to an agent. A larger snapshot is not sent: the agent keeps what it
 // has, and the refusal is logged and counted. Call it before Run.
 func (d *Distributor) SetMaxSendBytes(n int) { d.maxSendBytes = n }
+
+// SetIndexes makes the distributor send deltas to agents that accept
+// them, from the output indexes kept in store. Call it before Run.
+func (d *Distributor) SetIndexes(store IndexStore) { d.indexes = store }
 
 // Run follows the store's changes until ctx ends. When the subscription
 // fails it retries, and wakes every watcher after each new subscription.
@@ -203,11 +210,41 @@ func signal(ch chan struct{}) {
 // from the one the agent last had, starting from have. It returns when ctx
 // ends or send fails.
 func (d *Distributor) Watch(ctx context.Context, cluster, have string, send func(*snapshotv1.OutputSnapshot) error) error {
+	return d.WatchUpdates(ctx, cluster, WatchRequest{Have: have}, func(u Update) error { return send(u.Snapshot) })
+}
+
+// WatchRequest is what an agent asks of a watch.
+type WatchRequest struct {
+	// Have is the version the agent holds; empty when none.
+	Have string
+	// AcceptDelta says the agent takes deltas; DeltaBase is the version it
+	// holds in full, which the first delta may be from.
+	AcceptDelta bool
+	DeltaBase   string
+}
+
+// Update is what a watch sends: a whole snapshot, or a delta from a
+// version the agent holds in full.
+type Update struct {
+	Snapshot *snapshotv1.OutputSnapshot
+	Delta    *snapshotv1.OutputDelta
+}
+
+// WatchUpdates is Watch for agents that may take deltas: when the agent
+// accepts them and the index of the version it holds in full is kept, a
+// new version goes out as a delta from it, if that is smaller than the
+// whole snapshot. After each update the agent holds its version in full.
+func (d *Distributor) WatchUpdates(ctx context.Context, cluster string, req WatchRequest, send func(Update) error) error {
 	wake := d.subscribe(ctx, cluster)
 	defer d.unsubscribe(ctx, cluster, wake)
 	d.metrics.WatchStarted(cluster)
 	defer d.metrics.WatchEnded(cluster)
 
+	have := req.Have
+	base := ""
+	if req.AcceptDelta && d.indexes != nil {
+		base = req.DeltaBase
+	}
 	signal(wake)  // look once at the start
 	refused := "" // the version refused as too large, logged once
 	first := true // the first look: the agent may hold the current version
@@ -239,7 +276,15 @@ func (d *Distributor) Watch(ctx context.Context, cluster, have string, send func
 		if e.Version == have || e.Version == refused {
 			continue
 		}
-		size := proto.Size(e.Value)
+		full := proto.Size(e.Value)
+		u, size := Update{Snapshot: e.Value}, full
+		if req.AcceptDelta && d.indexes != nil {
+			if delta := d.delta(ctx, cluster, base, e); delta != nil {
+				if n := proto.Size(delta); n < full {
+					u, size = Update{Delta: delta}, n
+				}
+			}
+		}
 		if d.maxSendBytes > 0 && size > d.maxSendBytes {
 			// Sending it would end the stream with ResourceExhausted and
 			// the agent would redial into the same failure. Keep the
@@ -257,12 +302,42 @@ func (d *Distributor) Watch(ctx context.Context, cluster, have string, send func
 			// until the next version; the agent still gets this one.
 			d.log.Warn("recording a sent version failed", "cluster", cluster, "version", e.Version, "error", err)
 		}
-		if err := send(e.Value); err != nil {
+		if err := send(u); err != nil {
 			return fmt.Errorf("send version %s to cluster %q: %w", e.Version, cluster, err)
 		}
-		d.metrics.SnapshotSent(cluster, size)
-		have = e.Version
+		if u.Delta != nil {
+			d.metrics.DeltaSent(cluster, size, full)
+		} else {
+			d.metrics.SnapshotSent(cluster, size)
+		}
+		have, base = e.Version, e.Version
 	}
+}
+
+// delta returns the delta from base to e's version, or nil when there is
+// none to send: no base, or its index is not kept. It keeps e's index
+// either way, for the next delta from it.
+func (d *Distributor) delta(ctx context.Context, cluster, base string, e snapshots.Entry[*snapshotv1.OutputSnapshot]) *snapshotv1.OutputDelta {
+	var from snapshots.OutputIndex
+	var err error
+	if base != "" {
+		from, err = d.indexes.GetIndex(ctx, cluster, base)
+		if err != nil && !errors.Is(err, snapshots.ErrNotFound) {
+			d.log.Warn("reading an output index failed; sending the whole snapshot", "cluster", cluster, "version", base, "error", err)
+		}
+	}
+	var delta *snapshotv1.OutputDelta
+	var idx snapshots.OutputIndex
+	if base != "" && err == nil {
+		delta, idx = snapshots.Diff(base, from, e.Value)
+	} else {
+		idx = snapshots.IndexOutput(e.Value)
+	}
+	if err := d.indexes.PutIndex(ctx, cluster, e.Version, idx); err != nil {
+		// The next version goes out whole.
+		d.log.Warn("keeping an output index failed", "cluster", cluster, "version", e.Version, "error", err)
+	}
+	return delta
 }
 
 // sentVersion is what an ack of o may hold.

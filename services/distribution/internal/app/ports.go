@@ -59,11 +59,32 @@ type AckStore interface {
 	Watched(ctx context.Context, now time.Time) (map[string]bool, error)
 }
 
+// KeepIndexes is how many of a cluster's most recent output versions keep
+// an index to send deltas from. An agent a few versions behind still gets a
+// delta; one further behind gets the whole snapshot.
+const KeepIndexes = 4
+
+// IndexStore keeps the index (snapshots.OutputIndex) of each cluster's
+// recent output versions, which deltas are computed from. It is shared by
+// every replica, so that an agent that reconnects to another replica still
+// gets a delta.
+type IndexStore interface {
+	// PutIndex keeps the index of cluster's output version as the newest
+	// of the KeepIndexes kept for the cluster.
+	PutIndex(ctx context.Context, cluster, version string, idx snapshots.OutputIndex) error
+	// GetIndex returns the index of cluster's output version, or
+	// snapshots.ErrNotFound when it is not kept.
+	GetIndex(ctx context.Context, cluster, version string) (snapshots.OutputIndex, error)
+}
+
 // Metrics records what distribution did.
 type Metrics interface {
 	WatchStarted(cluster string)
 	WatchEnded(cluster string)
 	SnapshotSent(cluster string, bytes int)
+	// DeltaSent counts a delta sent instead of a whole snapshot of
+	// fullBytes.
+	DeltaSent(cluster string, bytes, fullBytes int)
 	// SnapshotRefused counts a snapshot that was not sent because it is
 	// larger than the message size limit.
 	SnapshotRefused(cluster string, bytes int)
@@ -79,6 +100,7 @@ type NopMetrics struct{}
 func (NopMetrics) WatchStarted(string)         {}
 func (NopMetrics) WatchEnded(string)           {}
 func (NopMetrics) SnapshotSent(string, int)    {}
+func (NopMetrics) DeltaSent(string, int, int)  {}
 func (NopMetrics) SnapshotRefused(string, int) {}
 func (NopMetrics) Acked(string, int)           {}
 func (NopMetrics) AckRefused(string, string)   {}

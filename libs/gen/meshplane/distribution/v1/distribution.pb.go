@@ -26,8 +26,17 @@ const (
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The version the agent holds; empty when it holds none.
-	Version       string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
-	AgentVersion  string `protobuf:"bytes,2,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	Version      string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	AgentVersion string `protobuf:"bytes,2,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	// The agent takes deltas: a response may carry a delta from a version it
+	// holds in full instead of the whole snapshot. Without it every response
+	// is a whole snapshot.
+	AcceptDelta bool `protobuf:"varint,3,opt,name=accept_delta,json=acceptDelta,proto3" json:"accept_delta,omitempty"`
+	// The version the agent holds in full in memory, which the first delta
+	// may be from; empty when it holds none (after a restart the agent knows
+	// its version but not the whole snapshot). After each response the agent
+	// holds that response's version in full.
+	DeltaBase     string `protobuf:"bytes,4,opt,name=delta_base,json=deltaBase,proto3" json:"delta_base,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -76,9 +85,26 @@ func (x *WatchRequest) GetAgentVersion() string {
 	return ""
 }
 
+func (x *WatchRequest) GetAcceptDelta() bool {
+	if x != nil {
+		return x.AcceptDelta
+	}
+	return false
+}
+
+func (x *WatchRequest) GetDeltaBase() string {
+	if x != nil {
+		return x.DeltaBase
+	}
+	return ""
+}
+
+// WatchResponse carries either a whole snapshot or, for an agent that
+// accepts them, a delta from a version it holds.
 type WatchResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Snapshot      *v1.OutputSnapshot     `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	Delta         *v1.OutputDelta        `protobuf:"bytes,2,opt,name=delta,proto3" json:"delta,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -116,6 +142,13 @@ func (*WatchResponse) Descriptor() ([]byte, []int) {
 func (x *WatchResponse) GetSnapshot() *v1.OutputSnapshot {
 	if x != nil {
 		return x.Snapshot
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetDelta() *v1.OutputDelta {
+	if x != nil {
+		return x.Delta
 	}
 	return nil
 }
@@ -390,12 +423,16 @@ var File_meshplane_distribution_v1_distribution_proto protoreflect.FileDescripto
 
 const file_meshplane_distribution_v1_distribution_proto_rawDesc = "" +
 	"\n" +
-	",meshplane/distribution/v1/distribution.proto\x12\x19meshplane.distribution.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$meshplane/snapshot/v1/snapshot.proto\"M\n" +
+	",meshplane/distribution/v1/distribution.proto\x12\x19meshplane.distribution.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$meshplane/snapshot/v1/snapshot.proto\"\x8f\x01\n" +
 	"\fWatchRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12#\n" +
-	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\"R\n" +
+	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x12!\n" +
+	"\faccept_delta\x18\x03 \x01(\bR\vacceptDelta\x12\x1d\n" +
+	"\n" +
+	"delta_base\x18\x04 \x01(\tR\tdeltaBase\"\x8c\x01\n" +
 	"\rWatchResponse\x12A\n" +
-	"\bsnapshot\x18\x01 \x01(\v2%.meshplane.snapshot.v1.OutputSnapshotR\bsnapshot\"d\n" +
+	"\bsnapshot\x18\x01 \x01(\v2%.meshplane.snapshot.v1.OutputSnapshotR\bsnapshot\x128\n" +
+	"\x05delta\x18\x02 \x01(\v2\".meshplane.snapshot.v1.OutputDeltaR\x05delta\"d\n" +
 	"\n" +
 	"AckRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12<\n" +
@@ -441,25 +478,27 @@ var file_meshplane_distribution_v1_distribution_proto_goTypes = []any{
 	(*ListAcksResponse)(nil),      // 5: meshplane.distribution.v1.ListAcksResponse
 	(*ClusterAck)(nil),            // 6: meshplane.distribution.v1.ClusterAck
 	(*v1.OutputSnapshot)(nil),     // 7: meshplane.snapshot.v1.OutputSnapshot
-	(*v1.ApplyResult)(nil),        // 8: meshplane.snapshot.v1.ApplyResult
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*v1.OutputDelta)(nil),        // 8: meshplane.snapshot.v1.OutputDelta
+	(*v1.ApplyResult)(nil),        // 9: meshplane.snapshot.v1.ApplyResult
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_meshplane_distribution_v1_distribution_proto_depIdxs = []int32{
-	7, // 0: meshplane.distribution.v1.WatchResponse.snapshot:type_name -> meshplane.snapshot.v1.OutputSnapshot
-	8, // 1: meshplane.distribution.v1.AckRequest.results:type_name -> meshplane.snapshot.v1.ApplyResult
-	6, // 2: meshplane.distribution.v1.ListAcksResponse.clusters:type_name -> meshplane.distribution.v1.ClusterAck
-	9, // 3: meshplane.distribution.v1.ClusterAck.acked_at:type_name -> google.protobuf.Timestamp
-	0, // 4: meshplane.distribution.v1.DistributionService.Watch:input_type -> meshplane.distribution.v1.WatchRequest
-	2, // 5: meshplane.distribution.v1.DistributionService.Ack:input_type -> meshplane.distribution.v1.AckRequest
-	4, // 6: meshplane.distribution.v1.DistributionService.ListAcks:input_type -> meshplane.distribution.v1.ListAcksRequest
-	1, // 7: meshplane.distribution.v1.DistributionService.Watch:output_type -> meshplane.distribution.v1.WatchResponse
-	3, // 8: meshplane.distribution.v1.DistributionService.Ack:output_type -> meshplane.distribution.v1.AckResponse
-	5, // 9: meshplane.distribution.v1.DistributionService.ListAcks:output_type -> meshplane.distribution.v1.ListAcksResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	7,  // 0: meshplane.distribution.v1.WatchResponse.snapshot:type_name -> meshplane.snapshot.v1.OutputSnapshot
+	8,  // 1: meshplane.distribution.v1.WatchResponse.delta:type_name -> meshplane.snapshot.v1.OutputDelta
+	9,  // 2: meshplane.distribution.v1.AckRequest.results:type_name -> meshplane.snapshot.v1.ApplyResult
+	6,  // 3: meshplane.distribution.v1.ListAcksResponse.clusters:type_name -> meshplane.distribution.v1.ClusterAck
+	10, // 4: meshplane.distribution.v1.ClusterAck.acked_at:type_name -> google.protobuf.Timestamp
+	0,  // 5: meshplane.distribution.v1.DistributionService.Watch:input_type -> meshplane.distribution.v1.WatchRequest
+	2,  // 6: meshplane.distribution.v1.DistributionService.Ack:input_type -> meshplane.distribution.v1.AckRequest
+	4,  // 7: meshplane.distribution.v1.DistributionService.ListAcks:input_type -> meshplane.distribution.v1.ListAcksRequest
+	1,  // 8: meshplane.distribution.v1.DistributionService.Watch:output_type -> meshplane.distribution.v1.WatchResponse
+	3,  // 9: meshplane.distribution.v1.DistributionService.Ack:output_type -> meshplane.distribution.v1.AckResponse
+	5,  // 10: meshplane.distribution.v1.DistributionService.ListAcks:output_type -> meshplane.distribution.v1.ListAcksResponse
+	8,  // [8:11] is the sub-list for method output_type
+	5,  // [5:8] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_distribution_v1_distribution_proto_init() }

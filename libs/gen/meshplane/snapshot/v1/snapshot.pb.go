@@ -551,6 +551,115 @@ func (x *OutputSnapshot) GetMissingClusters() []string {
 	return nil
 }
 
+// OutputDelta is an output snapshot given as its changes from another
+// version of the same cluster's output (the base), which the agent holds in
+// full. Distribution sends one instead of the whole snapshot when the agent
+// asks for deltas and the shared store still holds the base's index (see
+// snapshots.OutputIndex). The agent builds the new version from the base and
+// the delta, and checks that its content hash is `version` before it uses
+// it: a delta that does not check out is dropped, and the agent asks for the
+// whole snapshot.
+type OutputDelta struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version the changes are from, and the version they make.
+	BaseVersion string `protobuf:"bytes,1,opt,name=base_version,json=baseVersion,proto3" json:"base_version,omitempty"`
+	Version     string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	// Objects the new version adds or changes, whole.
+	Objects []*Object `protobuf:"bytes,3,rep,name=objects,proto3" json:"objects,omitempty"`
+	// Objects of the base the new version does not hold, by key hash: the
+	// first 8 bytes, big-endian, of the SHA-256 of "api_version NUL kind NUL
+	// namespace NUL name".
+	RemovedObjects []uint64 `protobuf:"fixed64,4,rep,packed,name=removed_objects,json=removedObjects,proto3" json:"removed_objects,omitempty"`
+	// Statuses the new version adds or changes, whole.
+	Statuses []*ResourceStatus `protobuf:"bytes,5,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	// Statuses of the base the new version does not hold, by key hash (as
+	// for objects).
+	RemovedStatuses []uint64 `protobuf:"fixed64,6,rep,packed,name=removed_statuses,json=removedStatuses,proto3" json:"removed_statuses,omitempty"`
+	// The new version without objects and statuses: every other part of it.
+	Rest          *OutputSnapshot `protobuf:"bytes,7,opt,name=rest,proto3" json:"rest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputDelta) Reset() {
+	*x = OutputDelta{}
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputDelta) ProtoMessage() {}
+
+func (x *OutputDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputDelta.ProtoReflect.Descriptor instead.
+func (*OutputDelta) Descriptor() ([]byte, []int) {
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *OutputDelta) GetBaseVersion() string {
+	if x != nil {
+		return x.BaseVersion
+	}
+	return ""
+}
+
+func (x *OutputDelta) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *OutputDelta) GetObjects() []*Object {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *OutputDelta) GetRemovedObjects() []uint64 {
+	if x != nil {
+		return x.RemovedObjects
+	}
+	return nil
+}
+
+func (x *OutputDelta) GetStatuses() []*ResourceStatus {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+func (x *OutputDelta) GetRemovedStatuses() []uint64 {
+	if x != nil {
+		return x.RemovedStatuses
+	}
+	return nil
+}
+
+func (x *OutputDelta) GetRest() *OutputSnapshot {
+	if x != nil {
+		return x.Rest
+	}
+	return nil
+}
+
 // WasmFilterConfig is one Wasm HTTP filter for the agent's ECDS server.
 type WasmFilterConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -575,7 +684,7 @@ type WasmFilterConfig struct {
 
 func (x *WasmFilterConfig) Reset() {
 	*x = WasmFilterConfig{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +696,7 @@ func (x *WasmFilterConfig) String() string {
 func (*WasmFilterConfig) ProtoMessage() {}
 
 func (x *WasmFilterConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[4]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +709,7 @@ func (x *WasmFilterConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WasmFilterConfig.ProtoReflect.Descriptor instead.
 func (*WasmFilterConfig) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{4}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WasmFilterConfig) GetName() string {
@@ -685,7 +794,7 @@ type AccessLogPolicyConfig struct {
 
 func (x *AccessLogPolicyConfig) Reset() {
 	*x = AccessLogPolicyConfig{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +806,7 @@ func (x *AccessLogPolicyConfig) String() string {
 func (*AccessLogPolicyConfig) ProtoMessage() {}
 
 func (x *AccessLogPolicyConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[5]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +819,7 @@ func (x *AccessLogPolicyConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccessLogPolicyConfig.ProtoReflect.Descriptor instead.
 func (*AccessLogPolicyConfig) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AccessLogPolicyConfig) GetPolicy() *v15.ObjectRef {
@@ -786,7 +895,7 @@ type IssuedCertificate struct {
 
 func (x *IssuedCertificate) Reset() {
 	*x = IssuedCertificate{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +907,7 @@ func (x *IssuedCertificate) String() string {
 func (*IssuedCertificate) ProtoMessage() {}
 
 func (x *IssuedCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[6]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +920,7 @@ func (x *IssuedCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssuedCertificate.ProtoReflect.Descriptor instead.
 func (*IssuedCertificate) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *IssuedCertificate) GetVirtualMesh() *v15.ObjectRef {
@@ -896,7 +1005,7 @@ type Object struct {
 
 func (x *Object) Reset() {
 	*x = Object{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1017,7 @@ func (x *Object) String() string {
 func (*Object) ProtoMessage() {}
 
 func (x *Object) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[7]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1030,7 @@ func (x *Object) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Object.ProtoReflect.Descriptor instead.
 func (*Object) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{7}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Object) GetApiVersion() string {
@@ -991,7 +1100,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1112,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[8]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1125,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{8}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ResourceStatus) GetApiVersion() string {
@@ -1074,7 +1183,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[9]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1195,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[9]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1208,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{9}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ObjectRef) GetApiVersion() string {
@@ -1143,7 +1252,7 @@ type ApplyResult struct {
 
 func (x *ApplyResult) Reset() {
 	*x = ApplyResult{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[10]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1264,7 @@ func (x *ApplyResult) String() string {
 func (*ApplyResult) ProtoMessage() {}
 
 func (x *ApplyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[10]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1277,7 @@ func (x *ApplyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResult.ProtoReflect.Descriptor instead.
 func (*ApplyResult) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{10}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ApplyResult) GetRef() *ObjectRef {
@@ -1202,7 +1311,7 @@ type AccessLogPolicyConfig_WorkloadMatch struct {
 
 func (x *AccessLogPolicyConfig_WorkloadMatch) Reset() {
 	*x = AccessLogPolicyConfig_WorkloadMatch{}
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[12]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1323,7 @@ func (x *AccessLogPolicyConfig_WorkloadMatch) String() string {
 func (*AccessLogPolicyConfig_WorkloadMatch) ProtoMessage() {}
 
 func (x *AccessLogPolicyConfig_WorkloadMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[12]
+	mi := &file_meshplane_snapshot_v1_snapshot_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1336,7 @@ func (x *AccessLogPolicyConfig_WorkloadMatch) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use AccessLogPolicyConfig_WorkloadMatch.ProtoReflect.Descriptor instead.
 func (*AccessLogPolicyConfig_WorkloadMatch) Descriptor() ([]byte, []int) {
-	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{5, 0}
+	return file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP(), []int{6, 0}
 }
 
 func (x *AccessLogPolicyConfig_WorkloadMatch) GetNamespace() string {
@@ -1291,7 +1400,15 @@ const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	" \x03(\tR\x0fmissingClusters\x1a@\n" +
 	"\x12InputVersionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf6\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x02\n" +
+	"\vOutputDelta\x12!\n" +
+	"\fbase_version\x18\x01 \x01(\tR\vbaseVersion\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x127\n" +
+	"\aobjects\x18\x03 \x03(\v2\x1d.meshplane.snapshot.v1.ObjectR\aobjects\x12'\n" +
+	"\x0fremoved_objects\x18\x04 \x03(\x06R\x0eremovedObjects\x12A\n" +
+	"\bstatuses\x18\x05 \x03(\v2%.meshplane.snapshot.v1.ResourceStatusR\bstatuses\x12)\n" +
+	"\x10removed_statuses\x18\x06 \x03(\x06R\x0fremovedStatuses\x129\n" +
+	"\x04rest\x18\a \x01(\v2%.meshplane.snapshot.v1.OutputSnapshotR\x04rest\"\xf6\x02\n" +
 	"\x10WasmFilterConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x126\n" +
 	"\x06policy\x18\x02 \x01(\v2\x1e.meshplane.common.v1.ObjectRefR\x06policy\x12<\n" +
@@ -1382,86 +1499,90 @@ func file_meshplane_snapshot_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_meshplane_snapshot_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshplane_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_meshplane_snapshot_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_meshplane_snapshot_v1_snapshot_proto_goTypes = []any{
 	(ApplyOutcome)(0),                           // 0: meshplane.snapshot.v1.ApplyOutcome
 	(*InputSnapshot)(nil),                       // 1: meshplane.snapshot.v1.InputSnapshot
 	(*UserIstioObject)(nil),                     // 2: meshplane.snapshot.v1.UserIstioObject
 	(*AgentInfo)(nil),                           // 3: meshplane.snapshot.v1.AgentInfo
 	(*OutputSnapshot)(nil),                      // 4: meshplane.snapshot.v1.OutputSnapshot
-	(*WasmFilterConfig)(nil),                    // 5: meshplane.snapshot.v1.WasmFilterConfig
-	(*AccessLogPolicyConfig)(nil),               // 6: meshplane.snapshot.v1.AccessLogPolicyConfig
-	(*IssuedCertificate)(nil),                   // 7: meshplane.snapshot.v1.IssuedCertificate
-	(*Object)(nil),                              // 8: meshplane.snapshot.v1.Object
-	(*ResourceStatus)(nil),                      // 9: meshplane.snapshot.v1.ResourceStatus
-	(*ObjectRef)(nil),                           // 10: meshplane.snapshot.v1.ObjectRef
-	(*ApplyResult)(nil),                         // 11: meshplane.snapshot.v1.ApplyResult
-	nil,                                         // 12: meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
-	(*AccessLogPolicyConfig_WorkloadMatch)(nil), // 13: meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch
-	nil,                              // 14: meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.LabelsEntry
-	nil,                              // 15: meshplane.snapshot.v1.Object.LabelsEntry
-	nil,                              // 16: meshplane.snapshot.v1.Object.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil),    // 17: google.protobuf.Timestamp
-	(*v1.Mesh)(nil),                  // 18: meshplane.discovery.v1.Mesh
-	(*v1.Workload)(nil),              // 19: meshplane.discovery.v1.Workload
-	(*v1.Destination)(nil),           // 20: meshplane.discovery.v1.Destination
-	(*v11.VirtualMesh)(nil),          // 21: meshplane.networking.v1.VirtualMesh
-	(*v11.TrafficPolicy)(nil),        // 22: meshplane.networking.v1.TrafficPolicy
-	(*v11.AccessPolicy)(nil),         // 23: meshplane.networking.v1.AccessPolicy
-	(*v11.VirtualDestination)(nil),   // 24: meshplane.networking.v1.VirtualDestination
-	(*v12.Settings)(nil),             // 25: meshplane.settings.v1.Settings
-	(*v11.WasmDeploymentPolicy)(nil), // 26: meshplane.networking.v1.WasmDeploymentPolicy
-	(*v13.AccessLogPolicy)(nil),      // 27: meshplane.observability.v1.AccessLogPolicy
-	(*v14.ScopeGrant)(nil),           // 28: meshplane.multicluster.v1.ScopeGrant
-	(*v15.ObjectRef)(nil),            // 29: meshplane.common.v1.ObjectRef
-	(v11.WasmDeploymentPolicySpec_WasmFilter_Phase)(0),                                  // 30: meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.Phase
-	(*v13.AccessLogPolicySpec_Filter)(nil),                                              // 31: meshplane.observability.v1.AccessLogPolicySpec.Filter
-	(*durationpb.Duration)(nil),                                                         // 32: google.protobuf.Duration
-	(v11.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm)(0), // 33: meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
+	(*OutputDelta)(nil),                         // 5: meshplane.snapshot.v1.OutputDelta
+	(*WasmFilterConfig)(nil),                    // 6: meshplane.snapshot.v1.WasmFilterConfig
+	(*AccessLogPolicyConfig)(nil),               // 7: meshplane.snapshot.v1.AccessLogPolicyConfig
+	(*IssuedCertificate)(nil),                   // 8: meshplane.snapshot.v1.IssuedCertificate
+	(*Object)(nil),                              // 9: meshplane.snapshot.v1.Object
+	(*ResourceStatus)(nil),                      // 10: meshplane.snapshot.v1.ResourceStatus
+	(*ObjectRef)(nil),                           // 11: meshplane.snapshot.v1.ObjectRef
+	(*ApplyResult)(nil),                         // 12: meshplane.snapshot.v1.ApplyResult
+	nil,                                         // 13: meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
+	(*AccessLogPolicyConfig_WorkloadMatch)(nil), // 14: meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch
+	nil,                              // 15: meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.LabelsEntry
+	nil,                              // 16: meshplane.snapshot.v1.Object.LabelsEntry
+	nil,                              // 17: meshplane.snapshot.v1.Object.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
+	(*v1.Mesh)(nil),                  // 19: meshplane.discovery.v1.Mesh
+	(*v1.Workload)(nil),              // 20: meshplane.discovery.v1.Workload
+	(*v1.Destination)(nil),           // 21: meshplane.discovery.v1.Destination
+	(*v11.VirtualMesh)(nil),          // 22: meshplane.networking.v1.VirtualMesh
+	(*v11.TrafficPolicy)(nil),        // 23: meshplane.networking.v1.TrafficPolicy
+	(*v11.AccessPolicy)(nil),         // 24: meshplane.networking.v1.AccessPolicy
+	(*v11.VirtualDestination)(nil),   // 25: meshplane.networking.v1.VirtualDestination
+	(*v12.Settings)(nil),             // 26: meshplane.settings.v1.Settings
+	(*v11.WasmDeploymentPolicy)(nil), // 27: meshplane.networking.v1.WasmDeploymentPolicy
+	(*v13.AccessLogPolicy)(nil),      // 28: meshplane.observability.v1.AccessLogPolicy
+	(*v14.ScopeGrant)(nil),           // 29: meshplane.multicluster.v1.ScopeGrant
+	(*v15.ObjectRef)(nil),            // 30: meshplane.common.v1.ObjectRef
+	(v11.WasmDeploymentPolicySpec_WasmFilter_Phase)(0),                                  // 31: meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.Phase
+	(*v13.AccessLogPolicySpec_Filter)(nil),                                              // 32: meshplane.observability.v1.AccessLogPolicySpec.Filter
+	(*durationpb.Duration)(nil),                                                         // 33: google.protobuf.Duration
+	(v11.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm)(0), // 34: meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
 }
 var file_meshplane_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	3,  // 0: meshplane.snapshot.v1.InputSnapshot.agent:type_name -> meshplane.snapshot.v1.AgentInfo
-	17, // 1: meshplane.snapshot.v1.InputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
-	18, // 2: meshplane.snapshot.v1.InputSnapshot.meshes:type_name -> meshplane.discovery.v1.Mesh
-	19, // 3: meshplane.snapshot.v1.InputSnapshot.workloads:type_name -> meshplane.discovery.v1.Workload
-	20, // 4: meshplane.snapshot.v1.InputSnapshot.destinations:type_name -> meshplane.discovery.v1.Destination
-	21, // 5: meshplane.snapshot.v1.InputSnapshot.virtual_meshes:type_name -> meshplane.networking.v1.VirtualMesh
-	22, // 6: meshplane.snapshot.v1.InputSnapshot.traffic_policies:type_name -> meshplane.networking.v1.TrafficPolicy
-	23, // 7: meshplane.snapshot.v1.InputSnapshot.access_policies:type_name -> meshplane.networking.v1.AccessPolicy
-	24, // 8: meshplane.snapshot.v1.InputSnapshot.virtual_destinations:type_name -> meshplane.networking.v1.VirtualDestination
-	25, // 9: meshplane.snapshot.v1.InputSnapshot.settings:type_name -> meshplane.settings.v1.Settings
-	26, // 10: meshplane.snapshot.v1.InputSnapshot.wasm_deployment_policies:type_name -> meshplane.networking.v1.WasmDeploymentPolicy
-	27, // 11: meshplane.snapshot.v1.InputSnapshot.access_log_policies:type_name -> meshplane.observability.v1.AccessLogPolicy
-	28, // 12: meshplane.snapshot.v1.InputSnapshot.scope_grants:type_name -> meshplane.multicluster.v1.ScopeGrant
+	18, // 1: meshplane.snapshot.v1.InputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
+	19, // 2: meshplane.snapshot.v1.InputSnapshot.meshes:type_name -> meshplane.discovery.v1.Mesh
+	20, // 3: meshplane.snapshot.v1.InputSnapshot.workloads:type_name -> meshplane.discovery.v1.Workload
+	21, // 4: meshplane.snapshot.v1.InputSnapshot.destinations:type_name -> meshplane.discovery.v1.Destination
+	22, // 5: meshplane.snapshot.v1.InputSnapshot.virtual_meshes:type_name -> meshplane.networking.v1.VirtualMesh
+	23, // 6: meshplane.snapshot.v1.InputSnapshot.traffic_policies:type_name -> meshplane.networking.v1.TrafficPolicy
+	24, // 7: meshplane.snapshot.v1.InputSnapshot.access_policies:type_name -> meshplane.networking.v1.AccessPolicy
+	25, // 8: meshplane.snapshot.v1.InputSnapshot.virtual_destinations:type_name -> meshplane.networking.v1.VirtualDestination
+	26, // 9: meshplane.snapshot.v1.InputSnapshot.settings:type_name -> meshplane.settings.v1.Settings
+	27, // 10: meshplane.snapshot.v1.InputSnapshot.wasm_deployment_policies:type_name -> meshplane.networking.v1.WasmDeploymentPolicy
+	28, // 11: meshplane.snapshot.v1.InputSnapshot.access_log_policies:type_name -> meshplane.observability.v1.AccessLogPolicy
+	29, // 12: meshplane.snapshot.v1.InputSnapshot.scope_grants:type_name -> meshplane.multicluster.v1.ScopeGrant
 	2,  // 13: meshplane.snapshot.v1.InputSnapshot.user_istio_objects:type_name -> meshplane.snapshot.v1.UserIstioObject
-	17, // 14: meshplane.snapshot.v1.OutputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
-	8,  // 15: meshplane.snapshot.v1.OutputSnapshot.objects:type_name -> meshplane.snapshot.v1.Object
-	9,  // 16: meshplane.snapshot.v1.OutputSnapshot.statuses:type_name -> meshplane.snapshot.v1.ResourceStatus
-	12, // 17: meshplane.snapshot.v1.OutputSnapshot.input_versions:type_name -> meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
-	7,  // 18: meshplane.snapshot.v1.OutputSnapshot.issued_certificates:type_name -> meshplane.snapshot.v1.IssuedCertificate
-	5,  // 19: meshplane.snapshot.v1.OutputSnapshot.wasm_filters:type_name -> meshplane.snapshot.v1.WasmFilterConfig
-	6,  // 20: meshplane.snapshot.v1.OutputSnapshot.access_log_policies:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig
-	29, // 21: meshplane.snapshot.v1.WasmFilterConfig.policy:type_name -> meshplane.common.v1.ObjectRef
-	29, // 22: meshplane.snapshot.v1.WasmFilterConfig.workloads:type_name -> meshplane.common.v1.ObjectRef
-	30, // 23: meshplane.snapshot.v1.WasmFilterConfig.phase:type_name -> meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.Phase
-	29, // 24: meshplane.snapshot.v1.AccessLogPolicyConfig.policy:type_name -> meshplane.common.v1.ObjectRef
-	29, // 25: meshplane.snapshot.v1.AccessLogPolicyConfig.workloads:type_name -> meshplane.common.v1.ObjectRef
-	13, // 26: meshplane.snapshot.v1.AccessLogPolicyConfig.workload_matches:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch
-	31, // 27: meshplane.snapshot.v1.AccessLogPolicyConfig.filters:type_name -> meshplane.observability.v1.AccessLogPolicySpec.Filter
-	29, // 28: meshplane.snapshot.v1.IssuedCertificate.virtual_mesh:type_name -> meshplane.common.v1.ObjectRef
-	29, // 29: meshplane.snapshot.v1.IssuedCertificate.mesh:type_name -> meshplane.common.v1.ObjectRef
-	32, // 30: meshplane.snapshot.v1.IssuedCertificate.ttl:type_name -> google.protobuf.Duration
-	33, // 31: meshplane.snapshot.v1.IssuedCertificate.key_algorithm:type_name -> meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
-	15, // 32: meshplane.snapshot.v1.Object.labels:type_name -> meshplane.snapshot.v1.Object.LabelsEntry
-	16, // 33: meshplane.snapshot.v1.Object.annotations:type_name -> meshplane.snapshot.v1.Object.AnnotationsEntry
-	10, // 34: meshplane.snapshot.v1.ApplyResult.ref:type_name -> meshplane.snapshot.v1.ObjectRef
-	0,  // 35: meshplane.snapshot.v1.ApplyResult.outcome:type_name -> meshplane.snapshot.v1.ApplyOutcome
-	14, // 36: meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.labels:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.LabelsEntry
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	18, // 14: meshplane.snapshot.v1.OutputSnapshot.generated_at:type_name -> google.protobuf.Timestamp
+	9,  // 15: meshplane.snapshot.v1.OutputSnapshot.objects:type_name -> meshplane.snapshot.v1.Object
+	10, // 16: meshplane.snapshot.v1.OutputSnapshot.statuses:type_name -> meshplane.snapshot.v1.ResourceStatus
+	13, // 17: meshplane.snapshot.v1.OutputSnapshot.input_versions:type_name -> meshplane.snapshot.v1.OutputSnapshot.InputVersionsEntry
+	8,  // 18: meshplane.snapshot.v1.OutputSnapshot.issued_certificates:type_name -> meshplane.snapshot.v1.IssuedCertificate
+	6,  // 19: meshplane.snapshot.v1.OutputSnapshot.wasm_filters:type_name -> meshplane.snapshot.v1.WasmFilterConfig
+	7,  // 20: meshplane.snapshot.v1.OutputSnapshot.access_log_policies:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig
+	9,  // 21: meshplane.snapshot.v1.OutputDelta.objects:type_name -> meshplane.snapshot.v1.Object
+	10, // 22: meshplane.snapshot.v1.OutputDelta.statuses:type_name -> meshplane.snapshot.v1.ResourceStatus
+	4,  // 23: meshplane.snapshot.v1.OutputDelta.rest:type_name -> meshplane.snapshot.v1.OutputSnapshot
+	30, // 24: meshplane.snapshot.v1.WasmFilterConfig.policy:type_name -> meshplane.common.v1.ObjectRef
+	30, // 25: meshplane.snapshot.v1.WasmFilterConfig.workloads:type_name -> meshplane.common.v1.ObjectRef
+	31, // 26: meshplane.snapshot.v1.WasmFilterConfig.phase:type_name -> meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.Phase
+	30, // 27: meshplane.snapshot.v1.AccessLogPolicyConfig.policy:type_name -> meshplane.common.v1.ObjectRef
+	30, // 28: meshplane.snapshot.v1.AccessLogPolicyConfig.workloads:type_name -> meshplane.common.v1.ObjectRef
+	14, // 29: meshplane.snapshot.v1.AccessLogPolicyConfig.workload_matches:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch
+	32, // 30: meshplane.snapshot.v1.AccessLogPolicyConfig.filters:type_name -> meshplane.observability.v1.AccessLogPolicySpec.Filter
+	30, // 31: meshplane.snapshot.v1.IssuedCertificate.virtual_mesh:type_name -> meshplane.common.v1.ObjectRef
+	30, // 32: meshplane.snapshot.v1.IssuedCertificate.mesh:type_name -> meshplane.common.v1.ObjectRef
+	33, // 33: meshplane.snapshot.v1.IssuedCertificate.ttl:type_name -> google.protobuf.Duration
+	34, // 34: meshplane.snapshot.v1.IssuedCertificate.key_algorithm:type_name -> meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
+	16, // 35: meshplane.snapshot.v1.Object.labels:type_name -> meshplane.snapshot.v1.Object.LabelsEntry
+	17, // 36: meshplane.snapshot.v1.Object.annotations:type_name -> meshplane.snapshot.v1.Object.AnnotationsEntry
+	11, // 37: meshplane.snapshot.v1.ApplyResult.ref:type_name -> meshplane.snapshot.v1.ObjectRef
+	0,  // 38: meshplane.snapshot.v1.ApplyResult.outcome:type_name -> meshplane.snapshot.v1.ApplyOutcome
+	15, // 39: meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.labels:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.LabelsEntry
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_snapshot_v1_snapshot_proto_init() }
@@ -1475,7 +1596,7 @@ func file_meshplane_snapshot_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshplane_snapshot_v1_snapshot_proto_rawDesc), len(file_meshplane_snapshot_v1_snapshot_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -62,6 +62,22 @@ type Relay struct {
 
 	// cur indexes dists: the address to try first.
 	cur atomic.Int64
+
+	// held is the last snapshot a watch returned, which the agent holds in
+	// full: deltas are asked for from it. Nil at start and after a delta
+	// that did not check out.
+	held atomic.Pointer[snapshotv1.OutputSnapshot]
+	// noDeltas asks for whole snapshots only.
+	noDeltas bool
+	// onDelta observes each delta received: applied, or refused because it
+	// did not check out.
+	onDelta func(applied bool)
+}
+
+// SetDeltas sets whether watches ask for deltas (the default), and a
+// function told of each delta received: whether it checked out.
+func (r *Relay) SetDeltas(on bool, observe func(applied bool)) {
+	r.noDeltas, r.onDelta = !on, observe
 }
 
 var _ app.Relay = (*Relay)(nil)
@@ -154,10 +170,14 @@ func (p *pushStream) Close() error {
 func (r *Relay) Watch(ctx context.Context, have string) (app.WatchStream, error) {
 	var errs []error
 	for _, i := range r.order() {
-		s, err := r.dists[i].Watch(ctx, connect.NewRequest(&distributionv1.WatchRequest{Version: have, AgentVersion: r.agentVersion}))
+		req := &distributionv1.WatchRequest{Version: have, AgentVersion: r.agentVersion, AcceptDelta: !r.noDeltas}
+		if base := r.held.Load(); base != nil && !r.noDeltas {
+			req.DeltaBase = base.GetVersion()
+		}
+		s, err := r.dists[i].Watch(ctx, connect.NewRequest(req))
 		if err == nil {
 			r.cur.Store(int64(i))
-			return &watchStream{s: s, broken: func() { r.moveOff(i) }}, nil
+			return &watchStream{s: s, broken: func() { r.moveOff(i) }, relay: r}, nil
 		}
 		errs = append(errs, err)
 		if ctx.Err() != nil || !failover(err) {
@@ -174,8 +194,14 @@ func (r *Relay) Watch(ctx context.Context, have string) (app.WatchStream, error)
 type watchStream struct {
 	s      *connect.ServerStreamForClient[distributionv1.WatchResponse]
 	broken func()
+	relay  *Relay
 }
 
+// Receive returns the next version. A delta is applied to the snapshot
+// the relay holds and returned only when the state it makes is the
+// version it names (snapshots.ApplyDelta): one that does not check out is
+// an error, and the next watch asks for the whole snapshot, so the agent
+// never applies, or garbage-collects from, a state the plane did not send.
 func (w *watchStream) Receive() (*snapshotv1.OutputSnapshot, error) {
 	if !w.s.Receive() {
 		err := w.s.Err()
@@ -189,7 +215,38 @@ func (w *watchStream) Receive() (*snapshotv1.OutputSnapshot, error) {
 		}
 		return nil, err
 	}
-	return w.s.Msg().GetSnapshot(), nil
+	msg := w.s.Msg()
+	if d := msg.GetDelta(); d != nil && msg.GetSnapshot() == nil {
+		s, err := w.applyDelta(d)
+		if w.relay.onDelta != nil {
+			w.relay.onDelta(err == nil)
+		}
+		if err != nil {
+			return nil, err
+		}
+		w.relay.held.Store(s)
+		return s, nil
+	}
+	s := msg.GetSnapshot()
+	if s != nil {
+		w.relay.held.Store(s)
+	}
+	return s, nil
+}
+
+func (w *watchStream) applyDelta(d *snapshotv1.OutputDelta) (*snapshotv1.OutputSnapshot, error) {
+	base := w.relay.held.Load()
+	if base == nil {
+		w.relay.held.Store(nil)
+		return nil, fmt.Errorf("%w: it is from version %s, and the agent holds no whole snapshot", snapshots.ErrDeltaMismatch, d.GetBaseVersion())
+	}
+	s, err := snapshots.ApplyDelta(base, d)
+	if err != nil {
+		// Ask for the whole snapshot next.
+		w.relay.held.Store(nil)
+		return nil, fmt.Errorf("delta to version %s: %w", d.GetVersion(), err)
+	}
+	return s, nil
 }
 
 func (w *watchStream) Close() error { return w.s.Close() }

@@ -8,7 +8,6 @@ import (
 	"connectrpc.com/connect"
 	distributionv1 "github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
-	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/services/distribution/internal/app"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -38,8 +37,9 @@ func (h *Handler) Watch(ctx context.Context, req *connect.Request[distributionv1
 	if err := stream.Send(nil); err != nil {
 		return err
 	}
-	err = h.d.Watch(ctx, cluster, req.Msg.GetVersion(), func(s *snapshotv1.OutputSnapshot) error {
-		return stream.Send(&distributionv1.WatchResponse{Snapshot: s})
+	r := app.WatchRequest{Have: req.Msg.GetVersion(), AcceptDelta: req.Msg.GetAcceptDelta(), DeltaBase: req.Msg.GetDeltaBase()}
+	err = h.d.WatchUpdates(ctx, cluster, r, func(u app.Update) error {
+		return stream.Send(&distributionv1.WatchResponse{Snapshot: u.Snapshot, Delta: u.Delta})
 	})
 	if err != nil {
 		return toConnect(err)

@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
-import type { ApplyResult, OutputSnapshot } from "../../snapshot/v1/snapshot_pb.js";
+import type { ApplyResult, OutputDelta, OutputSnapshot } from "../../snapshot/v1/snapshot_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
@@ -27,6 +27,25 @@ export declare type WatchRequest = Message<"meshplane.distribution.v1.WatchReque
    * @generated from field: string agent_version = 2;
    */
   agentVersion: string;
+
+  /**
+   * The agent takes deltas: a response may carry a delta from a version it
+   * holds in full instead of the whole snapshot. Without it every response
+   * is a whole snapshot.
+   *
+   * @generated from field: bool accept_delta = 3;
+   */
+  acceptDelta: boolean;
+
+  /**
+   * The version the agent holds in full in memory, which the first delta
+   * may be from; empty when it holds none (after a restart the agent knows
+   * its version but not the whole snapshot). After each response the agent
+   * holds that response's version in full.
+   *
+   * @generated from field: string delta_base = 4;
+   */
+  deltaBase: string;
 };
 
 /**
@@ -36,6 +55,9 @@ export declare type WatchRequest = Message<"meshplane.distribution.v1.WatchReque
 export declare const WatchRequestSchema: GenMessage<WatchRequest>;
 
 /**
+ * WatchResponse carries either a whole snapshot or, for an agent that
+ * accepts them, a delta from a version it holds.
+ *
  * @generated from message meshplane.distribution.v1.WatchResponse
  */
 export declare type WatchResponse = Message<"meshplane.distribution.v1.WatchResponse"> & {
@@ -43,6 +65,11 @@ export declare type WatchResponse = Message<"meshplane.distribution.v1.WatchResp
    * @generated from field: meshplane.snapshot.v1.OutputSnapshot snapshot = 1;
    */
   snapshot?: OutputSnapshot;
+
+  /**
+   * @generated from field: meshplane.snapshot.v1.OutputDelta delta = 2;
+   */
+  delta?: OutputDelta;
 };
 
 /**

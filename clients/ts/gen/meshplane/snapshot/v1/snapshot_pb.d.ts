@@ -302,6 +302,76 @@ export declare type OutputSnapshot = Message<"meshplane.snapshot.v1.OutputSnapsh
 export declare const OutputSnapshotSchema: GenMessage<OutputSnapshot>;
 
 /**
+ * OutputDelta is an output snapshot given as its changes from another
+ * version of the same cluster's output (the base), which the agent holds in
+ * full. Distribution sends one instead of the whole snapshot when the agent
+ * asks for deltas and the shared store still holds the base's index (see
+ * snapshots.OutputIndex). The agent builds the new version from the base and
+ * the delta, and checks that its content hash is `version` before it uses
+ * it: a delta that does not check out is dropped, and the agent asks for the
+ * whole snapshot.
+ *
+ * @generated from message meshplane.snapshot.v1.OutputDelta
+ */
+export declare type OutputDelta = Message<"meshplane.snapshot.v1.OutputDelta"> & {
+  /**
+   * The version the changes are from, and the version they make.
+   *
+   * @generated from field: string base_version = 1;
+   */
+  baseVersion: string;
+
+  /**
+   * @generated from field: string version = 2;
+   */
+  version: string;
+
+  /**
+   * Objects the new version adds or changes, whole.
+   *
+   * @generated from field: repeated meshplane.snapshot.v1.Object objects = 3;
+   */
+  objects: Object$[];
+
+  /**
+   * Objects of the base the new version does not hold, by key hash: the
+   * first 8 bytes, big-endian, of the SHA-256 of "api_version NUL kind NUL
+   * namespace NUL name".
+   *
+   * @generated from field: repeated fixed64 removed_objects = 4;
+   */
+  removedObjects: bigint[];
+
+  /**
+   * Statuses the new version adds or changes, whole.
+   *
+   * @generated from field: repeated meshplane.snapshot.v1.ResourceStatus statuses = 5;
+   */
+  statuses: ResourceStatus[];
+
+  /**
+   * Statuses of the base the new version does not hold, by key hash (as
+   * for objects).
+   *
+   * @generated from field: repeated fixed64 removed_statuses = 6;
+   */
+  removedStatuses: bigint[];
+
+  /**
+   * The new version without objects and statuses: every other part of it.
+   *
+   * @generated from field: meshplane.snapshot.v1.OutputSnapshot rest = 7;
+   */
+  rest?: OutputSnapshot;
+};
+
+/**
+ * Describes the message meshplane.snapshot.v1.OutputDelta.
+ * Use `create(OutputDeltaSchema)` to create a new message.
+ */
+export declare const OutputDeltaSchema: GenMessage<OutputDelta>;
+
+/**
  * WasmFilterConfig is one Wasm HTTP filter for the agent's ECDS server.
  *
  * @generated from message meshplane.snapshot.v1.WasmFilterConfig

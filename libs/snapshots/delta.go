@@ -1,0 +1,266 @@
+package snapshots
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"slices"
+	"unsafe"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// OutputIndex is what distribution keeps of an output version to send
+// deltas from it: per object and per status, the hash of its key and of
+// its content, 16 bytes each. At the reference estate's 21,000 objects a
+// cluster's index is about 340 KB, where its output is tens of megabytes.
+//
+// The hashes are 8 bytes of SHA-256. A collision could only make a delta
+// wrong, and the agent checks every state a delta makes against the new
+// version's full content hash before it uses it (ApplyDelta); a wrong
+// delta costs a whole snapshot, never a wrong state.
+type OutputIndex struct {
+	Objects  map[uint64]uint64
+	Statuses map[uint64]uint64
+}
+
+// hash8 is the first 8 bytes of the SHA-256 of b.
+func hash8(b []byte) uint64 {
+	sum := sha256.Sum256(b)
+	return binary.BigEndian.Uint64(sum[:8])
+}
+
+func keyHash(parts ...string) uint64 {
+	n := 0
+	for _, p := range parts {
+		n += len(p) + 1
+	}
+	b := make([]byte, 0, n)
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, 0)
+		}
+		b = append(b, p...)
+	}
+	return hash8(b)
+}
+
+// ObjectKeyHash is the key hash of an object: of its API version, kind,
+// namespace and name.
+func ObjectKeyHash(o *snapshotv1.Object) uint64 {
+	return keyHash(o.GetApiVersion(), o.GetKind(), o.GetNamespace(), o.GetName())
+}
+
+// StatusKeyHash is the key hash of a status: of its resource's API
+// version, kind, namespace and name.
+func StatusKeyHash(s *snapshotv1.ResourceStatus) uint64 {
+	return keyHash(s.GetApiVersion(), s.GetKind(), s.GetNamespace(), s.GetName())
+}
+
+func contentHash(m proto.Message) uint64 {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		b = []byte("marshal error: " + err.Error())
+	}
+	return hash8(b)
+}
+
+// objectHasher hashes objects' content without encoding them: every
+// field of Object, each length-prefixed, maps in key order. An object
+// with unknown fields is encoded and hashed instead. TestObjectHashCovers
+// fails when Object gains a field this does not read.
+type objectHasher struct {
+	h    hash.Hash
+	buf  []byte
+	keys []string
+}
+
+func newObjectHasher() *objectHasher { return &objectHasher{h: sha256.New()} }
+
+func (x *objectHasher) str(s string) {
+	x.buf = binary.BigEndian.AppendUint64(x.buf[:0], uint64(len(s)))
+	x.h.Write(x.buf)
+	x.h.Write(unsafeBytes(s))
+}
+
+func (x *objectHasher) strMap(m map[string]string) {
+	x.keys = x.keys[:0]
+	for k := range m {
+		x.keys = append(x.keys, k)
+	}
+	slices.Sort(x.keys)
+	x.buf = binary.BigEndian.AppendUint64(x.buf[:0], uint64(len(m)))
+	x.h.Write(x.buf)
+	for _, k := range x.keys {
+		x.str(k)
+		x.str(m[k])
+	}
+}
+
+func (x *objectHasher) object(o *snapshotv1.Object) uint64 {
+	if len(o.ProtoReflect().GetUnknown()) > 0 {
+		return contentHash(o)
+	}
+	x.h.Reset()
+	x.str(o.GetApiVersion())
+	x.str(o.GetKind())
+	x.str(o.GetNamespace())
+	x.str(o.GetName())
+	x.strMap(o.GetLabels())
+	x.strMap(o.GetAnnotations())
+	x.buf = binary.BigEndian.AppendUint64(x.buf[:0], uint64(len(o.GetSpec())))
+	x.h.Write(x.buf)
+	x.h.Write(o.GetSpec())
+	var sum [sha256.Size]byte
+	return binary.BigEndian.Uint64(x.h.Sum(sum[:0]))
+}
+
+// unsafeBytes views s as bytes, for hashing only.
+func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// IndexOutput returns the index of an output.
+func IndexOutput(s *snapshotv1.OutputSnapshot) OutputIndex {
+	idx := OutputIndex{Objects: make(map[uint64]uint64, len(s.GetObjects())), Statuses: make(map[uint64]uint64, len(s.GetStatuses()))}
+	x := newObjectHasher()
+	for _, o := range s.GetObjects() {
+		idx.Objects[ObjectKeyHash(o)] = x.object(o)
+	}
+	for _, st := range s.GetStatuses() {
+		idx.Statuses[StatusKeyHash(st)] = contentHash(st)
+	}
+	return idx
+}
+
+// Encode returns the index as bytes: the object and status counts, then
+// each pair, sorted, as big-endian 8-byte words.
+func (x OutputIndex) Encode() []byte {
+	b := make([]byte, 0, 16+16*(len(x.Objects)+len(x.Statuses)))
+	b = binary.BigEndian.AppendUint64(b, uint64(len(x.Objects)))
+	b = binary.BigEndian.AppendUint64(b, uint64(len(x.Statuses)))
+	for _, m := range []map[uint64]uint64{x.Objects, x.Statuses} {
+		keys := make([]uint64, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			b = binary.BigEndian.AppendUint64(b, k)
+			b = binary.BigEndian.AppendUint64(b, m[k])
+		}
+	}
+	return b
+}
+
+// DecodeIndex reads what Encode wrote.
+func DecodeIndex(b []byte) (OutputIndex, error) {
+	if len(b) < 16 {
+		return OutputIndex{}, fmt.Errorf("output index: %d bytes, want at least 16", len(b))
+	}
+	objects, statuses := binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])
+	b = b[16:]
+	if objects > uint64(len(b))/16 || statuses > uint64(len(b))/16 || (objects+statuses)*16 != uint64(len(b)) {
+		return OutputIndex{}, fmt.Errorf("output index: %d objects and %d statuses do not fit %d bytes", objects, statuses, len(b))
+	}
+	x := OutputIndex{Objects: make(map[uint64]uint64, objects), Statuses: make(map[uint64]uint64, statuses)}
+	for i := range objects + statuses {
+		k, v := binary.BigEndian.Uint64(b[16*i:]), binary.BigEndian.Uint64(b[16*i+8:])
+		if i < objects {
+			x.Objects[k] = v
+		} else {
+			x.Statuses[k] = v
+		}
+	}
+	return x, nil
+}
+
+// Diff returns the delta that makes next from the version base indexes,
+// and next's own index. next must be sealed.
+func Diff(baseVersion string, base OutputIndex, next *snapshotv1.OutputSnapshot) (*snapshotv1.OutputDelta, OutputIndex) {
+	idx := IndexOutput(next)
+	d := &snapshotv1.OutputDelta{BaseVersion: baseVersion, Version: next.GetVersion()}
+	for _, o := range next.GetObjects() {
+		if h, ok := base.Objects[ObjectKeyHash(o)]; !ok || h != idx.Objects[ObjectKeyHash(o)] {
+			d.Objects = append(d.Objects, o)
+		}
+	}
+	for k := range base.Objects {
+		if _, ok := idx.Objects[k]; !ok {
+			d.RemovedObjects = append(d.RemovedObjects, k)
+		}
+	}
+	for _, st := range next.GetStatuses() {
+		if h, ok := base.Statuses[StatusKeyHash(st)]; !ok || h != idx.Statuses[StatusKeyHash(st)] {
+			d.Statuses = append(d.Statuses, st)
+		}
+	}
+	for k := range base.Statuses {
+		if _, ok := idx.Statuses[k]; !ok {
+			d.RemovedStatuses = append(d.RemovedStatuses, k)
+		}
+	}
+	slices.Sort(d.RemovedObjects)
+	slices.Sort(d.RemovedStatuses)
+	rest := shallowCopy(next)
+	rest.Objects, rest.Statuses = nil, nil
+	d.Rest = rest
+	return d, idx
+}
+
+// ErrDeltaMismatch is returned by ApplyDelta when the state a delta makes
+// is not the version it names.
+var ErrDeltaMismatch = errors.New("the delta does not check out")
+
+// ApplyDelta builds the version d makes from base, which must be the
+// version d is from, and checks it: its content hash must be d's version.
+// base is not modified; the result shares its objects and d's.
+func ApplyDelta(base *snapshotv1.OutputSnapshot, d *snapshotv1.OutputDelta) (*snapshotv1.OutputSnapshot, error) {
+	if base.GetVersion() != d.GetBaseVersion() || base.GetVersion() == "" {
+		return nil, fmt.Errorf("%w: it is from version %q, the agent holds %q", ErrDeltaMismatch, d.GetBaseVersion(), base.GetVersion())
+	}
+	if d.GetRest() == nil || d.GetVersion() == "" {
+		return nil, fmt.Errorf("%w: it has no version or no rest", ErrDeltaMismatch)
+	}
+	if d.GetRest().GetCluster() != base.GetCluster() {
+		return nil, fmt.Errorf("%w: it is for cluster %q, the base for %q", ErrDeltaMismatch, d.GetRest().GetCluster(), base.GetCluster())
+	}
+	out := shallowCopy(d.GetRest())
+	out.Objects = merge(base.GetObjects(), d.GetObjects(), d.GetRemovedObjects(), ObjectKeyHash)
+	out.Statuses = merge(base.GetStatuses(), d.GetStatuses(), d.GetRemovedStatuses(), StatusKeyHash)
+	SortOutput(out)
+	if v := OutputVersion(out); v != d.GetVersion() {
+		return nil, fmt.Errorf("%w: the state it makes from %s is version %s, not %s", ErrDeltaMismatch, base.GetVersion(), v, d.GetVersion())
+	}
+	out.Version = d.GetVersion()
+	return out, nil
+}
+
+// merge returns base without the removed keys and the keys of changed,
+// plus changed.
+func merge[T any](base, changed []T, removed []uint64, key func(T) uint64) []T {
+	drop := make(map[uint64]bool, len(removed)+len(changed))
+	for _, k := range removed {
+		drop[k] = true
+	}
+	for _, c := range changed {
+		drop[key(c)] = true
+	}
+	out := make([]T, 0, len(base)+len(changed))
+	for _, b := range base {
+		if !drop[key(b)] {
+			out = append(out, b)
+		}
+	}
+	return append(out, changed...)
+}
+
+func shallowCopy(s *snapshotv1.OutputSnapshot) *snapshotv1.OutputSnapshot {
+	src := s.ProtoReflect()
+	dst := src.New()
+	for fd, v := range src.Range {
+		dst.Set(fd, v)
+	}
+	return dst.Interface().(*snapshotv1.OutputSnapshot)
+}

@@ -1,0 +1,236 @@
+package snapshots_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"google.golang.org/protobuf/proto"
+)
+
+func deltaObject(kind string, i int, spec string) *snapshotv1.Object {
+	return &snapshotv1.Object{
+		ApiVersion: "networking.istio.io/v1", Kind: kind, Namespace: "bookinfo", Name: fmt.Sprintf("o-%d", i),
+		Labels: map[string]string{snapshots.LabelManagedBy: "meshplane"}, Spec: []byte(spec),
+	}
+}
+
+func deltaStatus(i int, state string) *snapshotv1.ResourceStatus {
+	return &snapshotv1.ResourceStatus{ApiVersion: "networking.meshplane.dev/v1", Kind: "TrafficPolicy", Namespace: "bookinfo", Name: fmt.Sprintf("p-%d", i), ObservedGeneration: 1, Status: []byte(state)}
+}
+
+// randomOutput is a sealed output of up to n objects and statuses.
+func randomOutput(r *rand.Rand, n int) *snapshotv1.OutputSnapshot {
+	o := &snapshotv1.OutputSnapshot{Cluster: "east"}
+	for i := range n {
+		if r.IntN(4) > 0 {
+			o.Objects = append(o.Objects, deltaObject([]string{"VirtualService", "DestinationRule"}[r.IntN(2)], i, fmt.Sprintf(`{"v":%d}`, r.IntN(3))))
+		}
+		if r.IntN(3) == 0 {
+			o.Statuses = append(o.Statuses, deltaStatus(i, fmt.Sprintf(`{"state":%d}`, r.IntN(2))))
+		}
+	}
+	if r.IntN(2) == 0 {
+		o.MissingClusters = []string{"west"}
+	}
+	snapshots.SealOutput(o)
+	return o
+}
+
+// A delta from any version to any other makes exactly the other version:
+// same content hash, same objects and statuses.
+func TestDeltaMakesTheNextVersion(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 300 {
+		base, next := randomOutput(r, 1+r.IntN(40)), randomOutput(r, 1+r.IntN(40))
+		idx := snapshots.IndexOutput(base)
+		decoded, err := snapshots.DecodeIndex(idx.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, nextIdx := snapshots.Diff(base.GetVersion(), decoded, next)
+		got, err := snapshots.ApplyDelta(base, d)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if got.GetVersion() != next.GetVersion() || !proto.Equal(got, next) {
+			t.Fatalf("case %d: delta made %s, want %s", i, got.GetVersion(), next.GetVersion())
+		}
+		if len(nextIdx.Objects) != len(next.GetObjects()) {
+			t.Fatalf("case %d: index of %d objects for %d", i, len(nextIdx.Objects), len(next.GetObjects()))
+		}
+		if base.GetVersion() == next.GetVersion() && (len(d.GetObjects())+len(d.GetRemovedObjects())+len(d.GetStatuses())+len(d.GetRemovedStatuses()) != 0) {
+			t.Fatalf("case %d: a delta between equal versions carries changes", i)
+		}
+	}
+}
+
+// One changed object: the delta carries that object only.
+func TestDeltaOfOneEdit(t *testing.T) {
+	base := &snapshotv1.OutputSnapshot{Cluster: "east"}
+	for i := range 1000 {
+		base.Objects = append(base.Objects, deltaObject("VirtualService", i, `{"hosts":["h"]}`))
+	}
+	snapshots.SealOutput(base)
+	next := proto.Clone(base).(*snapshotv1.OutputSnapshot)
+	for _, o := range next.Objects {
+		if o.Name == "o-500" {
+			o.Spec = []byte(`{"hosts":["h"],"http":[{"retries":{"attempts":3}}]}`)
+		}
+	}
+	next.Objects = slices.DeleteFunc(next.Objects, func(o *snapshotv1.Object) bool { return o.Name == "o-7" })
+	snapshots.SealOutput(next)
+	d, _ := snapshots.Diff(base.GetVersion(), snapshots.IndexOutput(base), next)
+	if len(d.GetObjects()) != 1 || d.GetObjects()[0].GetName() != "o-500" || len(d.GetRemovedObjects()) != 1 {
+		t.Fatalf("delta carries %d objects and %d removals, want o-500 and one removal", len(d.GetObjects()), len(d.GetRemovedObjects()))
+	}
+	if full, delta := proto.Size(next), proto.Size(d); delta*100 > full {
+		t.Fatalf("delta is %d bytes, the whole snapshot %d: want at least 100 times smaller", delta, full)
+	}
+}
+
+// A delta that does not make the version it names is refused, whatever
+// was changed in it: the agent never uses a wrong state.
+func TestDeltaThatDoesNotCheckOut(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	base, next := randomOutput(r, 30), randomOutput(r, 30)
+	for base.GetVersion() == next.GetVersion() {
+		next = randomOutput(r, 30)
+	}
+	fresh := func() *snapshotv1.OutputDelta {
+		d, _ := snapshots.Diff(base.GetVersion(), snapshots.IndexOutput(base), next)
+		return d
+	}
+	for name, tamper := range map[string]func(d *snapshotv1.OutputDelta){
+		"another base": func(d *snapshotv1.OutputDelta) { d.BaseVersion = next.GetVersion() },
+		"a change left out": func(d *snapshotv1.OutputDelta) {
+			d.Objects, d.RemovedObjects, d.Statuses, d.RemovedStatuses = nil, nil, nil, nil
+		},
+		"a changed spec": func(d *snapshotv1.OutputDelta) {
+			d.Objects = append(d.Objects, deltaObject("VirtualService", 999, `{"evil":true}`))
+		},
+		"an extra removal": func(d *snapshotv1.OutputDelta) {
+			// An object the delta does not carry: one next holds unchanged.
+			for _, o := range next.GetObjects() {
+				if !slices.ContainsFunc(d.Objects, func(c *snapshotv1.Object) bool { return c.GetName() == o.GetName() && c.GetKind() == o.GetKind() }) {
+					d.RemovedObjects = append(d.RemovedObjects, snapshots.ObjectKeyHash(o))
+					return
+				}
+			}
+			t.Fatal("every object of next changed: pick another seed")
+		},
+		"another rest":    func(d *snapshotv1.OutputDelta) { d.Rest.MissingClusters = append(d.Rest.MissingClusters, "zz") },
+		"another cluster": func(d *snapshotv1.OutputDelta) { d.Rest.Cluster = "west" },
+		"no rest":         func(d *snapshotv1.OutputDelta) { d.Rest = nil },
+	} {
+		d := fresh()
+		tamper(d)
+		if _, err := snapshots.ApplyDelta(base, d); !errors.Is(err, snapshots.ErrDeltaMismatch) {
+			t.Errorf("%s: ApplyDelta = %v, want ErrDeltaMismatch", name, err)
+		}
+	}
+	if _, err := snapshots.ApplyDelta(base, fresh()); err != nil {
+		t.Fatalf("the untampered delta: %v", err)
+	}
+}
+
+func TestDecodeIndexRefusesBadInput(t *testing.T) {
+	good := snapshots.IndexOutput(randomOutput(rand.New(rand.NewPCG(5, 6)), 10)).Encode()
+	for name, b := range map[string][]byte{
+		"empty":     nil,
+		"truncated": good[:len(good)-3],
+		"huge count": append([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0},
+			good[16:]...),
+	} {
+		if _, err := snapshots.DecodeIndex(b); err == nil {
+			t.Errorf("%s: DecodeIndex succeeded", name)
+		}
+	}
+}
+
+// FuzzApplyDelta: any delta, however made, is either refused or makes the
+// version it names; it never panics.
+func FuzzApplyDelta(f *testing.F) {
+	r := rand.New(rand.NewPCG(7, 8))
+	base, next := randomOutput(r, 8), randomOutput(r, 8)
+	d, _ := snapshots.Diff(base.GetVersion(), snapshots.IndexOutput(base), next)
+	seed, _ := proto.Marshal(d)
+	f.Add(seed)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := &snapshotv1.OutputDelta{}
+		if proto.Unmarshal(b, d) != nil {
+			return
+		}
+		out, err := snapshots.ApplyDelta(base, d)
+		if err != nil {
+			if !errors.Is(err, snapshots.ErrDeltaMismatch) {
+				t.Fatalf("ApplyDelta error %v is not ErrDeltaMismatch", err)
+			}
+			return
+		}
+		if snapshots.OutputVersion(out) != d.GetVersion() {
+			t.Fatalf("ApplyDelta returned a state of another version")
+		}
+	})
+}
+
+func FuzzDecodeIndex(f *testing.F) {
+	f.Add(snapshots.IndexOutput(randomOutput(rand.New(rand.NewPCG(9, 10)), 5)).Encode())
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		x, err := snapshots.DecodeIndex(b)
+		if err != nil {
+			return
+		}
+		if y, err := snapshots.DecodeIndex(x.Encode()); err != nil || len(y.Objects) != len(x.Objects) || len(y.Statuses) != len(x.Statuses) {
+			t.Fatalf("round trip: %v", err)
+		}
+	})
+}
+
+// The object content hash reads every field of Object: one added to the
+// message must be added to it (objectHasher), or a change in that field
+// alone would be left out of deltas. (A delta that leaves it out does not
+// check out, so the cost would be whole snapshots, not a wrong state.)
+func TestObjectHashCovers(t *testing.T) {
+	fields := (&snapshotv1.Object{}).ProtoReflect().Descriptor().Fields()
+	var names []string
+	for i := range fields.Len() {
+		names = append(names, string(fields.Get(i).Name()))
+	}
+	want := []string{"api_version", "kind", "namespace", "name", "labels", "annotations", "spec"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("Object has fields %v; the content hash reads %v: update objectHasher", names, want)
+	}
+	base := deltaObject("VirtualService", 1, `{"a":1}`)
+	seen := map[uint64]string{}
+	for name, change := range map[string]func(o *snapshotv1.Object){
+		"none":        func(*snapshotv1.Object) {},
+		"api_version": func(o *snapshotv1.Object) { o.ApiVersion = "v2" },
+		"kind":        func(o *snapshotv1.Object) { o.Kind = "DestinationRule" },
+		"namespace":   func(o *snapshotv1.Object) { o.Namespace = "x" },
+		"name":        func(o *snapshotv1.Object) { o.Name = "x" },
+		"labels":      func(o *snapshotv1.Object) { o.Labels["a"] = "b" },
+		"annotations": func(o *snapshotv1.Object) { o.Annotations = map[string]string{"a": "b"} },
+		"spec":        func(o *snapshotv1.Object) { o.Spec = []byte(`{"a":2}`) },
+		"label moved": func(o *snapshotv1.Object) {
+			o.Labels = map[string]string{"a": "b"}
+			o.Annotations = map[string]string{snapshots.LabelManagedBy: "meshplane"}
+		},
+	} {
+		o := proto.Clone(base).(*snapshotv1.Object)
+		change(o)
+		out := &snapshotv1.OutputSnapshot{Cluster: "east", Objects: []*snapshotv1.Object{o}}
+		for _, h := range snapshots.IndexOutput(out).Objects {
+			if other, dup := seen[h]; dup {
+				t.Errorf("changing %s hashes as changing %s", name, other)
+			}
+			seen[h] = name
+		}
+	}
+}

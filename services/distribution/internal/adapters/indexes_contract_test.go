@@ -1,0 +1,65 @@
+package adapters_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/meshplane/meshplane/libs/redistest"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/distribution/internal/adapters/memory"
+	redisacks "github.com/meshplane/meshplane/services/distribution/internal/adapters/redis"
+	"github.com/meshplane/meshplane/services/distribution/internal/app"
+)
+
+// The IndexStore contract, against memory and a real Redis: the newest
+// app.KeepIndexes versions of each cluster are kept and seen by every
+// replica; older ones, and other clusters' versions, are not found.
+func TestIndexStoreContract(t *testing.T) {
+	for _, f := range []struct {
+		name string
+		new  func(t *testing.T) (app.IndexStore, app.IndexStore)
+	}{
+		{"memory", func(t *testing.T) (app.IndexStore, app.IndexStore) { s := memory.NewIndexes(); return s, s }},
+		{"redis", func(t *testing.T) (app.IndexStore, app.IndexStore) {
+			r := redistest.Start(t)
+			return redisacks.NewIndexes(r.Client(t), "test"), redisacks.NewIndexes(r.Client(t), "test")
+		}},
+	} {
+		t.Run(f.name, func(t *testing.T) {
+			a, b := f.new(t)
+			ctx := t.Context()
+			index := func(i int) snapshots.OutputIndex {
+				return snapshots.OutputIndex{Objects: map[uint64]uint64{uint64(i): uint64(i * 7), 1 << 63: 5}, Statuses: map[uint64]uint64{uint64(i): 1}}
+			}
+			if _, err := a.GetIndex(ctx, "east", "v0"); !errors.Is(err, snapshots.ErrNotFound) {
+				t.Fatalf("GetIndex of nothing = %v, want ErrNotFound", err)
+			}
+			n := app.KeepIndexes + 2
+			for i := range n {
+				if err := a.PutIndex(ctx, "east", fmt.Sprint("v", i), index(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Putting a kept version again makes it the newest, once.
+			if err := a.PutIndex(ctx, "east", fmt.Sprint("v", n-app.KeepIndexes), index(n-app.KeepIndexes)); err != nil {
+				t.Fatal(err)
+			}
+			for i := range n {
+				got, err := b.GetIndex(ctx, "east", fmt.Sprint("v", i))
+				if i < n-app.KeepIndexes {
+					if !errors.Is(err, snapshots.ErrNotFound) {
+						t.Errorf("v%d (older than the newest %d) = %v, want ErrNotFound", i, app.KeepIndexes, err)
+					}
+					continue
+				}
+				if err != nil || got.Objects[uint64(i)] != uint64(i*7) || got.Objects[1<<63] != 5 || got.Statuses[uint64(i)] != 1 || len(got.Objects) != 2 {
+					t.Errorf("v%d = %+v, %v", i, got, err)
+				}
+			}
+			if _, err := b.GetIndex(ctx, "west", fmt.Sprint("v", n-1)); !errors.Is(err, snapshots.ErrNotFound) {
+				t.Errorf("another cluster's version = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
