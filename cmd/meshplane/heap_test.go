@@ -5,7 +5,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,8 +237,14 @@ func heapBack(t *testing.T, baseline, withBig, measurable, part uint64) (after u
 		after = min(after, heapInUse())
 	}
 	if after > allowed {
-		t.Fatalf("heap in use after shrinking is %d KiB, %d KiB over the baseline of %d KiB (at most %d KiB may stay): something holds the large input, translation or output",
-			after>>10, (after-baseline)>>10, baseline>>10, (allowed-baseline)>>10)
+		// What holds it, for `go tool pprof -sample_index=inuse_space`.
+		prof := filepath.Join(os.TempDir(), fmt.Sprintf("meshplane-%s-heap.pprof", strings.ReplaceAll(t.Name(), "/", "_")))
+		if f, err := os.Create(prof); err == nil {
+			_ = pprof.Lookup("heap").WriteTo(f, 0)
+			_ = f.Close()
+		}
+		t.Fatalf("heap in use after shrinking is %d KiB, %d KiB over the baseline of %d KiB (at most %d KiB may stay): something holds the large input, translation or output (heap profile: %s)",
+			after>>10, (after-baseline)>>10, baseline>>10, (allowed-baseline)>>10, prof)
 	}
 	return after
 }
