@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -48,6 +49,11 @@ func (s *Syncer) applyDesired(ctx context.Context, desired []domain.DesiredObjec
 	var todo []*domain.DesiredObject
 	for i := range desired {
 		d := &desired[i]
+		if rec, found := s.inCluster[domain.ObjectIDOf(d.Key)]; found && rec.Digest == d.Digest {
+			// Only owned objects have a record: no need to ask the view.
+			results[i] = &snapshotv1.ApplyResult{Ref: ref(d.Key), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED}
+			continue
+		}
 		if live, found := s.applier.Get(d.Key); found && !live.Owned {
 			// A user's object: left alone, with no call to the API server.
 			results[i] = &snapshotv1.ApplyResult{Ref: ref(d.Key), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_CONFLICT,
@@ -55,29 +61,32 @@ func (s *Syncer) applyDesired(ctx context.Context, desired []domain.DesiredObjec
 			failed++
 			continue
 		}
-		if rec, found := s.inCluster[domain.ObjectIDOf(d.Key)]; found && rec.Digest == d.Digest {
-			results[i] = &snapshotv1.ApplyResult{Ref: ref(d.Key), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED}
-			continue
-		}
 		todo = append(todo, d)
 	}
-	outcomes, ok := s.write(ctx, todo)
+	// Written in dependency order; the results stay in the output's.
+	order := slices.Clone(todo)
+	domain.SortForApply(order)
+	at := make(map[*domain.DesiredObject]int, len(order))
+	for i, d := range order {
+		at[d] = i
+	}
+	outcomes, ok := s.write(ctx, order)
 	j := 0
 	for i := range results {
 		if results[i] != nil {
 			continue
 		}
-		if j >= len(outcomes) || outcomes[j] == nil {
-			j++
+		r := outcomes[at[todo[j]]]
+		j++
+		if r == nil {
 			continue // not written: leadership was lost
 		}
-		results[i] = outcomes[j]
-		if outcomes[j].GetOutcome() == snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED {
+		results[i] = r
+		if r.GetOutcome() == snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED {
 			written++
 		} else {
 			failed++
 		}
-		j++
 	}
 	if !ok {
 		return nil, written, failed, false
@@ -288,6 +297,17 @@ func (s *Syncer) observe(ctx context.Context) bool {
 	if len(restore) == 0 || !s.leading(ctx) {
 		return true
 	}
+	order := make([]int, len(restore))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return restore[a].Rank - restore[b].Rank })
+	sorted := make([]*domain.DesiredObject, len(order))
+	whys := make([]drift, len(order))
+	for i, j := range order {
+		sorted[i], whys[i] = restore[j], why[j]
+	}
+	restore, why = sorted, whys
 	results, _ := s.write(ctx, restore)
 	ok := true
 	for i, r := range results {

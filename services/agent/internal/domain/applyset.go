@@ -1,8 +1,10 @@
 package domain
 
 import (
+	"cmp"
 	"maps"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,11 +25,12 @@ type DesiredObject struct {
 }
 
 // Desire returns the objects of an output as the agent applies them, in
-// dependency order (OrderForApply). The ownership labels are enforced
-// whatever translation sent: garbage collection trusts them. The digests
-// are computed on every core: an output holds tens of thousands of objects.
+// the output's order (SortForApply orders the few that are written). The
+// ownership labels are enforced whatever translation sent: garbage
+// collection trusts them. The digests are computed on every core: an
+// output holds tens of thousands of objects.
 func Desire(objs []*snapshotv1.Object, install, cluster string) []DesiredObject {
-	ordered := OrderForApply(objs)
+	ordered := objs
 	out := make([]DesiredObject, len(ordered))
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(ordered)/256))
 	var wg sync.WaitGroup
@@ -60,6 +63,14 @@ func owned(o *snapshotv1.Object, install, cluster string) *snapshotv1.Object {
 	c.Labels[snapshots.LabelManagedBy] = install
 	c.Labels[snapshots.LabelCluster] = cluster
 	return c
+}
+
+// SortForApply sorts objects in dependency order, as OrderForApply does.
+func SortForApply(objs []*DesiredObject) {
+	slices.SortStableFunc(objs, func(a, b *DesiredObject) int {
+		return cmp.Or(cmp.Compare(a.Rank, b.Rank),
+			cmp.Compare(a.Key.Namespace, b.Key.Namespace), cmp.Compare(a.Key.Name, b.Key.Name))
+	})
 }
 
 // ApplyRank is the place of o's group in the apply order: kinds that
