@@ -136,10 +136,14 @@ func (f *fakeApplier) change(c ObjectChange) {
 	}
 }
 
-func (f *fakeApplier) Apply(_ context.Context, d domain.DesiredObject, _ *domain.LiveObject) (domain.LiveObject, error) {
+func (f *fakeApplier) Apply(_ context.Context, d domain.DesiredObject, live *domain.LiveObject) (domain.LiveObject, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := d.Key
+	if live != nil && !live.Owned {
+		// As the adapter: a user's object costs no call.
+		return domain.LiveObject{}, fmt.Errorf("%w: %s", ErrConflict, k)
+	}
 	f.calls = append(f.calls, "apply "+k.String())
 	if err := f.applyErr[k]; err != nil {
 		return domain.LiveObject{}, err
