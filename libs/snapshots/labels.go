@@ -9,6 +9,10 @@ const (
 	LabelManagedBy    = "meshplane.dev/managed-by"
 	LabelCluster      = "meshplane.dev/cluster"
 	AnnotationParents = "meshplane.dev/parents"
+	// AnnotationDigest holds the object's digest (ObjectDigest) as the
+	// agent applied it: an agent that finds it equal to the digest of the
+	// object it is asked to apply writes nothing.
+	AnnotationDigest = "meshplane.dev/digest"
 	// FieldManager is the server-side apply field manager of the agent.
 	FieldManager = "meshplane"
 )

@@ -12,6 +12,7 @@ import (
 	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/agent/internal/app"
 	"github.com/meshplane/meshplane/services/agent/internal/domain"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -71,9 +72,23 @@ type Config struct {
 	// snapshot asks for it; RestartNamespaces limits it (empty: all).
 	RestartPods       bool
 	RestartNamespaces string
+	// ApplyWorkers is how many objects the agent writes at once.
+	ApplyWorkers int
+	// KubeQPS and KubeBurst bound the agent's requests to its cluster's
+	// API server (client-go's rate limiter).
+	KubeQPS   int
+	KubeBurst int
 
 	flags *platform.Flags
 }
+
+// The API server budget by default: enough for the first apply of the
+// reference estate's 21,000-object output in well under a minute
+// (docs/operations.md), and spent only when much changes.
+const (
+	DefaultKubeQPS   = 500
+	DefaultKubeBurst = 1000
+)
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
@@ -95,6 +110,9 @@ func DefaultConfig() Config {
 		Raft:                  defaultRaftConfig(),
 		Envoy:                 defaultEnvoyServersConfig(),
 		RestartPods:           true,
+		ApplyWorkers:          app.DefaultApplyWorkers,
+		KubeQPS:               DefaultKubeQPS,
+		KubeBurst:             DefaultKubeBurst,
 	}
 }
 
@@ -129,6 +147,9 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	f.String(&c.Replica, "replica", "name of this replica (the pod name; default $POD_NAME, else the host name): its Raft server ID")
 	f.Bool(&c.RestartPods, "restart-pods", "restart istiod, then the gateways, then the workloads after a new Istio intermediate CA when the VirtualMesh asks for it (autoRestartPods)")
 	f.String(&c.RestartNamespaces, "restart-namespaces", "comma-separated namespaces whose pods --restart-pods may restart; empty means all")
+	f.Int(&c.ApplyWorkers, "apply-workers", "how many objects the agent writes to its cluster at once")
+	f.Int(&c.KubeQPS, "kube-qps", "requests a second the agent may send to its cluster's API server, sustained")
+	f.Int(&c.KubeBurst, "kube-burst", "requests the agent may send to its cluster's API server in a burst above --kube-qps")
 	c.Raft.addFlags(f)
 	c.Envoy.addFlags(f)
 }
@@ -173,6 +194,15 @@ func (c *Config) Validate() error {
 	}
 	if c.GatewayTLSPortName == "" {
 		errs = append(errs, errors.New("--gateway-tls-port-name must not be empty"))
+	}
+	if c.ApplyWorkers < 1 || c.ApplyWorkers > 1024 {
+		errs = append(errs, fmt.Errorf("--apply-workers must be between 1 and 1024, not %d", c.ApplyWorkers))
+	}
+	if c.KubeQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-qps must be positive, not %d", c.KubeQPS))
+	}
+	if c.KubeBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-burst must be at least 1, not %d", c.KubeBurst))
 	}
 	if c.Debounce < 0 {
 		errs = append(errs, errors.New("--debounce must not be negative"))

@@ -12,6 +12,7 @@ type metrics struct {
 	applyErrors prometheus.Gauge
 	held        prometheus.Gauge
 	connected   *prometheus.GaugeVec
+	drift       *prometheus.CounterVec
 
 	caIssued    *prometheus.CounterVec
 	caFailures  *prometheus.CounterVec
@@ -50,6 +51,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meshplane_agent_connected", Help: "1 while the push or watch stream is open.",
 		}, []string{"stream"}),
+		drift: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshplane_agent_drift_corrected_total",
+			Help: "Owned objects put back after someone else changed or deleted them, by kind.",
+		}, []string{"kind"}),
 		caIssued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshplane_agent_cacerts_issued_total", Help: "Istio intermediate CAs (cacerts Secrets) written, by reason.",
 		}, []string{"reason"}),
@@ -69,7 +74,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meshplane_agent_pods_bounced_total", Help: "Pods deleted to restart them on a new Istio intermediate CA, by phase: istiod, gateways or workloads.",
 		}, []string{"phase"}),
 	}
-	for _, c := range []prometheus.Collector{m.pushes, m.pushBytes, m.applied, m.applyErrors, m.held, m.connected, m.caIssued, m.caFailures, m.caConflicts, m.caExpiry, m.rotations, m.podsBounced} {
+	for _, c := range []prometheus.Collector{m.pushes, m.pushBytes, m.applied, m.applyErrors, m.held, m.connected, m.drift, m.caIssued, m.caFailures, m.caConflicts, m.caExpiry, m.rotations, m.podsBounced} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -94,6 +99,8 @@ func (m *metrics) Applied(_ string, applied, failed, deleted int) {
 }
 
 func (m *metrics) HeldDeletions(n int) { m.held.Set(float64(n)) }
+
+func (m *metrics) DriftCorrected(kind string) { m.drift.WithLabelValues(kind).Inc() }
 
 func (m *metrics) Connected(stream string, up bool) {
 	v := 0.0

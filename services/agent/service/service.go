@@ -133,13 +133,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("kubernetes config: %w", err)
 	}
 	restCfg.UserAgent = "meshplane-agent/" + platform.Version
-	// client-go's default of 5 requests a second (burst 10) made one apply
-	// of a handful of objects take over a second: each object is a read
-	// and a patch, and garbage collection lists every output kind. The
-	// agent is one client per cluster; this is a controller's usual budget.
-	if restCfg.QPS == 0 {
-		restCfg.QPS, restCfg.Burst = 50, 100
-	}
+	// client-go's default of 5 requests a second (burst 10) would make the
+	// first apply of a 21,000-object output take over an hour. The budget
+	// is the operator's to set (docs/operations.md): the agent writes only
+	// what changed, so it is spent at the first apply, after a large
+	// change, and when much was changed behind its back.
+	restCfg.QPS, restCfg.Burst = float32(a.cfg.KubeQPS), a.cfg.KubeBurst
 	dyn, err := dynamic.NewForConfig(restCfg)
 	if err != nil {
 		return err
@@ -275,7 +274,8 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 		// Only its push stream is used: watches and acks go through relay.
 		pusher.FailOverTo(connectrpc.NewRelay(ic, dists, platform.Version))
 	}
-	syncer := app.NewSyncer(relay, kubeadapter.NewApplier(dyn, mapper, a.cfg.Install, a.cfg.Cluster), a.metrics, a.log)
+	syncer := app.NewSyncer(relay, kubeadapter.NewApplier(dyn, clients.Metadata, mapper, a.cfg.Install, a.cfg.Cluster), a.metrics, a.log)
+	syncer.SetApplyOptions(app.ApplyOptions{Install: a.cfg.Install, Cluster: a.cfg.Cluster, Workers: a.cfg.ApplyWorkers})
 	syncer.SetStatusWriter(kubeadapter.NewStatusWriter(dyn, mapper))
 	syncer.SetLeadership(lead)
 	syncer.SetEnvoyConfigReplicator(lead.replicator)

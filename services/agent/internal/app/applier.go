@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -10,12 +9,16 @@ import (
 	"time"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/agent/internal/domain"
 )
 
-// Syncer applies each output snapshot it receives: objects in dependency
-// order with server-side apply, then deletion of the owned objects that the
-// snapshot no longer holds, then an acknowledgement. A snapshot built
+// Syncer applies each output snapshot it receives: the objects that the
+// cluster does not hold as they are (by their digest), in dependency
+// order and in parallel within a kind, with server-side apply; then
+// deletion of the owned objects that the snapshot no longer holds; then an
+// acknowledgement. Between snapshots it puts back owned objects that
+// someone else changed or deleted (drift). A snapshot built
 // without some expected cluster's input (missing_clusters) deletes
 // nothing: its deletions are held, counted and acknowledged as
 // DELETION_HELD, until a complete snapshot arrives.
@@ -33,6 +36,18 @@ type Syncer struct {
 	leadership Leadership
 	metrics    Metrics
 	log        *slog.Logger
+	opts       ApplyOptions
+
+	// desired holds the latest snapshot's objects, and inCluster what the
+	// cluster holds of the owned objects as far as the syncer knows: from
+	// the view when it synced, then from its own writes and the view's
+	// changes. A delta can update both by key. Only the goroutine that
+	// runs Apply and observe uses them.
+	desired   map[domain.ObjectID]*domain.DesiredObject
+	inCluster map[domain.ObjectID]domain.Applied
+	// suspect holds objects found changed by another field manager while
+	// no agent watched, to be counted as drift when written again.
+	suspect map[domain.ObjectID]string
 
 	// written holds, per resource, the generation and status last written
 	// or found current, so that an unchanged status costs no API call.
@@ -51,12 +66,40 @@ type Syncer struct {
 	failed string
 }
 
+// ApplyOptions says whose objects the syncer writes and how many at once.
+type ApplyOptions struct {
+	// Install and Cluster are the values of the ownership labels.
+	Install, Cluster string
+	// Workers is how many writes run at once.
+	Workers int
+}
+
+// DefaultApplyWorkers is the number of concurrent writes by default.
+const DefaultApplyWorkers = 16
+
 // NewSyncer returns a syncer.
 func NewSyncer(relay Relay, applier Applier, metrics Metrics, log *slog.Logger) *Syncer {
 	if metrics == nil {
 		metrics = NopMetrics{}
 	}
-	return &Syncer{relay: relay, applier: applier, metrics: metrics, log: log, written: map[statusKey]string{}}
+	return &Syncer{
+		relay: relay, applier: applier, metrics: metrics, log: log, written: map[statusKey]string{},
+		opts:    ApplyOptions{Install: snapshots.DefaultInstall, Workers: DefaultApplyWorkers},
+		desired: map[domain.ObjectID]*domain.DesiredObject{}, inCluster: map[domain.ObjectID]domain.Applied{},
+		suspect: map[domain.ObjectID]string{},
+	}
+}
+
+// SetApplyOptions sets the ownership labels' values and the number of
+// workers. Call it before Run.
+func (s *Syncer) SetApplyOptions(o ApplyOptions) {
+	if o.Workers <= 0 {
+		o.Workers = DefaultApplyWorkers
+	}
+	if o.Install == "" {
+		o.Install = snapshots.DefaultInstall
+	}
+	s.opts = o
 }
 
 // SetStatusWriter makes the syncer write the snapshots' statuses with w.
@@ -92,8 +135,15 @@ func (s *Syncer) AppliedVersion() string {
 	return s.applied
 }
 
-// Run watches and applies until ctx ends.
+// Run watches and applies until ctx ends. It first waits for the view of
+// the cluster, from which it learns what is applied already.
 func (s *Syncer) Run(ctx context.Context) error {
+	if err := s.Sync(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	b := Backoff{Min: 200 * time.Millisecond, Max: 30 * time.Second}
 	for ctx.Err() == nil {
 		err := s.session(ctx, &b)
@@ -159,6 +209,11 @@ func (s *Syncer) session(ctx context.Context, b *Backoff) error {
 			return nil
 		case err := <-errs:
 			return err
+		case <-s.applier.Changed():
+			if !s.observe(ctx) && retryC == nil && last != nil {
+				retryC = time.After(retry.Next())
+			}
+			continue
 		case <-caChanged:
 			// A cacerts conflict or failure found (or gone) after the last
 			// acknowledgement: say so now rather than with the next
@@ -208,63 +263,29 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 		}
 	}
 	start := time.Now()
-	var results []*snapshotv1.ApplyResult
-	applied, failed, deleted := 0, 0, 0
-	for _, obj := range domain.OrderForApply(snap.GetObjects()) {
-		if !s.leading(ctx) {
-			// Nothing more is written, deleted or acknowledged: the new
-			// leader applies the snapshot in full.
-			s.log.Warn("apply aborted: no longer leading", "version", snap.GetVersion(), "applied", applied)
-			return false
-		}
-		key := domain.KeyOf(obj)
-		ref := &snapshotv1.ObjectRef{ApiVersion: key.APIVersion, Kind: key.Kind, Namespace: key.Namespace, Name: key.Name}
-		err := s.applier.Apply(ctx, obj)
-		switch {
-		case err == nil:
-			applied++
-			results = append(results, &snapshotv1.ApplyResult{Ref: ref, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED})
-		case errors.Is(err, ErrConflict):
-			failed++
-			results = append(results, &snapshotv1.ApplyResult{Ref: ref, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_CONFLICT, Error: err.Error()})
-			s.log.Warn("left a user-owned object alone", "object", key.String())
-		default:
-			failed++
-			results = append(results, &snapshotv1.ApplyResult{Ref: ref, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_REJECTED, Error: err.Error()})
-			s.log.Warn("apply failed", "object", key.String(), "error", err)
-		}
+	desired := domain.Desire(snap.GetObjects(), s.opts.Install, s.opts.Cluster)
+	s.desired = make(map[domain.ObjectID]*domain.DesiredObject, len(desired))
+	for i := range desired {
+		s.desired[domain.ObjectIDOf(desired[i].Key)] = &desired[i]
 	}
-
+	results, applied, failed, ok := s.applyDesired(ctx, desired)
+	if !ok {
+		// Nothing more is written, deleted or acknowledged: the new
+		// leader applies the snapshot in full.
+		s.log.Warn("apply aborted: no longer leading", "version", snap.GetVersion(), "applied", applied)
+		return false
+	}
 	if !s.leading(ctx) {
 		s.log.Warn("apply aborted before garbage collection: no longer leading", "version", snap.GetVersion(), "applied", applied)
 		return false
 	}
-	owned, err := s.applier.ListOwned(ctx)
-	held := 0
-	if err != nil {
-		s.log.Warn("listing owned objects failed; garbage collection skipped this round", "error", err)
-	} else {
-		missing := snap.GetMissingClusters()
-		for _, key := range domain.Obsolete(snap.GetObjects(), owned) {
-			ref := &snapshotv1.ObjectRef{ApiVersion: key.APIVersion, Kind: key.Kind, Namespace: key.Namespace, Name: key.Name}
-			if len(missing) > 0 {
-				// What the missing clusters' inputs would have kept is
-				// not known: nothing is deleted until an output built
-				// from every expected cluster's input arrives.
-				held++
-				results = append(results, &snapshotv1.ApplyResult{Ref: ref, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_DELETION_HELD})
-				continue
-			}
-			if err := s.applier.Delete(ctx, key); err != nil {
-				failed++
-				results = append(results, &snapshotv1.ApplyResult{Ref: ref, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_REJECTED, Error: "delete: " + err.Error()})
-				s.log.Warn("delete failed", "object", key.String(), "error", err)
-				continue
-			}
-			deleted++
-			results = append(results, &snapshotv1.ApplyResult{Ref: ref, Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_DELETED})
-		}
+	gcResults, deleted, held, gcFailed, ok := s.collectGarbage(ctx, snap.GetMissingClusters())
+	if !ok {
+		s.log.Warn("garbage collection aborted: no longer leading", "version", snap.GetVersion(), "deleted", deleted)
+		return false
 	}
+	failed += gcFailed
+	results = append(results, gcResults...)
 
 	written, statusFailed, statusResults := s.writeStatuses(ctx, snap.GetStatuses())
 	failed += statusFailed
@@ -290,24 +311,22 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 	}
 
 	s.mu.Lock()
-	if failed == 0 && err == nil {
+	if failed == 0 {
 		s.applied, s.failed = snap.GetVersion(), ""
 	} else {
 		s.failed = snap.GetVersion()
 	}
 	s.mu.Unlock()
 	s.metrics.Applied(snap.GetVersion(), applied, failed, deleted)
-	if err == nil {
-		s.metrics.HeldDeletions(held)
-	}
+	s.metrics.HeldDeletions(held)
 	if held > 0 {
 		s.log.Warn("deletions held: the output was built without the inputs of expected clusters", "version", snap.GetVersion(), "held", held, "missing_clusters", snap.GetMissingClusters())
 	}
-	s.log.Info("applied output snapshot", "version", snap.GetVersion(), "applied", applied, "failed", failed, "deleted", deleted, "statuses_written", written, "duration", time.Since(start))
+	s.log.Info("applied output snapshot", "version", snap.GetVersion(), "objects", len(desired), "written", applied, "failed", failed, "deleted", deleted, "statuses_written", written, "duration", time.Since(start))
 	if err := s.relay.Ack(ctx, snap.GetVersion(), results); err != nil {
 		s.log.Warn("acknowledging failed", "version", snap.GetVersion(), "error", err)
 	}
-	return failed == 0 && err == nil
+	return failed == 0
 }
 
 // reack acknowledges the last acknowledged version again, with the cacerts

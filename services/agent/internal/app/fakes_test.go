@@ -11,6 +11,7 @@ import (
 	"time"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/agent/internal/domain"
 )
 
@@ -57,56 +58,118 @@ func receive[T any](t *testing.T, ch <-chan T, timeout time.Duration, what strin
 	}
 }
 
-// fakeApplier holds the cluster's owned objects in memory.
+// fakeApplier is the cluster's objects of the output kinds in memory: the
+// owned ones, and users' (owned false).
 type fakeApplier struct {
 	mu sync.Mutex
-	// owned is what ListOwned returns; Apply adds and Delete removes.
-	owned map[domain.ObjectKey]bool
+	// owned holds the owned objects; Apply adds and Delete removes.
+	owned map[domain.ObjectKey]domain.LiveObject
+	// users holds objects without Meshplane's labels.
+	users map[domain.ObjectKey]bool
 	// applyErr and deleteErr fail calls for a key.
 	applyErr  map[domain.ObjectKey]error
 	deleteErr map[domain.ObjectKey]error
-	listErr   error
-	// calls records "apply <key>", "list" and "delete <key>" in order.
-	calls []string
+	// calls records "apply <key>" and "delete <key>" in order.
+	calls   []string
+	uids    int
+	changes []ObjectChange
+	changed chan struct{}
 }
 
 func newFakeApplier(owned ...domain.ObjectKey) *fakeApplier {
-	f := &fakeApplier{owned: map[domain.ObjectKey]bool{}, applyErr: map[domain.ObjectKey]error{}, deleteErr: map[domain.ObjectKey]error{}}
+	f := &fakeApplier{
+		owned: map[domain.ObjectKey]domain.LiveObject{}, users: map[domain.ObjectKey]bool{},
+		applyErr: map[domain.ObjectKey]error{}, deleteErr: map[domain.ObjectKey]error{}, changed: make(chan struct{}, 1),
+	}
 	for _, k := range owned {
-		f.owned[k] = true
+		f.uids++
+		f.owned[k] = domain.LiveObject{Key: k, UID: fmt.Sprint("uid-", f.uids), Generation: 1, Owned: true}
 	}
 	return f
 }
 
-func (f *fakeApplier) Apply(_ context.Context, obj *snapshotv1.Object) error {
+func (f *fakeApplier) Sync(context.Context) error { return nil }
+
+func (f *fakeApplier) Get(k domain.ObjectKey) (domain.LiveObject, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k := domain.KeyOf(obj)
+	if f.users[k] {
+		return domain.LiveObject{Key: k, UID: "user"}, true
+	}
+	l, ok := f.owned[k]
+	return l, ok
+}
+
+func (f *fakeApplier) Owned() []domain.LiveObject {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []domain.LiveObject
+	for _, l := range f.owned {
+		out = append(out, l)
+	}
+	return out
+}
+
+func (f *fakeApplier) Changed() <-chan struct{} { return f.changed }
+
+func (f *fakeApplier) TakeChanges() []ObjectChange {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.changes
+	f.changes = nil
+	return out
+}
+
+// change records a change made by someone else and signals it.
+func (f *fakeApplier) change(c ObjectChange) {
+	f.mu.Lock()
+	if c.Gone {
+		delete(f.owned, c.Object.Key)
+	} else {
+		f.owned[c.Object.Key] = c.Object
+	}
+	f.changes = append(f.changes, c)
+	f.mu.Unlock()
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fakeApplier) Apply(_ context.Context, d domain.DesiredObject, live *domain.LiveObject) (domain.LiveObject, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := d.Key
+	if live != nil && !live.Owned {
+		// As the adapter: a user's object costs no call.
+		return domain.LiveObject{}, fmt.Errorf("%w: %s", ErrConflict, k)
+	}
 	f.calls = append(f.calls, "apply "+k.String())
 	if err := f.applyErr[k]; err != nil {
-		return err
+		return domain.LiveObject{}, err
 	}
-	f.owned[k] = true
-	return nil
+	if f.users[k] {
+		return domain.LiveObject{}, fmt.Errorf("%w: %s", ErrConflict, k)
+	}
+	l, ok := f.owned[k]
+	if !ok {
+		f.uids++
+		l = domain.LiveObject{Key: k, UID: fmt.Sprint("uid-", f.uids), Owned: true}
+	}
+	l.Generation++
+	l.Labels = d.Object.GetLabels()
+	l.Annotations = map[string]string{snapshots.AnnotationDigest: d.Digest}
+	for k, v := range d.Object.GetAnnotations() {
+		l.Annotations[k] = v
+	}
+	f.owned[k] = l
+	return l, nil
 }
 
-func (f *fakeApplier) ListOwned(context.Context) ([]domain.ObjectKey, error) {
+func (f *fakeApplier) Delete(_ context.Context, l domain.LiveObject) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, "list")
-	if f.listErr != nil {
-		return nil, f.listErr
-	}
-	var out []domain.ObjectKey
-	for k := range f.owned {
-		out = append(out, k)
-	}
-	return out, nil
-}
-
-func (f *fakeApplier) Delete(_ context.Context, k domain.ObjectKey) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	k := l.Key
 	f.calls = append(f.calls, "delete "+k.String())
 	if err := f.deleteErr[k]; err != nil {
 		return err
@@ -401,6 +464,7 @@ type recordingMetrics struct {
 	applied   []string
 	held      int
 	connected map[string]bool
+	drift     []string
 }
 
 func (m *recordingMetrics) Pushed(int, error) {}
@@ -421,6 +485,11 @@ func (m *recordingMetrics) Connected(stream string, up bool) {
 		m.connected = map[string]bool{}
 	}
 	m.connected[stream] = up
+}
+func (m *recordingMetrics) DriftCorrected(kind string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.drift = append(m.drift, kind)
 }
 
 // fakeStatuses records status writes and fails those named in fail.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/services/agent/internal/domain"
 )
 
 // fakeLeadership is driven by the test.
@@ -161,12 +161,12 @@ type losingApplier struct {
 	l *fakeLeadership
 }
 
-func (a losingApplier) Apply(ctx context.Context, obj *snapshotv1.Object) error {
-	err := a.fakeApplier.Apply(ctx, obj)
+func (a losingApplier) Apply(ctx context.Context, d domain.DesiredObject, live *domain.LiveObject) (domain.LiveObject, error) {
+	got, err := a.fakeApplier.Apply(ctx, d, live)
 	a.l.mu.Lock()
 	a.l.leader = false
 	a.l.mu.Unlock()
-	return err
+	return got, err
 }
 
 func TestSyncerApplyStopsBetweenObjectsOnLosingLeadership(t *testing.T) {
@@ -175,6 +175,8 @@ func TestSyncerApplyStopsBetweenObjectsOnLosingLeadership(t *testing.T) {
 	applier := newFakeApplier(keyOf("DestinationRule", "stale"))
 	relay := newFakeRelay()
 	s := NewSyncer(relay, losingApplier{applier, l}, nil, testLogger(t))
+	// One worker: with more, each stops after the object it is writing.
+	s.SetApplyOptions(ApplyOptions{Workers: 1})
 	s.SetLeadership(l)
 	if s.Apply(t.Context(), output(object("VirtualService", "a"), object("VirtualService", "b"))) {
 		t.Fatal("Apply reported success after losing leadership")

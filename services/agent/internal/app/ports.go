@@ -70,15 +70,45 @@ type Relay interface {
 // without Meshplane's ownership labels: it belongs to the user.
 var ErrConflict = errors.New("object exists and is not owned by Meshplane")
 
-// Applier writes objects to the cluster.
-type Applier interface {
-	// Apply server-side applies obj with Meshplane's field manager. It
-	// returns ErrConflict (wrapped) for an object the user owns.
-	Apply(ctx context.Context, obj *snapshotv1.Object) error
-	// ListOwned lists the objects that carry this install's and cluster's
+// ClusterObjects is the agent's view of the objects of the output kinds in
+// its cluster, from a metadata-only watch: where the agent finds what it
+// applied before (the digest annotations), which objects are a user's, and
+// what someone else changed.
+type ClusterObjects interface {
+	// Sync starts the watch and returns once the view holds what the
+	// cluster held when it started. The watch goes on until ctx ends.
+	Sync(ctx context.Context) error
+	// Get returns the object under key's identity, if the view holds one.
+	Get(key domain.ObjectKey) (domain.LiveObject, bool)
+	// Owned returns the objects that carry this install's and cluster's
 	// ownership labels.
-	ListOwned(ctx context.Context) ([]domain.ObjectKey, error)
-	Delete(ctx context.Context, key domain.ObjectKey) error
+	Owned() []domain.LiveObject
+	// Changed receives a value when there are changes to take.
+	Changed() <-chan struct{}
+	// TakeChanges returns the objects that changed or went away since the
+	// last call, each in its latest state.
+	TakeChanges() []ObjectChange
+}
+
+// ObjectChange is the latest state of an object that changed: Gone when it
+// was deleted.
+type ObjectChange struct {
+	Object domain.LiveObject
+	Gone   bool
+}
+
+// Applier writes objects to the cluster, and sees them (ClusterObjects).
+type Applier interface {
+	ClusterObjects
+	// Apply server-side applies d with Meshplane's field manager. live is
+	// what the view holds under d's identity, nil when nothing. It returns
+	// the object as the API server stored it, and ErrConflict (wrapped)
+	// for an object the user owns; a user's object is never written, even
+	// one that appears after the view looked.
+	Apply(ctx context.Context, d domain.DesiredObject, live *domain.LiveObject) (domain.LiveObject, error)
+	// Delete deletes the owned object, only if it is still the object
+	// live describes (its UID, and its resource version when set).
+	Delete(ctx context.Context, live domain.LiveObject) error
 }
 
 // StatusWriter writes the statuses that translation computed onto the
@@ -113,6 +143,9 @@ type Metrics interface {
 	// built without some expected cluster's input.
 	HeldDeletions(n int)
 	Connected(stream string, up bool)
+	// DriftCorrected counts an owned object of kind put back after someone
+	// else changed or deleted it.
+	DriftCorrected(kind string)
 }
 
 // NopMetrics discards everything.
@@ -122,6 +155,7 @@ func (NopMetrics) Pushed(int, error)             {}
 func (NopMetrics) Applied(string, int, int, int) {}
 func (NopMetrics) HeldDeletions(int)             {}
 func (NopMetrics) Connected(string, bool)        {}
+func (NopMetrics) DriftCorrected(string)         {}
 
 // CertificateSource hands the current client certificate to TLS.
 type CertificateSource func() (*tls.Certificate, error)

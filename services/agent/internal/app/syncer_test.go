@@ -64,7 +64,6 @@ func TestSyncerApply(t *testing.T) {
 			wantCalls: []string{
 				call("apply", "DestinationRule", "reviews"),
 				call("apply", "VirtualService", "reviews"),
-				"list",
 			},
 			wantOutcomes: []string{"APPLIED DestinationRule/reviews", "APPLIED VirtualService/reviews"},
 			wantOwned:    []domain.ObjectKey{keyOf("DestinationRule", "reviews"), keyOf("VirtualService", "reviews")},
@@ -76,7 +75,6 @@ func TestSyncerApply(t *testing.T) {
 			snap:  output(object("DestinationRule", "reviews")),
 			wantCalls: []string{
 				call("apply", "DestinationRule", "reviews"),
-				"list",
 				call("delete", "VirtualService", "old"),
 				call("delete", "DestinationRule", "old"),
 			},
@@ -89,7 +87,6 @@ func TestSyncerApply(t *testing.T) {
 			owned: []domain.ObjectKey{keyOf("DestinationRule", "old")},
 			snap:  output(),
 			wantCalls: []string{
-				"list",
 				call("delete", "DestinationRule", "old"),
 			},
 			wantOutcomes: []string{"DELETED DestinationRule/old"},
@@ -105,7 +102,6 @@ func TestSyncerApply(t *testing.T) {
 				call("apply", "DestinationRule", "ratings"),
 				call("apply", "DestinationRule", "reviews"),
 				call("apply", "VirtualService", "reviews"),
-				"list",
 			},
 			wantOutcomes: []string{"CONFLICT DestinationRule/ratings", "APPLIED DestinationRule/reviews", "APPLIED VirtualService/reviews"},
 			wantOwned:    []domain.ObjectKey{keyOf("DestinationRule", "reviews"), keyOf("VirtualService", "reviews")},
@@ -119,7 +115,6 @@ func TestSyncerApply(t *testing.T) {
 			wantCalls: []string{
 				call("apply", "DestinationRule", "reviews"),
 				call("apply", "VirtualService", "reviews"),
-				"list",
 			},
 			wantOutcomes: []string{"REJECTED DestinationRule/reviews", "APPLIED VirtualService/reviews"},
 			wantOwned:    []domain.ObjectKey{keyOf("VirtualService", "reviews")},
@@ -131,21 +126,19 @@ func TestSyncerApply(t *testing.T) {
 				f.applyErr[keyOf("DestinationRule", "reviews")] = errBoom
 			},
 			snap:         output(object("DestinationRule", "reviews")),
-			wantCalls:    []string{call("apply", "DestinationRule", "reviews"), "list"},
+			wantCalls:    []string{call("apply", "DestinationRule", "reviews")},
 			wantOutcomes: []string{"REJECTED DestinationRule/reviews"},
 			wantOwned:    []domain.ObjectKey{keyOf("DestinationRule", "reviews")},
 		},
 		{
-			name:  "a listing error skips garbage collection",
-			owned: []domain.ObjectKey{keyOf("DestinationRule", "old")},
-			setup: func(f *fakeApplier) { f.listErr = errors.New("apiserver unavailable") },
-			snap:  output(object("DestinationRule", "reviews")),
+			name:  "a user's object of the same name is a conflict without an API call",
+			setup: func(f *fakeApplier) { f.users[keyOf("DestinationRule", "ratings")] = true },
+			snap:  output(object("DestinationRule", "ratings"), object("DestinationRule", "reviews")),
 			wantCalls: []string{
 				call("apply", "DestinationRule", "reviews"),
-				"list",
 			},
-			wantOutcomes: []string{"APPLIED DestinationRule/reviews"},
-			wantOwned:    []domain.ObjectKey{keyOf("DestinationRule", "old"), keyOf("DestinationRule", "reviews")},
+			wantOutcomes: []string{"CONFLICT DestinationRule/ratings", "APPLIED DestinationRule/reviews"},
+			wantOwned:    []domain.ObjectKey{keyOf("DestinationRule", "reviews")},
 		},
 		{
 			name:  "a failed delete is reported as rejected",
@@ -153,7 +146,6 @@ func TestSyncerApply(t *testing.T) {
 			setup: func(f *fakeApplier) { f.deleteErr[keyOf("VirtualService", "old")] = errBoom },
 			snap:  output(),
 			wantCalls: []string{
-				"list",
 				call("delete", "VirtualService", "old"),
 				call("delete", "DestinationRule", "old"),
 			},
@@ -184,6 +176,9 @@ func TestSyncerApply(t *testing.T) {
 			relay := newFakeRelay()
 			m := &recordingMetrics{}
 			s := NewSyncer(relay, applier, m, testLogger(t))
+			if err := s.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
 
 			ok := s.Apply(t.Context(), tt.snap)
 			if ok != tt.wantOK {

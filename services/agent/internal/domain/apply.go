@@ -80,18 +80,19 @@ func cmpBool(a, b bool) int {
 	}
 }
 
-// identity is an object's identity in the API server: the same object is
+// ObjectID is an object's identity in the API server: the same object is
 // served under every version of its group, so the version is left out.
-type identity struct {
-	group, kind, namespace, name string
+type ObjectID struct {
+	Group, Kind, Namespace, Name string
 }
 
-func identityOf(k ObjectKey) identity {
+// ObjectIDOf returns the identity of the object k names.
+func ObjectIDOf(k ObjectKey) ObjectID {
 	group, _, ok := strings.Cut(k.APIVersion, "/")
 	if !ok {
 		group = "" // the core group: "v1"
 	}
-	return identity{group: group, kind: k.Kind, namespace: k.Namespace, name: k.Name}
+	return ObjectID{Group: group, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name}
 }
 
 // Obsolete returns the owned objects that the desired set no longer holds,
@@ -102,19 +103,25 @@ func identityOf(k ObjectKey) identity {
 // object under the version it is asked for, which need not be the version
 // translation wrote, and the object must not be deleted for that.
 func Obsolete(desired []*snapshotv1.Object, owned []ObjectKey) []ObjectKey {
-	want := make(map[identity]bool, len(desired))
+	want := make(map[ObjectID]bool, len(desired))
 	for _, o := range desired {
-		want[identityOf(KeyOf(o))] = true
+		want[ObjectIDOf(KeyOf(o))] = true
 	}
 	var out []ObjectKey
 	for _, k := range owned {
-		if !want[identityOf(k)] {
+		if !want[ObjectIDOf(k)] {
 			out = append(out, k)
 		}
 	}
+	SortForDelete(out)
+	return out
+}
+
+// SortForDelete sorts keys in reverse dependency order: what other objects
+// depend on goes last.
+func SortForDelete(out []ObjectKey) {
 	slices.SortStableFunc(out, func(a, b ObjectKey) int {
 		return cmp.Or(cmp.Compare(kindRank(b.Kind), kindRank(a.Kind)),
 			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	return out
 }

@@ -179,7 +179,7 @@ func TestObsolete(t *testing.T) {
 			}
 			for _, k := range got {
 				for _, d := range tt.desired {
-					if identityOf(k) == identityOf(KeyOf(d)) {
+					if ObjectIDOf(k) == ObjectIDOf(KeyOf(d)) {
 						t.Errorf("desired object %s returned as obsolete", k)
 					}
 				}

@@ -1,12 +1,13 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"sync"
 
-	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/agent/internal/app"
 	"github.com/meshplane/meshplane/services/agent/internal/domain"
@@ -15,34 +16,62 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
 )
 
-// OutputKinds are the kinds that translation writes, and so the kinds that
-// garbage collection looks at.
-var OutputKinds = []schema.GroupVersionResource{
-	{Group: "networking.istio.io", Version: "v1", Resource: "destinationrules"},
-	{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices"},
-	{Group: "networking.istio.io", Version: "v1", Resource: "serviceentries"},
-	{Group: "networking.istio.io", Version: "v1", Resource: "gateways"},
-	{Group: "security.istio.io", Version: "v1", Resource: "authorizationpolicies"},
-	{Group: "security.istio.io", Version: "v1", Resource: "peerauthentications"},
-	{Group: "extensions.istio.io", Version: "v1alpha1", Resource: "wasmplugins"},
+// outputKind is a kind that translation writes.
+type outputKind struct {
+	gvr  schema.GroupVersionResource
+	kind string
 }
 
-// Applier applies output objects with server-side apply.
+// outputKinds are the kinds that translation writes, and so the kinds that
+// the applier watches.
+var outputKinds = []outputKind{
+	{schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "destinationrules"}, "DestinationRule"},
+	{schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices"}, "VirtualService"},
+	{schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "serviceentries"}, "ServiceEntry"},
+	{schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "gateways"}, "Gateway"},
+	{schema.GroupVersionResource{Group: "security.istio.io", Version: "v1", Resource: "authorizationpolicies"}, "AuthorizationPolicy"},
+	{schema.GroupVersionResource{Group: "security.istio.io", Version: "v1", Resource: "peerauthentications"}, "PeerAuthentication"},
+	{schema.GroupVersionResource{Group: "extensions.istio.io", Version: "v1alpha1", Resource: "wasmplugins"}, "WasmPlugin"},
+}
+
+// Applier applies output objects with server-side apply, and watches the
+// objects of the output kinds through a metadata-only informer: every
+// object of those kinds, not only Meshplane's, so that a user's object of
+// the same name is found without a read.
 type Applier struct {
 	dyn     dynamic.Interface
+	md      metadata.Interface
 	mapper  meta.RESTMapper
 	install string
 	cluster string
+
+	// stores holds one informer store per watched group and kind; Sync
+	// sets it once.
+	stores map[schema.GroupKind]cache.Store
+
+	mu      sync.Mutex
+	pending map[domain.ObjectID]app.ObjectChange
+	changed chan struct{}
 }
 
-var _ app.Applier = (*Applier)(nil)
+var (
+	_ app.Applier        = (*Applier)(nil)
+	_ app.ClusterObjects = (*Applier)(nil)
+)
 
 // NewApplier returns an applier for this install and cluster.
-func NewApplier(dyn dynamic.Interface, mapper meta.RESTMapper, install, cluster string) *Applier {
-	return &Applier{dyn: dyn, mapper: mapper, install: install, cluster: cluster}
+func NewApplier(dyn dynamic.Interface, md metadata.Interface, mapper meta.RESTMapper, install, cluster string) *Applier {
+	return &Applier{
+		dyn: dyn, md: md, mapper: mapper, install: install, cluster: cluster,
+		pending: map[domain.ObjectID]app.ObjectChange{}, changed: make(chan struct{}, 1),
+	}
 }
 
 func (a *Applier) resource(apiVersion, kind string) (schema.GroupVersionResource, error) {
@@ -71,107 +100,323 @@ func mapResource(mapper meta.RESTMapper, apiVersion, kind string) (schema.GroupV
 	return m.Resource, nil
 }
 
-// Apply server-side applies obj, after checking that an existing object of
-// the same name is Meshplane's.
-func (a *Applier) Apply(ctx context.Context, obj *snapshotv1.Object) error {
-	gvr, err := a.resource(obj.GetApiVersion(), obj.GetKind())
-	if err != nil {
-		return err
+// Sync starts the metadata informers of the output kinds that the cluster
+// serves and waits until they have listed. A kind whose CRD is missing is
+// not watched: its objects are applied without a cached view.
+func (a *Applier) Sync(ctx context.Context) error {
+	if a.stores != nil {
+		return nil // started already, and synced
 	}
-	client := a.dyn.Resource(gvr).Namespace(obj.GetNamespace())
-	existing, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return fmt.Errorf("read existing object: %w", err)
-	case !a.owns(existing.GetLabels()):
-		return fmt.Errorf("%w: %s %s/%s has no %s=%s label", app.ErrConflict, obj.GetKind(), obj.GetNamespace(), obj.GetName(), snapshots.LabelManagedBy, a.install)
-	}
-
-	var spec map[string]any
-	if len(obj.GetSpec()) > 0 {
-		if err := json.Unmarshal(obj.GetSpec(), &spec); err != nil {
-			return fmt.Errorf("decode spec: %w", err)
+	factory := metadatainformer.NewSharedInformerFactoryWithOptions(a.md, 0, metadatainformer.WithTransform(slimOutputMeta))
+	stores := map[schema.GroupKind]cache.Store{}
+	var synced []cache.InformerSynced
+	for _, k := range outputKinds {
+		if _, err := a.mapper.RESTMapping(k.gvr.GroupVersion().WithKind(k.kind).GroupKind(), k.gvr.Version); err != nil {
+			if meta.IsNoMatchError(err) {
+				continue
+			}
+			return fmt.Errorf("map %s: %w", k.gvr.Resource, err)
 		}
+		inf := factory.ForResource(k.gvr).Informer()
+		if _, err := inf.AddEventHandler(a.handler(k)); err != nil {
+			return err
+		}
+		stores[k.gvr.GroupVersion().WithKind(k.kind).GroupKind()] = inf.GetStore()
+		synced = append(synced, inf.HasSynced)
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": obj.GetApiVersion(),
-		"kind":       obj.GetKind(),
-		"spec":       spec,
-	}}
-	u.SetName(obj.GetName())
-	u.SetNamespace(obj.GetNamespace())
-	// The ownership labels are enforced here whatever translation sent:
-	// garbage collection trusts them.
-	lbls := maps.Clone(obj.GetLabels())
-	if lbls == nil {
-		lbls = map[string]string{}
-	}
-	lbls[snapshots.LabelManagedBy] = a.install
-	lbls[snapshots.LabelCluster] = a.cluster
-	u.SetLabels(lbls)
-	if len(obj.GetAnnotations()) > 0 {
-		u.SetAnnotations(obj.GetAnnotations())
-	}
-	_, err = client.Apply(ctx, obj.GetName(), u, metav1.ApplyOptions{FieldManager: snapshots.FieldManager, Force: true})
-	if err != nil {
-		return fmt.Errorf("apply: %w", err)
+	a.stores = stores
+	factory.Start(ctx.Done())
+	go func() {
+		<-ctx.Done()
+		factory.Shutdown()
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("sync the output kinds' metadata: %w", context.Cause(ctx))
 	}
 	return nil
+}
+
+// slimOutputMeta keeps what the applier reads of an object: its metadata
+// without the managed fields' field sets, but with which managers own
+// fields of the spec. A 21,000-object output then costs a few tens of MB.
+func slimOutputMeta(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	var kept []metav1.ManagedFieldsEntry
+	for _, e := range m.ManagedFields {
+		if e.Subresource != "" {
+			continue // istiod's status writes
+		}
+		ownsSpec := e.FieldsV1 != nil && bytes.Contains(e.FieldsV1.Raw, []byte(`"f:spec"`))
+		e.FieldsV1 = nil
+		if ownsSpec {
+			e.FieldsV1 = &metav1.FieldsV1{Raw: specFields}
+		}
+		kept = append(kept, e)
+	}
+	m.ManagedFields = kept
+	return m, nil
+}
+
+// specFields marks a managed fields entry that owns fields of the spec.
+var specFields = []byte(`{"f:spec":{}}`)
+
+func (a *Applier) handler(k outputKind) cache.ResourceEventHandler {
+	note := func(obj any, gone bool) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		m, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return
+		}
+		l := a.live(k, &m.ObjectMeta)
+		a.mu.Lock()
+		a.pending[domain.ObjectIDOf(l.Key)] = app.ObjectChange{Object: l, Gone: gone}
+		a.mu.Unlock()
+		select {
+		case a.changed <- struct{}{}:
+		default:
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { note(obj, false) },
+		UpdateFunc: func(_, obj any) { note(obj, false) },
+		DeleteFunc: func(obj any) { note(obj, true) },
+	}
 }
 
 func (a *Applier) owns(l map[string]string) bool {
 	return l[snapshots.LabelManagedBy] == a.install && l[snapshots.LabelCluster] == a.cluster
 }
 
-func (a *Applier) selector() string {
-	return fmt.Sprintf("%s=%s,%s=%s", snapshots.LabelManagedBy, a.install, snapshots.LabelCluster, a.cluster)
-}
-
-// ListOwned lists every output-kind object that carries this install's and
-// cluster's labels. A kind whose CRD is not installed is skipped.
-func (a *Applier) ListOwned(ctx context.Context) ([]domain.ObjectKey, error) {
-	var out []domain.ObjectKey
-	for _, gvr := range OutputKinds {
-		list, err := a.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: a.selector()})
-		if apierrors.IsNotFound(err) {
+// live reads an object's metadata.
+func (a *Applier) live(k outputKind, m *metav1.ObjectMeta) domain.LiveObject {
+	l := domain.LiveObject{
+		Key:        domain.ObjectKey{APIVersion: k.gvr.GroupVersion().String(), Kind: k.kind, Namespace: m.Namespace, Name: m.Name},
+		UID:        string(m.UID),
+		Generation: m.Generation, ResourceVersion: m.ResourceVersion,
+		Owned:  a.owns(m.Labels),
+		Labels: m.Labels, Annotations: m.Annotations,
+	}
+	for _, e := range m.ManagedFields {
+		if e.Subresource != "" || e.Time == nil {
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", gvr.Resource, err)
+		if e.Manager == snapshots.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply {
+			l.Applied = e.Time.Time
+			continue
 		}
-		for _, item := range list.Items {
-			if !a.owns(item.GetLabels()) {
-				continue
-			}
-			out = append(out, domain.ObjectKey{APIVersion: item.GetAPIVersion(), Kind: item.GetKind(), Namespace: item.GetNamespace(), Name: item.GetName()})
+		if e.FieldsV1 != nil && bytes.Contains(e.FieldsV1.Raw, []byte(`"f:spec"`)) && !e.Time.Time.Before(l.SpecWritten) {
+			l.SpecWriter, l.SpecWritten = e.Manager+" ("+string(e.Operation)+")", e.Time.Time
 		}
 	}
-	return out, nil
+	return l
 }
 
-// Delete deletes an owned object; one already gone is not an error.
-func (a *Applier) Delete(ctx context.Context, key domain.ObjectKey) error {
-	gvr, err := a.resource(key.APIVersion, key.Kind)
+// Get implements app.ClusterObjects.
+func (a *Applier) Get(key domain.ObjectKey) (domain.LiveObject, bool) {
+	gv, err := schema.ParseGroupVersion(key.APIVersion)
+	if err != nil {
+		return domain.LiveObject{}, false
+	}
+	store, ok := a.stores[gv.WithKind(key.Kind).GroupKind()]
+	if !ok {
+		return domain.LiveObject{}, false
+	}
+	obj, ok, err := store.GetByKey(key.Namespace + "/" + key.Name)
+	if err != nil || !ok {
+		return domain.LiveObject{}, false
+	}
+	m := obj.(*metav1.PartialObjectMetadata)
+	return a.live(a.kindOf(gv.Group, key.Kind), &m.ObjectMeta), true
+}
+
+func (a *Applier) kindOf(group, kind string) outputKind {
+	for _, k := range outputKinds {
+		if k.gvr.Group == group && k.kind == kind {
+			return k
+		}
+	}
+	return outputKind{}
+}
+
+// Owned implements app.ClusterObjects.
+func (a *Applier) Owned() []domain.LiveObject {
+	var out []domain.LiveObject
+	for _, k := range outputKinds {
+		store, ok := a.stores[k.gvr.GroupVersion().WithKind(k.kind).GroupKind()]
+		if !ok {
+			continue
+		}
+		for _, obj := range store.List() {
+			m := obj.(*metav1.PartialObjectMetadata)
+			if a.owns(m.Labels) {
+				out = append(out, a.live(k, &m.ObjectMeta))
+			}
+		}
+	}
+	return out
+}
+
+// Changed implements app.ClusterObjects.
+func (a *Applier) Changed() <-chan struct{} { return a.changed }
+
+// TakeChanges implements app.ClusterObjects.
+func (a *Applier) TakeChanges() []app.ObjectChange {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]app.ObjectChange, 0, len(a.pending))
+	for _, c := range a.pending {
+		out = append(out, c)
+	}
+	clear(a.pending)
+	return out
+}
+
+// applyBody is the server-side apply configuration of an object. The spec
+// goes as translation encoded it.
+type applyBody struct {
+	APIVersion string          `json:"apiVersion"`
+	Kind       string          `json:"kind"`
+	Metadata   applyMeta       `json:"metadata"`
+	Spec       json.RawMessage `json:"spec,omitempty"`
+}
+
+type applyMeta struct {
+	Name        string            `json:"name"`
+	Namespace   string            `json:"namespace,omitempty"`
+	UID         types.UID         `json:"uid,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+// Apply implements app.Applier. It reads nothing first: the view says
+// whose an object of that name is. The API server settles a view that is
+// behind. An owned object is applied with its UID, a precondition: one
+// deleted or replaced since the view saw it fails and is read again. An
+// object the view does not hold is applied without force: a user's
+// object that appeared meanwhile conflicts on every field whose value
+// differs, and is read again.
+func (a *Applier) Apply(ctx context.Context, d domain.DesiredObject, live *domain.LiveObject) (domain.LiveObject, error) {
+	o := d.Object
+	if live != nil && !live.Owned {
+		return domain.LiveObject{}, a.conflict(d.Key)
+	}
+	if len(o.GetSpec()) > 0 && !json.Valid(o.GetSpec()) {
+		return domain.LiveObject{}, fmt.Errorf("decode spec: not JSON")
+	}
+	gvr, err := a.resource(o.GetApiVersion(), o.GetKind())
+	if err != nil {
+		return domain.LiveObject{}, err
+	}
+	client := a.dyn.Resource(gvr).Namespace(o.GetNamespace())
+	annotations := make(map[string]string, len(o.GetAnnotations())+1)
+	maps.Copy(annotations, o.GetAnnotations())
+	annotations[snapshots.AnnotationDigest] = d.Digest
+	body := applyBody{
+		APIVersion: o.GetApiVersion(), Kind: o.GetKind(),
+		Metadata: applyMeta{Name: o.GetName(), Namespace: o.GetNamespace(), Labels: o.GetLabels(), Annotations: annotations},
+		Spec:     o.GetSpec(),
+	}
+	force := false
+	if live != nil {
+		body.Metadata.UID, force = types.UID(live.UID), true
+	}
+	got, err := a.patch(ctx, client, body, force)
+	if apierrors.IsConflict(err) {
+		got, err = a.settle(ctx, client, d.Key, body)
+	}
+	if err != nil {
+		return domain.LiveObject{}, err
+	}
+	return a.live(a.kindOf(gvr.Group, o.GetKind()), got), nil
+}
+
+func (a *Applier) patch(ctx context.Context, client dynamic.ResourceInterface, body applyBody, force bool) (*metav1.ObjectMeta, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	got, err := client.Patch(ctx, body.Metadata.Name, types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: snapshots.FieldManager, Force: &force})
+	if err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
+	}
+	return objectMeta(got), nil
+}
+
+// settle reads an object whose apply conflicted, and applies it again when
+// it is Meshplane's.
+func (a *Applier) settle(ctx context.Context, client dynamic.ResourceInterface, key domain.ObjectKey, body applyBody) (*metav1.ObjectMeta, error) {
+	existing, err := client.Get(ctx, key.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		body.Metadata.UID = ""
+		return a.patch(ctx, client, body, false)
+	case err != nil:
+		return nil, fmt.Errorf("read existing object: %w", err)
+	case !a.owns(existing.GetLabels()):
+		return nil, a.conflict(key)
+	}
+	body.Metadata.UID = existing.GetUID()
+	return a.patch(ctx, client, body, true)
+}
+
+func (a *Applier) conflict(key domain.ObjectKey) error {
+	return fmt.Errorf("%w: %s %s/%s has no %s=%s, %s=%s labels", app.ErrConflict, key.Kind, key.Namespace, key.Name,
+		snapshots.LabelManagedBy, a.install, snapshots.LabelCluster, a.cluster)
+}
+
+func objectMeta(u *unstructured.Unstructured) *metav1.ObjectMeta {
+	m := &metav1.ObjectMeta{
+		Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
+		Generation: u.GetGeneration(), Labels: u.GetLabels(), Annotations: u.GetAnnotations(), ManagedFields: u.GetManagedFields(),
+	}
+	return m
+}
+
+// Delete implements app.Applier: an owned object, only while it is the
+// object live describes. One already gone is not an error.
+func (a *Applier) Delete(ctx context.Context, live domain.LiveObject) error {
+	if !live.Owned {
+		return fmt.Errorf("refusing to delete %s: %w", live.Key, app.ErrConflict)
+	}
+	gvr, err := a.resource(live.Key.APIVersion, live.Key.Kind)
 	if err != nil {
 		return err
 	}
-	client := a.dyn.Resource(gvr).Namespace(key.Namespace)
-	existing, err := client.Get(ctx, key.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
+	client := a.dyn.Resource(gvr).Namespace(live.Key.Namespace)
+	for attempt := 0; ; attempt++ {
+		pre := &metav1.Preconditions{}
+		if live.UID != "" {
+			uid := types.UID(live.UID)
+			pre.UID = &uid
+		}
+		if live.ResourceVersion != "" {
+			rv := live.ResourceVersion
+			pre.ResourceVersion = &rv
+		}
+		err = client.Delete(ctx, live.Key.Name, metav1.DeleteOptions{Preconditions: pre})
+		if err == nil || apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt > 0 {
+			return err
+		}
+		// Changed since the view saw it: read it, and delete it only if
+		// it is still Meshplane's.
+		existing, err := client.Get(ctx, live.Key.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", live.Key, err)
+		}
+		if !a.owns(existing.GetLabels()) {
+			return fmt.Errorf("refusing to delete %s: %w", live.Key, app.ErrConflict)
+		}
+		live.UID, live.ResourceVersion = string(existing.GetUID()), existing.GetResourceVersion()
 	}
-	if err != nil {
-		return fmt.Errorf("read %s: %w", key, err)
-	}
-	if !a.owns(existing.GetLabels()) {
-		return fmt.Errorf("refusing to delete %s: %w", key, app.ErrConflict)
-	}
-	// Preconditions make sure we delete the object we checked.
-	uid := existing.GetUID()
-	err = client.Delete(ctx, key.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
 }

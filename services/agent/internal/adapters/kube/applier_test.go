@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 )
 
 const (
@@ -111,7 +113,11 @@ func TestApplier(t *testing.T) {
 	c := kubetest.Start(t, kubetest.Options{Name: "east"})
 	createNamespace(t, c.Clientset(), ns)
 	dyn := c.Dynamic()
-	a := NewApplier(dyn, c.Mapper(), install, "east")
+	a := NewApplier(dyn, metadataClient(t, c), c.Mapper(), install, "east")
+	apply := func(t *testing.T, obj *snapshotv1.Object) error {
+		t.Helper()
+		return applyVia(t, a, obj, install, "east")
+	}
 
 	// Objects Meshplane must never touch: a user's, one that another
 	// cluster's agent owns, and one of another install. The user's
@@ -140,6 +146,9 @@ spec: {host: reviews.staging.example}
 `)); err != nil {
 		t.Fatal(err)
 	}
+	if err := a.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	untouchable := map[string]string{} // name -> resourceVersion
 	for _, n := range []string{"ratings", "west-reviews", "other-install"} {
 		untouchable[n] = get(t, dyn, drGVR, n).GetResourceVersion()
@@ -164,7 +173,7 @@ spec: {host: reviews.staging.example}
 		// set, whatever translation sent.
 		obj.Labels = map[string]string{"app": "reviews", snapshots.LabelCluster: "west", snapshots.LabelManagedBy: "someone"}
 		obj.Annotations = map[string]string{snapshots.AnnotationParents: "TrafficPolicy bookinfo/reviews"}
-		if err := a.Apply(t.Context(), obj); err != nil {
+		if err := apply(t, obj); err != nil {
 			t.Fatalf("Apply: %v", err)
 		}
 		u := get(t, dyn, drGVR, "reviews")
@@ -190,7 +199,7 @@ spec: {host: reviews.staging.example}
 
 	t.Run("re-apply with a changed spec updates the object", func(t *testing.T) {
 		before := get(t, dyn, drGVR, "reviews")
-		if err := a.Apply(t.Context(), dr("reviews", `{"host":"reviews.bookinfo.svc.cluster.local","subsets":[{"name":"v1","labels":{"version":"v1"}}]}`)); err != nil {
+		if err := apply(t, dr("reviews", `{"host":"reviews.bookinfo.svc.cluster.local","subsets":[{"name":"v1","labels":{"version":"v1"}}]}`)); err != nil {
 			t.Fatalf("Apply: %v", err)
 		}
 		u := get(t, dyn, drGVR, "reviews")
@@ -218,9 +227,15 @@ spec: {host: reviews.staging.example}
 
 	t.Run("an object without ownership labels is the user's: conflict", func(t *testing.T) {
 		for _, name := range []string{"ratings", "west-reviews", "other-install"} {
-			err := a.Apply(t.Context(), dr(name, `{"host":"hijacked.example"}`))
+			err := apply(t, dr(name, `{"host":"hijacked.example"}`))
 			if !errors.Is(err, app.ErrConflict) {
 				t.Errorf("Apply over %s = %v, want ErrConflict", name, err)
+			}
+			// A view that has not seen the object yet: the API server
+			// refuses the apply, which is not forced.
+			d := domain.Desire([]*snapshotv1.Object{dr(name, `{"host":"hijacked.example"}`)}, install, "east")[0]
+			if _, err := a.Apply(t.Context(), d, nil); !errors.Is(err, app.ErrConflict) {
+				t.Errorf("Apply over %s with a view behind = %v, want ErrConflict", name, err)
 			}
 		}
 		checkUntouched(t)
@@ -243,7 +258,7 @@ spec: {host: reviews.staging.example}
 			}},
 		}
 		for _, tt := range tests {
-			err := a.Apply(t.Context(), dr(tt.name, tt.spec))
+			err := apply(t, dr(tt.name, tt.spec))
 			var status *apierrors.StatusError
 			switch {
 			case err == nil:
@@ -271,53 +286,59 @@ spec: {host: reviews.staging.example}
 			{"spec is not JSON", dr("broken", `{host:`)},
 		}
 		for _, tt := range tests {
-			if err := a.Apply(t.Context(), tt.obj); err == nil {
+			if err := apply(t, tt.obj); err == nil {
 				t.Errorf("%s: Apply = nil, want an error", tt.name)
 			}
 		}
 	})
 
-	t.Run("ListOwned lists only this install's and cluster's objects", func(t *testing.T) {
+	t.Run("Owned lists only this install's and cluster's objects", func(t *testing.T) {
 		vs := &snapshotv1.Object{ApiVersion: networkV1, Kind: "VirtualService", Namespace: ns, Name: "reviews",
 			Spec: []byte(`{"hosts":["reviews"],"http":[{"route":[{"destination":{"host":"reviews","subset":"v1"}}]}]}`)}
-		if err := a.Apply(t.Context(), vs); err != nil {
+		if err := apply(t, vs); err != nil {
 			t.Fatalf("Apply VirtualService: %v", err)
 		}
-		got, err := a.ListOwned(t.Context())
-		if err != nil {
-			t.Fatalf("ListOwned: %v", err)
-		}
 		want := []domain.ObjectKey{drKey("reviews"), vsKey("reviews")}
-		slices.SortFunc(got, func(x, y domain.ObjectKey) int { return compareKeys(x, y) })
-		if !slices.Equal(got, want) {
-			t.Errorf("ListOwned = %v, want %v", got, want)
-		}
+		kubetest.Eventually(t, 10*time.Second, func(context.Context) (bool, error) {
+			return slices.Equal(ownedKeys(a), want), nil
+		}, "Owned = %v, want %v", ownedKeys(a), want)
 		// Another cluster's agent of the same install sees only its own.
-		west, err := NewApplier(dyn, c.Mapper(), install, "west").ListOwned(t.Context())
-		if err != nil {
+		westA := NewApplier(dyn, metadataClient(t, c), c.Mapper(), install, "west")
+		if err := westA.Sync(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if want := []domain.ObjectKey{drKey("west-reviews")}; !slices.Equal(west, want) {
-			t.Errorf("west's ListOwned = %v, want %v", west, want)
+		if got, want := ownedKeys(westA), []domain.ObjectKey{drKey("west-reviews")}; !slices.Equal(got, want) {
+			t.Errorf("west's Owned = %v, want %v", got, want)
 		}
 	})
 
 	t.Run("Delete removes owned objects and refuses others", func(t *testing.T) {
-		if err := a.Apply(t.Context(), dr("to-delete", `{"host":"gone.example"}`)); err != nil {
+		if err := apply(t, dr("to-delete", `{"host":"gone.example"}`)); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.Delete(t.Context(), drKey("to-delete")); err != nil {
+		u := get(t, dyn, drGVR, "to-delete")
+		live := domain.LiveObject{Key: drKey("to-delete"), UID: string(u.GetUID()), Owned: true}
+		if err := a.Delete(t.Context(), live); err != nil {
 			t.Fatalf("Delete owned: %v", err)
 		}
 		if exists(t, dyn, drGVR, "to-delete") {
 			t.Errorf("owned object still exists after Delete")
 		}
-		if err := a.Delete(t.Context(), drKey("to-delete")); err != nil {
+		if err := a.Delete(t.Context(), live); err != nil {
 			t.Errorf("Delete of an object already gone = %v, want nil", err)
 		}
 		for _, name := range []string{"ratings", "west-reviews", "other-install"} {
-			if err := a.Delete(t.Context(), drKey(name)); !errors.Is(err, app.ErrConflict) {
-				t.Errorf("Delete %s = %v, want a refusal wrapping ErrConflict", name, err)
+			u := get(t, dyn, drGVR, name)
+			// As the view holds it, and as a view behind that took it
+			// for Meshplane's: the resource version has moved on, and
+			// the API server's copy decides.
+			for _, l := range []domain.LiveObject{
+				{Key: drKey(name), UID: string(u.GetUID()), ResourceVersion: u.GetResourceVersion()},
+				{Key: drKey(name), UID: string(u.GetUID()), ResourceVersion: "1", Owned: true},
+			} {
+				if err := a.Delete(t.Context(), l); !errors.Is(err, app.ErrConflict) {
+					t.Errorf("Delete %s (%+v) = %v, want a refusal wrapping ErrConflict", name, l, err)
+				}
 			}
 		}
 		checkUntouched(t)
@@ -327,6 +348,10 @@ spec: {host: reviews.staging.example}
 		relay := &ackRelay{}
 		held := &heldMetrics{}
 		s := app.NewSyncer(relay, a, held, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		s.SetApplyOptions(app.ApplyOptions{Install: install, Cluster: "east"})
+		if err := s.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 
 		// An output built without west's input updates what it holds but
 		// deletes nothing: the VirtualService stays, and the ack says so.
@@ -387,11 +412,42 @@ spec: {host: reviews.staging.example}
 		if !s.Apply(t.Context(), empty) {
 			t.Fatalf("Apply of the empty snapshot reported a failure: %v", relay.acks)
 		}
-		if owned, err := a.ListOwned(t.Context()); err != nil || len(owned) != 0 {
-			t.Errorf("owned after an empty snapshot = %v, %v; want none", owned, err)
-		}
+		kubetest.Eventually(t, 10*time.Second, func(context.Context) (bool, error) {
+			return len(ownedKeys(a)) == 0, nil
+		}, "owned after an empty snapshot = %v; want none", ownedKeys(a))
 		checkUntouched(t)
 	})
+}
+
+func metadataClient(t testing.TB, c *kubetest.Cluster) metadata.Interface {
+	t.Helper()
+	md, err := metadata.NewForConfig(c.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md
+}
+
+// applyVia applies obj as the syncer would: as it desires it, with what
+// the view holds.
+func applyVia(t *testing.T, a *Applier, obj *snapshotv1.Object, install, cluster string) error {
+	t.Helper()
+	d := domain.Desire([]*snapshotv1.Object{obj}, install, cluster)[0]
+	var live *domain.LiveObject
+	if l, ok := a.Get(d.Key); ok {
+		live = &l
+	}
+	_, err := a.Apply(t.Context(), d, live)
+	return err
+}
+
+func ownedKeys(a *Applier) []domain.ObjectKey {
+	var out []domain.ObjectKey
+	for _, l := range a.Owned() {
+		out = append(out, l.Key)
+	}
+	slices.SortFunc(out, compareKeys)
+	return out
 }
 
 func compareKeys(x, y domain.ObjectKey) int {

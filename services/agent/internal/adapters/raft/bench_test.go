@@ -107,11 +107,15 @@ func (w *fakeWatch) Close() error { return nil }
 // nopApplier applies instantly.
 type nopApplier struct{}
 
-func (nopApplier) Apply(context.Context, *snapshotv1.Object) error { return nil }
-func (nopApplier) ListOwned(context.Context) ([]domain.ObjectKey, error) {
-	return nil, nil
+func (nopApplier) Sync(context.Context) error                      { return nil }
+func (nopApplier) Get(domain.ObjectKey) (domain.LiveObject, bool)  { return domain.LiveObject{}, false }
+func (nopApplier) Owned() []domain.LiveObject                      { return nil }
+func (nopApplier) Changed() <-chan struct{}                        { return nil }
+func (nopApplier) TakeChanges() []app.ObjectChange                 { return nil }
+func (nopApplier) Delete(context.Context, domain.LiveObject) error { return nil }
+func (nopApplier) Apply(_ context.Context, d domain.DesiredObject, _ *domain.LiveObject) (domain.LiveObject, error) {
+	return domain.LiveObject{Key: d.Key, Owned: true}, nil
 }
-func (nopApplier) Delete(context.Context, domain.ObjectKey) error { return nil }
 
 // BenchmarkLeaderFailoverToSnapshotApplied measures, like
 // BenchmarkLeaderFailover, from the leader's loss to the new leader's

@@ -1,0 +1,341 @@
+package kube
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/kube/kubetest"
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/agent/internal/app"
+	"github.com/meshplane/meshplane/services/agent/internal/domain"
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+)
+
+// The agent's budget in these benchmarks: the defaults of its flags
+// (services/agent/service: --kube-qps, --kube-burst, --apply-workers).
+const (
+	benchQPS     = 500
+	benchBurst   = 1000
+	benchWorkers = app.DefaultApplyWorkers
+	benchEdits   = 100
+	benchDeletes = 100
+)
+
+// referenceOutputs returns cluster-000's output of the reference estate at
+// C=100 before and after one TrafficPolicy edit, as the real translator
+// makes them (services/translation TestWriteReferenceOutput). Set
+// MESHPLANE_REFERENCE_OUTPUT to a directory that holds them already to
+// skip making them.
+func referenceOutputs(b *testing.B) (base, edited []byte) {
+	dir := os.Getenv("MESHPLANE_REFERENCE_OUTPUT")
+	if dir == "" {
+		dir = b.TempDir()
+		translation, err := filepath.Abs("../../../../translation")
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command("go", "test", "-run", "^TestWriteReferenceOutput$", "-count=1", "./internal/domain", "-args", "-reference-output="+dir)
+		cmd.Dir = translation
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("making the reference output: %v\n%s", err, out)
+		}
+	}
+	var err error
+	if base, err = os.ReadFile(filepath.Join(dir, "base.pb")); err != nil {
+		b.Fatal(err)
+	}
+	if edited, err = os.ReadFile(filepath.Join(dir, "edited.pb")); err != nil {
+		b.Fatal(err)
+	}
+	return base, edited
+}
+
+// decode decodes an output as the agent gets it off the wire: a new
+// message each time.
+func decode(b *testing.B, raw []byte) *snapshotv1.OutputSnapshot {
+	out := &snapshotv1.OutputSnapshot{}
+	if err := proto.Unmarshal(raw, out); err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+// BenchmarkApplyReference applies the real translator's output for one
+// cluster of the reference estate at C=100 (about 21,000 objects) to a
+// real kube-apiserver and etcd, with the agent's default budget, and
+// reports:
+//
+//   - first-apply-objects/s: (a) the first apply to an empty cluster;
+//   - edit-p50-ms, edit-p99-ms: (b) one TrafficPolicy edit, from Apply
+//     receiving the output to the changed objects readable in the API
+//     server (a GET that returns the new digest), over 100 edits;
+//   - restart-writes, restart-to-ack-s: (c) a new agent with nothing
+//     changed: writes the API server served (must be 0), and the time from
+//     its start to its acknowledgement;
+//   - restore-100-deleted-s: (d) the time from a user deleting 100 owned
+//     objects until all are back;
+//   - peak-heap-B, VmHWM-B, live-heap-B: (e) this process's peak heap and
+//     resident set, and its live heap after a collection at the end.
+//
+// Each phase runs once per benchmark run; report medians over -count:
+//
+//	go test -run '^$' -bench ApplyReference -benchtime 1x -count 3 ./internal/adapters/kube/
+func BenchmarkApplyReference(b *testing.B) {
+	baseRaw, editedRaw := referenceOutputs(b)
+	for b.Loop() {
+		benchApplyReference(b, baseRaw, editedRaw)
+	}
+}
+
+func benchApplyReference(b *testing.B, baseRaw, editedRaw []byte) {
+	b.StopTimer()
+	c := kubetest.Start(b, kubetest.Options{Name: "ref"})
+	ctx := b.Context()
+	base := decode(b, baseRaw)
+	nss := map[string]bool{}
+	for _, o := range base.GetObjects() {
+		nss[o.GetNamespace()] = true
+	}
+	for n := range nss {
+		if _, err := c.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			b.Fatal(err)
+		}
+	}
+	cfg := c.RESTConfig()
+	cfg.QPS, cfg.Burst = benchQPS, benchBurst
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	newAgent := func(relay app.Relay) *app.Syncer {
+		s := app.NewSyncer(relay, NewApplier(dyn, md, c.Mapper(), install, base.GetCluster()), nil, nopLog)
+		s.SetApplyOptions(app.ApplyOptions{Install: install, Cluster: base.GetCluster(), Workers: benchWorkers})
+		return s
+	}
+	peak := samplePeakHeap()
+
+	// (a) The first apply.
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	s := newAgent(&ackRelay{})
+	start := time.Now()
+	if err := s.Sync(agentCtx); err != nil {
+		b.Fatal(err)
+	}
+	if !s.Apply(agentCtx, base) {
+		b.Fatal("the first apply failed")
+	}
+	first := time.Since(start)
+	b.ReportMetric(float64(len(base.GetObjects()))/first.Seconds(), "first-apply-objects/s")
+
+	// (b) One TrafficPolicy edit, back and forth.
+	changed := changedObjects(base, decode(b, editedRaw))
+	if len(changed) == 0 {
+		b.Fatal("the edit changes no object")
+	}
+	var lat []time.Duration
+	for i := range benchEdits {
+		raw := editedRaw
+		if i%2 == 1 {
+			raw = baseRaw
+		}
+		snap := decode(b, raw)
+		want := wantDigests(snap, changed)
+		start := time.Now()
+		if !s.Apply(agentCtx, snap) {
+			b.Fatal("an edit's apply failed")
+		}
+		for _, k := range changed {
+			if got := readDigest(b, dyn, k); got != want[k] {
+				b.Fatalf("%s: digest %q after the edit, want %q", k, got, want[k])
+			}
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(ms(lat[len(lat)/2]), "edit-p50-ms")
+	b.ReportMetric(ms(lat[len(lat)*99/100]), "edit-p99-ms")
+	stopAgent()
+
+	// (c) A restart with nothing changed (the last edit left the base).
+	before := outputWrites(b, c)
+	relay := &streamRelay{snap: decode(b, baseRaw), acks: make(chan []*snapshotv1.ApplyResult, 4)}
+	agentCtx, stopAgent = context.WithCancel(ctx)
+	defer stopAgent()
+	start = time.Now()
+	s = newAgent(relay)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(agentCtx) }()
+	defer func() { stopAgent(); <-done }()
+	select {
+	case <-relay.acks:
+	case <-time.After(2 * time.Minute):
+		b.Fatal("the restarted agent did not acknowledge")
+	}
+	b.ReportMetric(time.Since(start).Seconds(), "restart-to-ack-s")
+	w := total(diff(outputWrites(b, c), before))
+	b.ReportMetric(float64(w), "restart-writes")
+	if w != 0 {
+		b.Errorf("the restarted agent wrote %d times", w)
+	}
+
+	// (d) A user deletes 100 owned objects.
+	var victims []string
+	for _, o := range base.GetObjects() {
+		if o.GetKind() == "DestinationRule" && len(victims) < benchDeletes {
+			victims = append(victims, o.GetNamespace()+"/"+o.GetName())
+		}
+	}
+	start = time.Now()
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(victims); i = int(next.Add(1) - 1) {
+				ns, name, _ := strings.Cut(victims[i], "/")
+				if err := c.Dynamic().Resource(drGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := kubetest.WaitFor(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		for _, v := range victims {
+			ns, name, _ := strings.Cut(v, "/")
+			if _, err := md.Resource(drGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		b.Fatalf("the deleted objects did not come back: %v", err)
+	}
+	b.ReportMetric(time.Since(start).Seconds(), "restore-100-deleted-s")
+
+	// (e) Memory. The peak heap and resident set include this benchmark's
+	// own work (it decodes the output 100 times for the edits, and holds
+	// it encoded); the live heap after a collection is the agent's state
+	// (its view, applied set and latest output) plus the encoded outputs.
+	b.ReportMetric(float64(peak()), "peak-heap-B")
+	runtime.GC()
+	live := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(live)
+	b.ReportMetric(float64(live[0].Value.Uint64()), "live-heap-B")
+	if hwm := procVmHWM(); hwm > 0 {
+		b.ReportMetric(float64(hwm), "VmHWM-B")
+	}
+	b.ReportMetric(float64(len(base.GetObjects())), "objects")
+	b.StartTimer()
+}
+
+var nopLog = slog.New(slog.DiscardHandler)
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// changedObjects returns the keys of the objects whose content differs
+// between two outputs.
+func changedObjects(a, b *snapshotv1.OutputSnapshot) []domain.ObjectKey {
+	digests := map[domain.ObjectKey]string{}
+	for _, o := range a.GetObjects() {
+		digests[domain.KeyOf(o)] = snapshots.ObjectDigest(o)
+	}
+	var out []domain.ObjectKey
+	for _, o := range b.GetObjects() {
+		if digests[domain.KeyOf(o)] != snapshots.ObjectDigest(o) {
+			out = append(out, domain.KeyOf(o))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+func wantDigests(snap *snapshotv1.OutputSnapshot, keys []domain.ObjectKey) map[domain.ObjectKey]string {
+	out := map[domain.ObjectKey]string{}
+	for _, d := range domain.Desire(snap.GetObjects(), install, snap.GetCluster()) {
+		if slices.Contains(keys, d.Key) {
+			out[d.Key] = d.Digest
+		}
+	}
+	return out
+}
+
+func readDigest(b *testing.B, dyn dynamic.Interface, k domain.ObjectKey) string {
+	for _, ok := range outputKinds {
+		if ok.kind == k.Kind {
+			u, err := dyn.Resource(ok.gvr).Namespace(k.Namespace).Get(b.Context(), k.Name, metav1.GetOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return u.GetAnnotations()[snapshots.AnnotationDigest]
+		}
+	}
+	b.Fatalf("no output kind %s", k.Kind)
+	return ""
+}
+
+// samplePeakHeap samples the heap in use every 5 ms until the returned
+// function is called, which returns the largest seen.
+func samplePeakHeap() func() uint64 {
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				metrics.Read(sample)
+				if v := sample[0].Value.Uint64(); v > peak.Load() {
+					peak.Store(v)
+				}
+			}
+		}
+	}()
+	return func() uint64 { close(stop); <-done; return peak.Load() }
+}
+
+// procVmHWM is this process's peak resident set, from /proc.
+func procVmHWM() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}

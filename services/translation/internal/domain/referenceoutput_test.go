@@ -1,0 +1,60 @@
+package domain_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/translation/internal/domain"
+	"google.golang.org/protobuf/proto"
+)
+
+var referenceOutput = flag.String("reference-output", "", "directory to write cluster-000's output of the reference estate at C=100 into (for the agent's BenchmarkApplyReference)")
+
+// TestWriteReferenceOutput writes the real translator's output for one
+// cluster (cluster-000) of the reference estate at C=100, S=1,000,
+// P=10,000 with selective federation, before and after one TrafficPolicy
+// edit (3 to 4 retries), as base.pb and edited.pb: the objects that the
+// agent's BenchmarkApplyReference applies. It runs only when asked:
+//
+//	go test -run TestWriteReferenceOutput ./internal/domain -args -reference-output=DIR
+func TestWriteReferenceOutput(t *testing.T) {
+	if *referenceOutput == "" {
+		t.Skip("writes files only with -reference-output=DIR")
+	}
+	const c, s, p = 100, 1000, 10000
+	const cluster = "cluster-000"
+	inputs := federatedEstate(c, s, p, selectiveExport)
+	base, err := domain.Translate(inputs, domain.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := shallowInput(inputs["meshplane"])
+	edited.TrafficPolicies = slices.Clone(edited.TrafficPolicies)
+	tp := proto.CloneOf(edited.TrafficPolicies[0])
+	tp.Metadata.Generation++
+	tp.Spec.Policy.Retries.Attempts = 4
+	edited.TrafficPolicies[0] = tp
+	snapshots.SealInput(edited)
+	inputs["meshplane"] = edited
+	after, err := domain.Translate(inputs, domain.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base[cluster].GetVersion() == after[cluster].GetVersion() {
+		t.Fatalf("the TrafficPolicy edit did not change %s's output", cluster)
+	}
+	for name, out := range map[string]any{"base.pb": base[cluster], "edited.pb": after[cluster]} {
+		b, err := proto.Marshal(out.(proto.Message))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(*referenceOutput, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%s: %d objects, %d statuses", cluster, len(base[cluster].GetObjects()), len(base[cluster].GetStatuses()))
+}
