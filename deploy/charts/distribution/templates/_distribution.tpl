@@ -9,6 +9,7 @@
 {{- if not $redis.addrs }}
 {{- fail "distribution needs Redis: set redis.addrs, or install it with the meshplane chart (redis.enabled or global.redis.addrs)" }}
 {{- end }}
+- --deltas={{ .Values.deltas }}
 {{- end }}
 
 {{- define "distribution.specificMounts" -}}{{- end }}
