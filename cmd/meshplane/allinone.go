@@ -204,13 +204,18 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 	// The clusters registration mirrors are the ones every output expects:
 	// safe mode waits for them even after Redis restarts empty.
 	tcfg.ClustersNamespace = s.reg.MirrorNamespace
+	// Ingest reads the management cluster's own resources as one more
+	// input: it is expected too, so that a restart with Redis lost does
+	// not publish outputs without them. Translation reads the input named
+	// the install name as the management cluster's.
+	icfg := s.ing
+	icfg.Install = s.install
+	tcfg.ExpectManagementCluster = tcfg.ClustersNamespace != "" && icfg.WatchesManagement() && icfg.ManagementClusterName() == s.install
 	tr, err := translation.New(tcfg, translation.WithLogger(log), translation.WithRegisterer(promReg), translation.WithStores(inputs, outputs), translation.WithAcks(acks))
 	if err != nil {
 		return nil, err
 	}
 
-	icfg := s.ing
-	icfg.Install = s.install
 	ing, err := ingest.New(icfg, ingest.WithLogger(log), ingest.WithRegisterer(promReg), ingest.WithInputs(ingestInputs), ingest.WithOutputs(outputs), ingest.WithNotifier(tr))
 	if err != nil {
 		return nil, err

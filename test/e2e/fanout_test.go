@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -43,10 +41,7 @@ func startFanOut(tb testing.TB, n int) *fanOut {
 	harness.RequireE2E(tb)
 	ctx := context.Background()
 	redis := redistest.Start(tb)
-	dir := tb.TempDir()
-	if keep := os.Getenv("E2E_KEEP_DIR"); keep != "" {
-		dir = filepath.Join(keep, tb.Name())
-	}
+	dir := testDir(tb)
 	clusters := make([]string, n)
 	for i := range clusters {
 		clusters[i] = fmt.Sprintf("c%03d", i)

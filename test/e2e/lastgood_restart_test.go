@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,10 +34,7 @@ func TestPlaneRestartKeepsLastGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	redis := redistest.Start(t)
-	dir := t.TempDir()
-	if keep := os.Getenv("E2E_KEEP_DIR"); keep != "" {
-		dir = filepath.Join(keep, t.Name())
-	}
+	dir := testDir(t)
 	p, tokens := startFaultPlane(t, dir, redis.Addr(), "east")
 	// Translation keeps the last valid versions in the management cluster.
 	p.down("translation", false)

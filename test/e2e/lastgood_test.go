@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // reviewsPolicy is a TrafficPolicy, applied in east, that selects the
@@ -30,7 +31,8 @@ spec:
 %s`, name, policy))
 }
 
-// policyStatus is what the agent wrote back onto a TrafficPolicy.
+// policyStatus is the status written back onto a TrafficPolicy (or another
+// Meshplane resource: see readStatus), with the generation it is read at.
 type policyStatus struct {
 	generation         int64
 	ObservedGeneration string // as written: protojson encodes an int64 as a string
@@ -40,7 +42,14 @@ type policyStatus struct {
 }
 
 func readPolicyStatus(ctx context.Context, c *kubetest.Cluster, name string) (*policyStatus, error) {
-	u, err := c.Dynamic().Resource(trafficPolicies).Namespace(harness.BookinfoNamespace).Get(ctx, name, metav1.GetOptions{})
+	return readStatus(ctx, c, trafficPolicies, harness.BookinfoNamespace, name)
+}
+
+// readStatus reads the status of any Meshplane resource whose status has
+// observedGeneration, state, lastKnownGood and errors at its top
+// (TrafficPolicy, AccessPolicy, VirtualMesh, ...).
+func readStatus(ctx context.Context, c *kubetest.Cluster, gvr schema.GroupVersionResource, namespace, name string) (*policyStatus, error) {
+	u, err := c.Dynamic().Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -61,10 +59,7 @@ func TestRejectedObjectFailsPolicy(t *testing.T) {
 	ctx := t.Context()
 	east := kubetest.Start(t, kubetest.Options{Name: "east"})
 	redis := redistest.Start(t)
-	dir := t.TempDir()
-	if keep := os.Getenv("E2E_KEEP_DIR"); keep != "" {
-		dir = filepath.Join(keep, t.Name())
-	}
+	dir := testDir(t)
 	p, tokens := startFaultPlane(t, dir, redis.Addr(), "east")
 	// The translation process gives way to the test translator on the
 	// same address; no agent has pushed yet, so it published nothing.

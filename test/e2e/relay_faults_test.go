@@ -301,6 +301,16 @@ func waitGone(t *testing.T, ctx context.Context, c *kubetest.Cluster, name strin
 	}
 }
 
+// testDir is the directory for a test's process logs and state: a
+// temporary one, or, with E2E_KEEP_DIR set, one under it that outlives the
+// run for a look afterwards.
+func testDir(tb testing.TB) string {
+	if keep := os.Getenv("E2E_KEEP_DIR"); keep != "" {
+		return filepath.Join(keep, tb.Name())
+	}
+	return tb.TempDir()
+}
+
 // setup starts Redis, the plane and east's agent with bookinfo, and waits
 // until every bookinfo DestinationRule is applied and acknowledged.
 func setupFaults(t *testing.T) (context.Context, *faultPlane, *kubetest.Cluster, string) {
@@ -308,12 +318,7 @@ func setupFaults(t *testing.T) (context.Context, *faultPlane, *kubetest.Cluster,
 	ctx := t.Context()
 	east := kubetest.Start(t, kubetest.Options{Name: "east"})
 	redis := redistest.Start(t)
-	dir := t.TempDir()
-	// E2E_KEEP_DIR keeps the processes' logs and state for a look after
-	// the run.
-	if keep := os.Getenv("E2E_KEEP_DIR"); keep != "" {
-		dir = filepath.Join(keep, t.Name())
-	}
+	dir := testDir(t)
 	p, tokens := startFaultPlane(t, dir, redis.Addr(), "east")
 	if err := east.ApplyYAML(ctx, harness.Bookinfo(east.Name)); err != nil {
 		t.Fatal(err)

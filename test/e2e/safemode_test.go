@@ -44,7 +44,7 @@ func startDurablePlane(t *testing.T) *durablePlane {
 	t.Helper()
 	harness.RequireE2E(t)
 	ctx := t.Context()
-	d := &durablePlane{t: t, dir: t.TempDir(), agents: map[string]*harness.Process{}}
+	d := &durablePlane{t: t, dir: testDir(t), agents: map[string]*harness.Process{}}
 	clusters := kubetest.StartMany(t, kubetest.Options{Name: "east"}, kubetest.Options{Name: "west"}, kubetest.Options{Name: "mgmt", SkipIstioCRDs: true})
 	d.east, d.west, d.mgmt = clusters[0], clusters[1], clusters[2]
 	if _, err := d.mgmt.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "meshplane"}}, metav1.CreateOptions{}); err != nil {
@@ -109,11 +109,17 @@ type checkReport struct {
 		On      bool     `json:"on"`
 		Missing []string `json:"missingClusters"`
 	} `json:"safeMode"`
-	Clusters []struct {
-		Cluster       string `json:"cluster"`
-		Push          string `json:"push"`
-		HeldDeletions int    `json:"heldDeletions"`
-	} `json:"clusters"`
+	Clusters []checkCluster `json:"clusters"`
+}
+
+// checkCluster is one cluster's entry in `meshctl check -o json`.
+type checkCluster struct {
+	Cluster       string `json:"cluster"`
+	Push          string `json:"push"`
+	Pull          string `json:"pull"`
+	Applied       string `json:"applied"`
+	ApplyErrors   int    `json:"applyErrors"`
+	HeldDeletions int    `json:"heldDeletions"`
 }
 
 func (d *durablePlane) check(ctx context.Context) (checkReport, string, error) {

@@ -241,3 +241,30 @@ spec: {}
 		t.Fatalf("translation was told %v, want %s once per replica at most", got, version)
 	}
 }
+
+// WatchesManagement is the decision the all-in-one process passes on to
+// translation: "auto" reads the management cluster when a kubeconfig is
+// given or the process runs in a pod.
+func TestWatchesManagement(t *testing.T) {
+	for _, tc := range []struct {
+		mode, kubeconfig, podHost string
+		want                      bool
+	}{
+		{"auto", "", "", false},
+		{"auto", "/etc/kubeconfig", "", true},
+		{"auto", "", "10.96.0.1", true},
+		{"true", "", "", true},
+		{"false", "/etc/kubeconfig", "10.96.0.1", false},
+	} {
+		t.Setenv("KUBERNETES_SERVICE_HOST", tc.podHost)
+		cfg := service.DefaultConfig()
+		cfg.WatchManagement, cfg.Kubeconfig = tc.mode, tc.kubeconfig
+		if got := cfg.WatchesManagement(); got != tc.want {
+			t.Errorf("--watch-management-cluster=%s, kubeconfig %q, KUBERNETES_SERVICE_HOST %q: WatchesManagement() = %v, want %v", tc.mode, tc.kubeconfig, tc.podHost, got, tc.want)
+		}
+	}
+	cfg := service.DefaultConfig()
+	if got := cfg.ManagementClusterName(); got != cfg.Install {
+		t.Errorf("ManagementClusterName() = %q, want the install name %q", got, cfg.Install)
+	}
+}

@@ -142,16 +142,27 @@ func (c *Config) managementCluster() string {
 	return c.Install
 }
 
+// WatchesManagement reports whether the management cluster's own
+// resources are read, as the input named ManagementClusterName.
+func (c *Config) WatchesManagement() bool {
+	switch c.WatchManagement {
+	case "false":
+		return false
+	case "auto":
+		// When configured or in a pod.
+		return c.Kubeconfig != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != ""
+	}
+	return true
+}
+
+// ManagementClusterName is the name of the management cluster's input.
+func (c *Config) ManagementClusterName() string { return c.managementCluster() }
+
 // managementREST returns how to reach the management cluster, or nil when
 // its resources are not to be read.
 func (c *Config) managementREST() (*rest.Config, error) {
-	switch c.WatchManagement {
-	case "false":
+	if !c.WatchesManagement() {
 		return nil, nil
-	case "auto":
-		if c.Kubeconfig == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
-			return nil, nil // neither configured nor in a pod
-		}
 	}
 	if c.Kubeconfig == "" && c.KubeContext == "" {
 		if cfg, err := rest.InClusterConfig(); err == nil {

@@ -51,7 +51,12 @@ type Config struct {
 	ClustersNamespace string
 	// ExpectedRefresh is how often the expected clusters are read again.
 	ExpectedRefresh time.Duration
-	Redis           snapshots.RedisOptions
+	// ExpectManagementCluster says that ingest reads the management
+	// cluster's own Meshplane resources (its --watch-management-cluster)
+	// as the input named Install: that input is then expected too, like a
+	// registered cluster's. Needs ClustersNamespace.
+	ExpectManagementCluster bool
+	Redis                   snapshots.RedisOptions
 	// RecordsNamespace is the namespace of the management cluster where
 	// the last valid version of every resource is kept (ResourceRecords),
 	// so that a restart of the plane and a lost Redis cannot lose them
@@ -87,6 +92,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags.String(&c.KubeContext, "kube-context", "kubeconfig context of the management cluster (default: the current one)")
 	c.flags.String(&c.ClustersNamespace, "clusters-namespace", "namespace of the management cluster where registration mirrors cluster records as KubernetesClusters (its --mirror-namespace); the registered ones are the clusters every output expects, and safe mode waits for them even after Redis restarts empty. Empty: safe mode waits for the clusters with outputs in Redis")
 	c.flags.Duration(&c.ExpectedRefresh, "expected-clusters-refresh", "how often the KubernetesClusters in --clusters-namespace are read again")
+	c.flags.Bool(&c.ExpectManagementCluster, "expect-management-cluster", "ingest reads the management cluster's own Meshplane resources (its --watch-management-cluster): their input, named the install name, is expected like a registered cluster's, so safe mode waits for it after Redis restarts empty and outputs built without it are incomplete; needs --clusters-namespace")
 	c.AddOwnFlags(c.flags)
 	c.Redis.AddFlags(fs)
 }
@@ -120,6 +126,8 @@ func (c *Config) Validate() error {
 		if err := validation.IsDNS1123Label(c.ClustersNamespace); len(err) > 0 {
 			errs = append(errs, fmt.Errorf("--clusters-namespace %q: %s", c.ClustersNamespace, strings.Join(err, "; ")))
 		}
+	} else if c.ExpectManagementCluster {
+		errs = append(errs, errors.New("--expect-management-cluster needs --clusters-namespace: the management cluster's input is expected beside the registered clusters"))
 	}
 	errs = append(errs, c.Redis.Validate())
 	return errors.Join(errs...)
@@ -218,6 +226,12 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		d.expected = kube.NewExpectedClusters(client, cfg.ClustersNamespace, cfg.Install)
 		log.Info("expected clusters are the registered KubernetesClusters", "namespace", cfg.ClustersNamespace)
 	}
+	var management string
+	if cfg.ExpectManagementCluster {
+		// The domain reads the input named Install as the management
+		// cluster's.
+		management = cfg.Install
+	}
 	var topts []app.TranslatorOption
 	if cfg.RecordsNamespace != "" {
 		store, err := newRecordStore(cfg, log)
@@ -227,12 +241,13 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		topts = append(topts, app.WithLastGoodStore(store))
 	}
 	t := app.NewTranslator(app.Config{
-		Domain:          domain.Options{Install: cfg.Install, ClusterDomain: cfg.ClusterDomain},
-		Debounce:        cfg.Debounce,
-		SafeStartWindow: cfg.SafeStartWindow,
-		Expected:        d.expected,
-		ExpectedRefresh: cfg.ExpectedRefresh,
-		TestOutputHook:  d.hook,
+		Domain:             domain.Options{Install: cfg.Install, ClusterDomain: cfg.ClusterDomain},
+		Debounce:           cfg.Debounce,
+		SafeStartWindow:    cfg.SafeStartWindow,
+		Expected:           d.expected,
+		ExpectedRefresh:    cfg.ExpectedRefresh,
+		ExpectedManagement: management,
+		TestOutputHook:     d.hook,
 	}, d.inputs, d.outputs, metrics, log, topts...)
 	if d.acks != nil {
 		t.SetApplyReports(d.acks)

@@ -2,8 +2,11 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"log/slog"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -328,3 +331,63 @@ func TestSafeStartWindowFlag(t *testing.T) {
 		t.Fatal("a negative window was accepted")
 	}
 }
+
+// --expect-management-cluster adds the management cluster's input to the
+// expected clusters, so it needs them (--clusters-namespace).
+func TestExpectManagementClusterFlag(t *testing.T) {
+	cfg := service.DefaultConfig()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	cfg.AddFlags(fs)
+	if err := fs.Parse([]string{"--expect-management-cluster"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--expect-management-cluster needs --clusters-namespace") {
+		t.Fatalf("Validate without --clusters-namespace: %v", err)
+	}
+	if err := fs.Parse([]string{"--expect-management-cluster", "--clusters-namespace=meshplane"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil || !cfg.ExpectManagementCluster {
+		t.Fatalf("--expect-management-cluster --clusters-namespace=meshplane: %v, %v", cfg.ExpectManagementCluster, err)
+	}
+}
+
+// With the management cluster expected, GetStatus shows safe mode waiting
+// for its input (named the install name) after the registered clusters
+// reported, and nothing is published until it has.
+func TestSafeModeWaitsForManagementInput(t *testing.T) {
+	inputs := snapshots.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
+	outputs := snapshots.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	cfg := testConfig()
+	cfg.ClustersNamespace, cfg.ExpectManagementCluster = "meshplane", true
+	e := newEnvWith(t, cfg, service.WithStores(inputs, outputs), service.WithExpectedClusters(registered{"east"}))
+	ingest := e.client(t, ingestID, nil)
+	notify := func(in *snapshotv1.InputSnapshot) {
+		t.Helper()
+		if _, err := ingest.Notify(t.Context(), connect.NewRequest(&translationv1.NotifyRequest{Cluster: in.GetCluster(), Version: in.GetVersion(), Snapshot: in})); err != nil {
+			t.Fatalf("Notify: %v", err)
+		}
+	}
+	notify(input("east", "reviews"))
+	eventually(t, "safe mode waiting for the management cluster", func() bool {
+		res, err := ingest.GetStatus(t.Context(), connect.NewRequest(&translationv1.GetStatusRequest{}))
+		if err != nil {
+			t.Fatalf("GetStatus: %v", err)
+		}
+		s := res.Msg
+		return s.GetSafeMode() && slices.Equal(s.GetClustersWaiting(), []string{cfg.Install})
+	})
+	if _, err := outputs.Get(t.Context(), "east"); !errors.Is(err, snapshots.ErrNotFound) {
+		t.Fatalf("east's output in the store before the management cluster reported: %v", err)
+	}
+	notify(input(cfg.Install))
+	eventually(t, "east's output published", func() bool {
+		_, err := outputs.Get(t.Context(), "east")
+		return err == nil
+	})
+}
+
+// registered is a fixed list of registered clusters.
+type registered []string
+
+func (r registered) ExpectedClusters(context.Context) ([]string, error) { return slices.Clone(r), nil }

@@ -65,8 +65,9 @@ type PlaneOptions struct {
 	// in MirrorNamespace, and re-seeds them from it when Redis loses them
 	// (--kubeconfig, --mirror-namespace, and Redis for its records);
 	// translation expects the registered ones (--kubeconfig,
-	// --clusters-namespace) and keeps the last valid versions there
-	// (--records-namespace); ingest (or the all-in-one) watches its
+	// --clusters-namespace), the management cluster's own input with them
+	// (--expect-management-cluster), and keeps the last valid versions
+	// there (--records-namespace); ingest (or the all-in-one) watches its
 	// Meshplane resources, ScopeGrants included. All-in-one shares
 	// registration's flags. The namespace must exist.
 	ManagementKubeconfig string
@@ -143,7 +144,9 @@ func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string,
 		{"translation", CmdTranslation, func(map[string]string) []string {
 			args := append(slices.Clone(redis), "--debounce", "50ms")
 			if o.ManagementKubeconfig != "" {
-				args = append(args, "--kubeconfig", o.ManagementKubeconfig, "--clusters-namespace", o.mirrorNamespace(), "--records-namespace", o.mirrorNamespace())
+				// Ingest reads the management cluster's resources
+				// (watchArgs): translation expects that input too.
+				args = append(args, "--kubeconfig", o.ManagementKubeconfig, "--clusters-namespace", o.mirrorNamespace(), "--records-namespace", o.mirrorNamespace(), "--expect-management-cluster")
 			}
 			if o.SafeStartWindow != 0 {
 				args = append(args, "--safe-start-window", o.SafeStartWindow.String())

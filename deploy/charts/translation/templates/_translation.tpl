@@ -17,6 +17,9 @@
 {{- with .Values.expectedClusters.refresh }}
 - --expected-clusters-refresh={{ . }}
 {{- end }}
+{{- if .Values.expectedClusters.managementCluster }}
+- --expect-management-cluster
+{{- end }}
 {{- end }}
 {{- if .Values.lastKnownGood.records }}
 - --records-namespace={{ .Release.Namespace }}

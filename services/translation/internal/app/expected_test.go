@@ -214,3 +214,69 @@ func TestSafeModeAfterStoreLossWithExpected(t *testing.T) {
 		}
 	})
 }
+
+// The management cluster's own resources reach translation as one more
+// input, which Redis loses with the rest. With ExpectedManagement it is
+// expected beside the registered clusters: after a restart with Redis
+// flushed, east and west reporting do not end safe mode, because outputs
+// built without the management cluster's VirtualMeshes, ScopeGrants and
+// policies would delete what they made. When its window passes first, the
+// outputs say they lack it, so agents hold their deletions.
+func TestSafeModeWaitsForTheManagementCluster(t *testing.T) {
+	for _, reports := range []bool{true, false} {
+		name := map[bool]string{true: "management reports", false: "window passes"}[reports]
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				inputs := snapshots.NewMemory(newInput)
+				exp := &expectedList{names: []string{"east", "west"}}
+				outputs := snapshots.NewMemory(newOutput)
+				tr := app.NewTranslator(app.Config{
+					Debounce: 5 * time.Millisecond, RetryInterval: 100 * time.Millisecond,
+					SafeStartWindow: expectedWindow, Expected: exp, ExpectedRefresh: time.Second,
+					ExpectedManagement: "meshplane",
+				}, inputs, outputs, nil, slog.New(slog.NewTextHandler(t.Output(), nil)))
+				run(t, tr)
+				synctest.Wait()
+				for _, c := range []string{"east", "west"} {
+					if err := tr.Submit(c, input(c, "reviews")); err != nil {
+						t.Fatal(err)
+					}
+				}
+				time.Sleep(time.Second)
+				synctest.Wait()
+				if on, waiting := tr.SafeMode(); !on || !slices.Equal(waiting, []string{"meshplane"}) {
+					t.Fatalf("SafeMode() = %v, %v; want on, waiting for the management cluster", on, waiting)
+				}
+				if _, ok := published(t, outputs, "east"); ok {
+					t.Fatal("east was published before the management cluster's input was read")
+				}
+				if got := tr.MissingClusters(); !slices.Equal(got, []string{"meshplane"}) {
+					t.Fatalf("MissingClusters() = %v, want [meshplane]", got)
+				}
+
+				if reports {
+					if err := tr.Submit("meshplane", input("meshplane")); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					time.Sleep(expectedWindow)
+				}
+				time.Sleep(time.Second)
+				synctest.Wait()
+				if on, _ := tr.SafeMode(); on {
+					t.Fatal("safe mode still on")
+				}
+				want := []string{"meshplane"}
+				if reports {
+					want = nil
+				}
+				for _, c := range []string{"east", "west"} {
+					out, ok := published(t, outputs, c)
+					if !ok || !slices.Equal(out.GetMissingClusters(), want) {
+						t.Fatalf("%s: published %v, missing %v; want published, missing %v", c, ok, out.GetMissingClusters(), want)
+					}
+				}
+			})
+		})
+	}
+}

@@ -42,6 +42,14 @@ type Config struct {
 	// ExpectedRefresh is how often Expected is read again; zero means
 	// DefaultExpectedRefresh.
 	ExpectedRefresh time.Duration
+	// ExpectedManagement, with Expected, names the management cluster's
+	// input when the plane reads that cluster's own resources (ingest's
+	// watch). It is expected like a registered cluster: after a restart
+	// with a lost store, safe mode waits for it too, and an output built
+	// without it is incomplete, because the resources applied there (a
+	// VirtualMesh, a ScopeGrant, policies) shape every cluster's output.
+	// Empty: only the clusters Expected names.
+	ExpectedManagement string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// TestOutputHook, when set, may change each output after translation,
@@ -117,6 +125,20 @@ type safeMode struct {
 	unsure bool
 }
 
+// alsoExpected names the clusters its source names and one more.
+type alsoExpected struct {
+	source  ExpectedClusters
+	cluster string
+}
+
+func (a alsoExpected) ExpectedClusters(ctx context.Context) ([]string, error) {
+	names, err := a.source.ExpectedClusters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(names, a.cluster), nil
+}
+
 // waiting returns the known clusters that have not reported, sorted.
 func (s *safeMode) waiting() []string {
 	var out []string
@@ -139,6 +161,9 @@ func NewTranslator(cfg Config, source InputSource, publish OutputPublisher, metr
 	}
 	if cfg.ExpectedRefresh <= 0 {
 		cfg.ExpectedRefresh = DefaultExpectedRefresh
+	}
+	if cfg.Expected != nil && cfg.ExpectedManagement != "" {
+		cfg.Expected = alsoExpected{cfg.Expected, cfg.ExpectedManagement}
 	}
 	now := cfg.Now
 	if now == nil {
