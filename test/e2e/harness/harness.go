@@ -152,6 +152,25 @@ func (p *Process) Stop() {
 	}
 }
 
+// Terminate sends SIGTERM and waits up to timeout for the process to exit
+// on its own. If it does not, it is killed and Terminate says so: a
+// process that needs killing would hold up a rolling update for its whole
+// grace period.
+func (p *Process) Terminate(timeout time.Duration) error {
+	if p.Exited() {
+		return nil
+	}
+	start := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(timeout):
+		p.Kill()
+		return fmt.Errorf("%s did not exit within %v of SIGTERM and was killed; its log ends with:\n%s", p.Name, time.Since(start).Round(time.Millisecond), p.LogTail(3000))
+	}
+}
+
 // Kill ends the process at once, as a crash would.
 func (p *Process) Kill() {
 	if p.Exited() {

@@ -393,6 +393,8 @@ func (s *fakePushStream) Receive() (string, error) {
 	}
 }
 
+func (s *fakePushStream) CloseSend() error { return s.Close() }
+
 func (s *fakePushStream) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

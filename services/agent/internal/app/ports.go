@@ -50,6 +50,11 @@ type PushStream interface {
 	Send(s *snapshotv1.InputSnapshot) error
 	// Receive returns the version ingest stored.
 	Receive() (string, error)
+	// CloseSend ends the sending side: ingest sees the end of the stream
+	// and ends it, which ends a Receive waiting on it. It may be called
+	// while Receive runs; cancelling the stream's context alone does not
+	// end that Receive.
+	CloseSend() error
 	Close() error
 }
 

@@ -92,11 +92,13 @@ func (p *Pusher) session(ctx context.Context, b *Backoff) error {
 		return err
 	}
 	var wg sync.WaitGroup
-	// Cancelling ends the stream's Receive; the receiver is waited for
-	// before Close, which must not run concurrently with Receive, and so
-	// that no goroutine outlives the session.
+	// Closing the sending side ends the stream's Receive (cancelling the
+	// context does not: the response read goes on); the receiver is waited
+	// for before Close, which must not run concurrently with Receive, and
+	// so that no goroutine outlives the session.
 	defer func() {
 		cancel()
+		_ = stream.CloseSend()
 		wg.Wait()
 		stream.Close()
 	}()

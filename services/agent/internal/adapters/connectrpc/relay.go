@@ -135,7 +135,8 @@ func (r *Relay) OpenPush(ctx context.Context) (app.PushStream, error) {
 }
 
 type pushStream struct {
-	s *connect.BidiStreamForClient[ingestv1.EncodedPushRequest, ingestv1.PushResponse]
+	s          *connect.BidiStreamForClient[ingestv1.EncodedPushRequest, ingestv1.PushResponse]
+	sendClosed atomic.Bool
 }
 
 // Send sends s in its canonical encoding, the one its version hashes.
@@ -163,8 +164,15 @@ func (p *pushStream) Receive() (string, error) {
 	return resp.GetStoredVersion(), nil
 }
 
+func (p *pushStream) CloseSend() error {
+	if p.sendClosed.Swap(true) {
+		return nil
+	}
+	return p.s.CloseRequest()
+}
+
 func (p *pushStream) Close() error {
-	return errors.Join(p.s.CloseRequest(), p.s.CloseResponse())
+	return errors.Join(p.CloseSend(), p.s.CloseResponse())
 }
 
 func (r *Relay) Watch(ctx context.Context, have string) (app.WatchStream, error) {

@@ -47,7 +47,16 @@ func (h *AccessLogHandler) PushAccessLogs(ctx context.Context, stream *connect.C
 		return nil, err
 	}
 	var accepted uint64
-	for stream.Receive() {
+	for {
+		// Not a bare Receive: the drain on shutdown and a revocation end
+		// ctx, and must end the stream.
+		more, err := platform.ReceiveOrDone(ctx, func() (bool, error) { return stream.Receive(), nil })
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			break
+		}
 		req := stream.Msg()
 		n, err := h.logs.Push(ctx, cluster, req.GetEntries(), req.GetDropped())
 		accepted += uint64(n)

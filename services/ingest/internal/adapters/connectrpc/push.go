@@ -50,7 +50,9 @@ func (h *Handler) PushEncoded(ctx context.Context, stream *connect.BidiStream[in
 	disconnect := h.in.Connect(cluster)
 	defer disconnect()
 	for {
-		req, err := stream.Receive()
+		// Not a bare Receive: the drain on shutdown and a revocation end
+		// ctx, and must end the stream.
+		req, err := platform.ReceiveOrDone(ctx, stream.Receive)
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
