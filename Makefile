@@ -17,7 +17,7 @@ CMDS      := \
 	services/agent/cmd/agent \
 	cmd/meshplane \
 	cmd/meshctl
-TEST_TIMEOUT ?= 20m
+TEST_TIMEOUT ?= 30m
 
 .PHONY: help
 help: ## Show this help.
