@@ -19,11 +19,16 @@ import (
 // Ack is the latest acknowledgement of a cluster's agent: the output
 // version it applied and the outcome for each object.
 type Ack struct {
-	Cluster     string
-	Version     string
-	Results     []*snapshotv1.ApplyResult
-	ApplyErrors int
-	AckedAt     time.Time
+	Cluster string
+	Version string
+	// Results are the outcomes listed one by one: all of them from an
+	// agent that does not count, else all but APPLIED and DELETED.
+	Results []*snapshotv1.ApplyResult
+	// Applied and Deleted are the outcomes the agent counted instead of
+	// listing them.
+	Applied, Deleted int
+	ApplyErrors      int
+	AckedAt          time.Time
 }
 
 // HeldDeletions counts the owned objects the agent kept although the
@@ -81,7 +86,11 @@ func (a *RedisAcks) key(cluster string) string { return a.base + ":" + cluster }
 func (a *RedisAcks) channel() string           { return a.base + ":changes" }
 
 func (a *RedisAcks) PutAck(ctx context.Context, rec Ack) error {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&distributionv1.AckRequest{Version: rec.Version, Results: rec.Results})
+	req := &distributionv1.AckRequest{Version: rec.Version, Results: rec.Results}
+	if rec.Applied > 0 || rec.Deleted > 0 {
+		req.Counts = &distributionv1.AckCounts{Applied: uint32(rec.Applied), Deleted: uint32(rec.Deleted)}
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("encode ack of cluster %q: %w", rec.Cluster, err)
 	}
@@ -176,6 +185,7 @@ func decodeAck(cluster string, vals []any) (rec Ack, ok bool, err error) {
 			return Ack{}, false, fmt.Errorf("decode ack results of cluster %q: %w", cluster, err)
 		}
 		rec.Results = req.GetResults()
+		rec.Applied, rec.Deleted = int(req.GetCounts().GetApplied()), int(req.GetCounts().GetDeleted())
 	}
 	return rec, true, nil
 }

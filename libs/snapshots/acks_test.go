@@ -22,7 +22,7 @@ func testAckStore(t *testing.T, s snapshots.AckStore) {
 		t.Fatal(err)
 	}
 	want := snapshots.Ack{
-		Cluster: "east", Version: "sha256:1", ApplyErrors: 1, AckedAt: time.Unix(0, 1700000000123456789),
+		Cluster: "east", Version: "sha256:1", ApplyErrors: 1, AckedAt: time.Unix(0, 1700000000123456789), Applied: 21053, Deleted: 2,
 		Results: []*snapshotv1.ApplyResult{{
 			Ref:     &snapshotv1.ObjectRef{ApiVersion: "networking.istio.io/v1", Kind: "VirtualService", Namespace: "default", Name: "reviews"},
 			Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_REJECTED, Error: "spec.http[0].timeout: invalid",
@@ -39,7 +39,7 @@ func testAckStore(t *testing.T, s snapshots.AckStore) {
 		t.Fatal(err)
 	}
 	if got.Cluster != want.Cluster || got.Version != want.Version || got.ApplyErrors != want.ApplyErrors ||
-		!got.AckedAt.Equal(want.AckedAt) || len(got.Results) != 1 || !proto.Equal(got.Results[0], want.Results[0]) {
+		got.Applied != want.Applied || got.Deleted != want.Deleted || !got.AckedAt.Equal(want.AckedAt) || len(got.Results) != 1 || !proto.Equal(got.Results[0], want.Results[0]) {
 		t.Errorf("GetAck = %+v, want %+v", got, want)
 	}
 	list, err := s.ListAcks(ctx)

@@ -381,10 +381,25 @@ func (d *Distributor) Snapshot(ctx context.Context, cluster string) (*snapshotv1
 // earlier output held: anything else would record what the agent was never
 // asked to do, and hold the plane's memory and store with it.
 func (d *Distributor) Ack(ctx context.Context, cluster, version string, results []*snapshotv1.ApplyResult) error {
+	return d.AckCounted(ctx, cluster, version, results, AckCounts{})
+}
+
+// AckCounts are the outcomes an agent counted instead of listing them one
+// by one: objects, statuses and certificates applied, and objects deleted.
+type AckCounts struct{ Applied, Deleted int }
+
+// AckCounted is Ack for an agent that lists only the outcomes the plane
+// needs one by one (all but APPLIED and DELETED) and counts the rest. The
+// counts are held to the same bound as the results: together they may not
+// exceed what the output holds plus the deletions of an earlier one.
+func (d *Distributor) AckCounted(ctx context.Context, cluster, version string, results []*snapshotv1.ApplyResult, counts AckCounts) error {
 	if version == "" {
 		return fmt.Errorf("%w: version is empty", ErrInvalidAck)
 	}
-	if err := d.checkAck(ctx, cluster, version, results); err != nil {
+	if counts.Applied < 0 || counts.Deleted < 0 {
+		return fmt.Errorf("%w: negative counts", ErrInvalidAck)
+	}
+	if err := d.checkAck(ctx, cluster, version, len(results)+counts.Applied+counts.Deleted); err != nil {
 		return err
 	}
 	errs := 0
@@ -393,7 +408,8 @@ func (d *Distributor) Ack(ctx context.Context, cluster, version string, results 
 			errs++
 		}
 	}
-	if err := d.acks.PutAck(ctx, AckRecord{Cluster: cluster, Version: version, Results: results, ApplyErrors: errs, AckedAt: d.now()}); err != nil {
+	rec := AckRecord{Cluster: cluster, Version: version, Results: results, Applied: counts.Applied, Deleted: counts.Deleted, ApplyErrors: errs, AckedAt: d.now()}
+	if err := d.acks.PutAck(ctx, rec); err != nil {
 		return fmt.Errorf("record ack of cluster %q: %w", cluster, err)
 	}
 	d.metrics.Acked(cluster, errs)
@@ -402,7 +418,7 @@ func (d *Distributor) Ack(ctx context.Context, cluster, version string, results 
 
 // checkAck refuses an ack of a version not sent to cluster, or with more
 // results than it may hold.
-func (d *Distributor) checkAck(ctx context.Context, cluster, version string, results []*snapshotv1.ApplyResult) error {
+func (d *Distributor) checkAck(ctx context.Context, cluster, version string, outcomes int) error {
 	sent, err := d.acks.SentVersions(ctx, cluster)
 	if err != nil {
 		return fmt.Errorf("read the versions sent to cluster %q: %w", cluster, err)
@@ -418,10 +434,10 @@ func (d *Distributor) checkAck(ctx context.Context, cluster, version string, res
 	for _, s := range sent {
 		deletable = max(deletable, s.Objects)
 	}
-	if limit := sent[i].Results + deletable; len(results) > limit {
+	if limit := sent[i].Results + deletable; outcomes > limit {
 		d.metrics.AckRefused(cluster, "too-many-results")
 		return fmt.Errorf("%w: %d results for version %s, which holds %d objects, statuses and certificates (at most %d results, with %d deletions); the ack is not recorded",
-			ErrInvalidAck, len(results), version, sent[i].Results, limit, deletable)
+			ErrInvalidAck, outcomes, version, sent[i].Results, limit, deletable)
 	}
 	return nil
 }

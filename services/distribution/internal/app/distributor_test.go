@@ -323,9 +323,15 @@ func TestAck(t *testing.T) {
 		cluster    string
 		version    string
 		results    []*snapshotv1.ApplyResult
+		counts     app.AckCounts
 		wantErr    error
 		wantErrors int
 	}{
+		{name: "counted: the applied outcomes as counts, the errors listed", version: v2.GetVersion(), counts: app.AckCounts{Applied: 1, Deleted: 1}, wantErrors: 1,
+			results: []*snapshotv1.ApplyResult{res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_REJECTED)}},
+		{name: "counts beyond what the output holds", version: v1.GetVersion(), counts: app.AckCounts{Applied: 100_000}, wantErr: app.ErrInvalidAck},
+		{name: "counts and results together beyond it", version: v1.GetVersion(), counts: app.AckCounts{Applied: 3, Deleted: 2}, results: applied(1), wantErr: app.ErrInvalidAck},
+		{name: "negative counts", version: v1.GetVersion(), counts: app.AckCounts{Applied: -1}, wantErr: app.ErrInvalidAck},
 		{name: "all applied", version: v1.GetVersion(), results: []*snapshotv1.ApplyResult{res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED), res(snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED)}},
 		{name: "no results", version: v1.GetVersion()},
 		{name: "a result per object and status", version: v1.GetVersion(), results: applied(3)},
@@ -350,7 +356,7 @@ func TestAck(t *testing.T) {
 				cluster = "east"
 			}
 			before := time.Now()
-			err := d.Ack(t.Context(), cluster, tc.version, tc.results)
+			err := d.AckCounted(t.Context(), cluster, tc.version, tc.results, tc.counts)
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("Ack: %v, want %v", err, tc.wantErr)
@@ -368,8 +374,9 @@ func TestAck(t *testing.T) {
 				t.Fatalf("%d ack records, want 1", len(recs))
 			}
 			r := recs[0]
-			if r.Cluster != "east" || r.Version != tc.version || r.ApplyErrors != tc.wantErrors || len(r.Results) != len(tc.results) {
-				t.Fatalf("record %+v, want east at %s with %d errors and %d results", r, tc.version, tc.wantErrors, len(tc.results))
+			if r.Cluster != "east" || r.Version != tc.version || r.ApplyErrors != tc.wantErrors || len(r.Results) != len(tc.results) ||
+				r.Applied != tc.counts.Applied || r.Deleted != tc.counts.Deleted {
+				t.Fatalf("record %+v, want east at %s with %d errors, %d results and counts %+v", r, tc.version, tc.wantErrors, len(tc.results), tc.counts)
 			}
 			if r.AckedAt.Before(before) || r.AckedAt.After(time.Now()) {
 				t.Fatalf("AckedAt %v is not the time of the ack", r.AckedAt)

@@ -154,9 +154,18 @@ func (x *WatchResponse) GetDelta() *v1.OutputDelta {
 }
 
 type AckRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
-	Results       []*v1.ApplyResult      `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// The results the plane needs one by one: every outcome but APPLIED and
+	// DELETED (REJECTED, CONFLICT, DELETION_HELD), which translation turns
+	// into FAILED statuses and meshctl check counts. An agent that sends
+	// counts leaves its APPLIED and DELETED results out; an older agent sends
+	// a result per object, which is read the same way.
+	Results []*v1.ApplyResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	// How many objects, statuses and certificates were applied (written or
+	// already right) and how many owned objects were deleted, when the agent
+	// counts them instead of listing them.
+	Counts        *AckCounts `protobuf:"bytes,3,opt,name=counts,proto3" json:"counts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -205,6 +214,66 @@ func (x *AckRequest) GetResults() []*v1.ApplyResult {
 	return nil
 }
 
+func (x *AckRequest) GetCounts() *AckCounts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+// AckCounts are the outcomes an ack counts instead of listing.
+type AckCounts struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Applied       uint32                 `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
+	Deleted       uint32                 `protobuf:"varint,2,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckCounts) Reset() {
+	*x = AckCounts{}
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckCounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckCounts) ProtoMessage() {}
+
+func (x *AckCounts) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckCounts.ProtoReflect.Descriptor instead.
+func (*AckCounts) Descriptor() ([]byte, []int) {
+	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AckCounts) GetApplied() uint32 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *AckCounts) GetDeleted() uint32 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
 type AckResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -213,7 +282,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[3]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -225,7 +294,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[3]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -238,7 +307,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{3}
+	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{4}
 }
 
 type ListAcksRequest struct {
@@ -249,7 +318,7 @@ type ListAcksRequest struct {
 
 func (x *ListAcksRequest) Reset() {
 	*x = ListAcksRequest{}
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[4]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -261,7 +330,7 @@ func (x *ListAcksRequest) String() string {
 func (*ListAcksRequest) ProtoMessage() {}
 
 func (x *ListAcksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[4]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -274,7 +343,7 @@ func (x *ListAcksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAcksRequest.ProtoReflect.Descriptor instead.
 func (*ListAcksRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{4}
+	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{5}
 }
 
 type ListAcksResponse struct {
@@ -286,7 +355,7 @@ type ListAcksResponse struct {
 
 func (x *ListAcksResponse) Reset() {
 	*x = ListAcksResponse{}
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[5]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +367,7 @@ func (x *ListAcksResponse) String() string {
 func (*ListAcksResponse) ProtoMessage() {}
 
 func (x *ListAcksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[5]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +380,7 @@ func (x *ListAcksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAcksResponse.ProtoReflect.Descriptor instead.
 func (*ListAcksResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{5}
+	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListAcksResponse) GetClusters() []*ClusterAck {
@@ -342,7 +411,7 @@ type ClusterAck struct {
 
 func (x *ClusterAck) Reset() {
 	*x = ClusterAck{}
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[6]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -354,7 +423,7 @@ func (x *ClusterAck) String() string {
 func (*ClusterAck) ProtoMessage() {}
 
 func (x *ClusterAck) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[6]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -367,7 +436,7 @@ func (x *ClusterAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterAck.ProtoReflect.Descriptor instead.
 func (*ClusterAck) Descriptor() ([]byte, []int) {
-	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{6}
+	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ClusterAck) GetCluster() string {
@@ -432,11 +501,15 @@ const file_meshplane_distribution_v1_distribution_proto_rawDesc = "" +
 	"delta_base\x18\x04 \x01(\tR\tdeltaBase\"\x8c\x01\n" +
 	"\rWatchResponse\x12A\n" +
 	"\bsnapshot\x18\x01 \x01(\v2%.meshplane.snapshot.v1.OutputSnapshotR\bsnapshot\x128\n" +
-	"\x05delta\x18\x02 \x01(\v2\".meshplane.snapshot.v1.OutputDeltaR\x05delta\"d\n" +
+	"\x05delta\x18\x02 \x01(\v2\".meshplane.snapshot.v1.OutputDeltaR\x05delta\"\xa2\x01\n" +
 	"\n" +
 	"AckRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12<\n" +
-	"\aresults\x18\x02 \x03(\v2\".meshplane.snapshot.v1.ApplyResultR\aresults\"\r\n" +
+	"\aresults\x18\x02 \x03(\v2\".meshplane.snapshot.v1.ApplyResultR\aresults\x12<\n" +
+	"\x06counts\x18\x03 \x01(\v2$.meshplane.distribution.v1.AckCountsR\x06counts\"?\n" +
+	"\tAckCounts\x12\x18\n" +
+	"\aapplied\x18\x01 \x01(\rR\aapplied\x12\x18\n" +
+	"\adeleted\x18\x02 \x01(\rR\adeleted\"\r\n" +
 	"\vAckResponse\"\x11\n" +
 	"\x0fListAcksRequest\"U\n" +
 	"\x10ListAcksResponse\x12A\n" +
@@ -468,37 +541,39 @@ func file_meshplane_distribution_v1_distribution_proto_rawDescGZIP() []byte {
 	return file_meshplane_distribution_v1_distribution_proto_rawDescData
 }
 
-var file_meshplane_distribution_v1_distribution_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_meshplane_distribution_v1_distribution_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_meshplane_distribution_v1_distribution_proto_goTypes = []any{
 	(*WatchRequest)(nil),          // 0: meshplane.distribution.v1.WatchRequest
 	(*WatchResponse)(nil),         // 1: meshplane.distribution.v1.WatchResponse
 	(*AckRequest)(nil),            // 2: meshplane.distribution.v1.AckRequest
-	(*AckResponse)(nil),           // 3: meshplane.distribution.v1.AckResponse
-	(*ListAcksRequest)(nil),       // 4: meshplane.distribution.v1.ListAcksRequest
-	(*ListAcksResponse)(nil),      // 5: meshplane.distribution.v1.ListAcksResponse
-	(*ClusterAck)(nil),            // 6: meshplane.distribution.v1.ClusterAck
-	(*v1.OutputSnapshot)(nil),     // 7: meshplane.snapshot.v1.OutputSnapshot
-	(*v1.OutputDelta)(nil),        // 8: meshplane.snapshot.v1.OutputDelta
-	(*v1.ApplyResult)(nil),        // 9: meshplane.snapshot.v1.ApplyResult
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*AckCounts)(nil),             // 3: meshplane.distribution.v1.AckCounts
+	(*AckResponse)(nil),           // 4: meshplane.distribution.v1.AckResponse
+	(*ListAcksRequest)(nil),       // 5: meshplane.distribution.v1.ListAcksRequest
+	(*ListAcksResponse)(nil),      // 6: meshplane.distribution.v1.ListAcksResponse
+	(*ClusterAck)(nil),            // 7: meshplane.distribution.v1.ClusterAck
+	(*v1.OutputSnapshot)(nil),     // 8: meshplane.snapshot.v1.OutputSnapshot
+	(*v1.OutputDelta)(nil),        // 9: meshplane.snapshot.v1.OutputDelta
+	(*v1.ApplyResult)(nil),        // 10: meshplane.snapshot.v1.ApplyResult
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_meshplane_distribution_v1_distribution_proto_depIdxs = []int32{
-	7,  // 0: meshplane.distribution.v1.WatchResponse.snapshot:type_name -> meshplane.snapshot.v1.OutputSnapshot
-	8,  // 1: meshplane.distribution.v1.WatchResponse.delta:type_name -> meshplane.snapshot.v1.OutputDelta
-	9,  // 2: meshplane.distribution.v1.AckRequest.results:type_name -> meshplane.snapshot.v1.ApplyResult
-	6,  // 3: meshplane.distribution.v1.ListAcksResponse.clusters:type_name -> meshplane.distribution.v1.ClusterAck
-	10, // 4: meshplane.distribution.v1.ClusterAck.acked_at:type_name -> google.protobuf.Timestamp
-	0,  // 5: meshplane.distribution.v1.DistributionService.Watch:input_type -> meshplane.distribution.v1.WatchRequest
-	2,  // 6: meshplane.distribution.v1.DistributionService.Ack:input_type -> meshplane.distribution.v1.AckRequest
-	4,  // 7: meshplane.distribution.v1.DistributionService.ListAcks:input_type -> meshplane.distribution.v1.ListAcksRequest
-	1,  // 8: meshplane.distribution.v1.DistributionService.Watch:output_type -> meshplane.distribution.v1.WatchResponse
-	3,  // 9: meshplane.distribution.v1.DistributionService.Ack:output_type -> meshplane.distribution.v1.AckResponse
-	5,  // 10: meshplane.distribution.v1.DistributionService.ListAcks:output_type -> meshplane.distribution.v1.ListAcksResponse
-	8,  // [8:11] is the sub-list for method output_type
-	5,  // [5:8] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	8,  // 0: meshplane.distribution.v1.WatchResponse.snapshot:type_name -> meshplane.snapshot.v1.OutputSnapshot
+	9,  // 1: meshplane.distribution.v1.WatchResponse.delta:type_name -> meshplane.snapshot.v1.OutputDelta
+	10, // 2: meshplane.distribution.v1.AckRequest.results:type_name -> meshplane.snapshot.v1.ApplyResult
+	3,  // 3: meshplane.distribution.v1.AckRequest.counts:type_name -> meshplane.distribution.v1.AckCounts
+	7,  // 4: meshplane.distribution.v1.ListAcksResponse.clusters:type_name -> meshplane.distribution.v1.ClusterAck
+	11, // 5: meshplane.distribution.v1.ClusterAck.acked_at:type_name -> google.protobuf.Timestamp
+	0,  // 6: meshplane.distribution.v1.DistributionService.Watch:input_type -> meshplane.distribution.v1.WatchRequest
+	2,  // 7: meshplane.distribution.v1.DistributionService.Ack:input_type -> meshplane.distribution.v1.AckRequest
+	5,  // 8: meshplane.distribution.v1.DistributionService.ListAcks:input_type -> meshplane.distribution.v1.ListAcksRequest
+	1,  // 9: meshplane.distribution.v1.DistributionService.Watch:output_type -> meshplane.distribution.v1.WatchResponse
+	4,  // 10: meshplane.distribution.v1.DistributionService.Ack:output_type -> meshplane.distribution.v1.AckResponse
+	6,  // 11: meshplane.distribution.v1.DistributionService.ListAcks:output_type -> meshplane.distribution.v1.ListAcksResponse
+	9,  // [9:12] is the sub-list for method output_type
+	6,  // [6:9] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_distribution_v1_distribution_proto_init() }
@@ -512,7 +587,7 @@ func file_meshplane_distribution_v1_distribution_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshplane_distribution_v1_distribution_proto_rawDesc), len(file_meshplane_distribution_v1_distribution_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,14 @@ type scriptedDistribution struct {
 	mu       sync.Mutex
 	script   []*distributionv1.WatchResponse
 	requests []*distributionv1.WatchRequest
+	acks     []*distributionv1.AckRequest
+}
+
+func (s *scriptedDistribution) Ack(_ context.Context, req *connect.Request[distributionv1.AckRequest]) (*connect.Response[distributionv1.AckResponse], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.acks = append(s.acks, proto.Clone(req.Msg).(*distributionv1.AckRequest))
+	return connect.NewResponse(&distributionv1.AckResponse{}), nil
 }
 
 func (s *scriptedDistribution) Watch(ctx context.Context, req *connect.Request[distributionv1.WatchRequest], stream *connect.ServerStream[distributionv1.WatchResponse]) error {
@@ -116,5 +124,46 @@ func TestRelayAppliesAndChecksDeltas(t *testing.T) {
 	defer mu.Unlock()
 	if outcomes[true] != 1 || outcomes[false] != 1 {
 		t.Errorf("observed %d applied and %d refused deltas, want 1 and 1", outcomes[true], outcomes[false])
+	}
+}
+
+// An ack lists only the outcomes the plane needs one by one and counts
+// the APPLIED and DELETED ones.
+func TestRelayAckCountsWhatWentRight(t *testing.T) {
+	dist := &scriptedDistribution{}
+	mux := http.NewServeMux()
+	mux.Handle(distributionv1connect.NewDistributionServiceHandler(dist))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	relay := connectrpc.NewRelay(nil, []distributionv1connect.DistributionServiceClient{distributionv1connect.NewDistributionServiceClient(srv.Client(), srv.URL)}, "test")
+	var results []*snapshotv1.ApplyResult
+	add := func(n int, o snapshotv1.ApplyOutcome) {
+		for range n {
+			results = append(results, &snapshotv1.ApplyResult{Ref: &snapshotv1.ObjectRef{Kind: "DestinationRule", Name: "x"}, Outcome: o})
+		}
+	}
+	add(1000, snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED)
+	add(3, snapshotv1.ApplyOutcome_APPLY_OUTCOME_DELETED)
+	add(2, snapshotv1.ApplyOutcome_APPLY_OUTCOME_REJECTED)
+	add(1, snapshotv1.ApplyOutcome_APPLY_OUTCOME_CONFLICT)
+	add(4, snapshotv1.ApplyOutcome_APPLY_OUTCOME_DELETION_HELD)
+	if err := relay.Ack(t.Context(), "sha256:v", results); err != nil {
+		t.Fatal(err)
+	}
+	dist.mu.Lock()
+	defer dist.mu.Unlock()
+	if len(dist.acks) != 1 {
+		t.Fatalf("%d acks sent, want 1", len(dist.acks))
+	}
+	a := dist.acks[0]
+	if a.GetVersion() != "sha256:v" || a.GetCounts().GetApplied() != 1000 || a.GetCounts().GetDeleted() != 3 || len(a.GetResults()) != 7 {
+		t.Fatalf("ack: version %s, counts %v, %d results; want 1000 applied, 3 deleted and the 7 others listed", a.GetVersion(), a.GetCounts(), len(a.GetResults()))
+	}
+	for _, r := range a.GetResults() {
+		if o := r.GetOutcome(); o == snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED || o == snapshotv1.ApplyOutcome_APPLY_OUTCOME_DELETED {
+			t.Fatalf("an %v result was listed", o)
+		}
 	}
 }

@@ -52,7 +52,9 @@ func (h *Handler) Ack(ctx context.Context, req *connect.Request[distributionv1.A
 	if err != nil {
 		return nil, err
 	}
-	if err := h.d.Ack(ctx, cluster, req.Msg.GetVersion(), req.Msg.GetResults()); err != nil {
+	c := req.Msg.GetCounts()
+	counts := app.AckCounts{Applied: int(c.GetApplied()), Deleted: int(c.GetDeleted())}
+	if err := h.d.AckCounted(ctx, cluster, req.Msg.GetVersion(), req.Msg.GetResults(), counts); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&distributionv1.AckResponse{}), nil

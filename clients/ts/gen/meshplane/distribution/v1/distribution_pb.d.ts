@@ -88,9 +88,24 @@ export declare type AckRequest = Message<"meshplane.distribution.v1.AckRequest">
   version: string;
 
   /**
+   * The results the plane needs one by one: every outcome but APPLIED and
+   * DELETED (REJECTED, CONFLICT, DELETION_HELD), which translation turns
+   * into FAILED statuses and meshctl check counts. An agent that sends
+   * counts leaves its APPLIED and DELETED results out; an older agent sends
+   * a result per object, which is read the same way.
+   *
    * @generated from field: repeated meshplane.snapshot.v1.ApplyResult results = 2;
    */
   results: ApplyResult[];
+
+  /**
+   * How many objects, statuses and certificates were applied (written or
+   * already right) and how many owned objects were deleted, when the agent
+   * counts them instead of listing them.
+   *
+   * @generated from field: meshplane.distribution.v1.AckCounts counts = 3;
+   */
+  counts?: AckCounts;
 };
 
 /**
@@ -98,6 +113,29 @@ export declare type AckRequest = Message<"meshplane.distribution.v1.AckRequest">
  * Use `create(AckRequestSchema)` to create a new message.
  */
 export declare const AckRequestSchema: GenMessage<AckRequest>;
+
+/**
+ * AckCounts are the outcomes an ack counts instead of listing.
+ *
+ * @generated from message meshplane.distribution.v1.AckCounts
+ */
+export declare type AckCounts = Message<"meshplane.distribution.v1.AckCounts"> & {
+  /**
+   * @generated from field: uint32 applied = 1;
+   */
+  applied: number;
+
+  /**
+   * @generated from field: uint32 deleted = 2;
+   */
+  deleted: number;
+};
+
+/**
+ * Describes the message meshplane.distribution.v1.AckCounts.
+ * Use `create(AckCountsSchema)` to create a new message.
+ */
+export declare const AckCountsSchema: GenMessage<AckCounts>;
 
 /**
  * @generated from message meshplane.distribution.v1.AckResponse
