@@ -314,6 +314,12 @@ func testDir(tb testing.TB) string {
 // setup starts Redis, the plane and east's agent with bookinfo, and waits
 // until every bookinfo DestinationRule is applied and acknowledged.
 func setupFaults(t *testing.T) (context.Context, *faultPlane, *kubetest.Cluster, string) {
+	ctx, p, east, agentAdmin, _ := setupFaultsRedis(t)
+	return ctx, p, east, agentAdmin
+}
+
+// setupFaultsRedis is setupFaults that also returns the Redis server.
+func setupFaultsRedis(t *testing.T) (context.Context, *faultPlane, *kubetest.Cluster, string, *redistest.Server) {
 	harness.RequireE2E(t)
 	ctx := t.Context()
 	east := kubetest.Start(t, kubetest.Options{Name: "east"})
@@ -332,7 +338,7 @@ func setupFaults(t *testing.T) (context.Context, *faultPlane, *kubetest.Cluster,
 	// Acknowledged: the agent is done with the version.
 	waitMetric(t, ctx, p.admin("distribution-1"), `meshplane_distribution_versions_behind{cluster="east"}`, "0", p.running())
 	waitMetric(t, ctx, p.admin("distribution-1"), `meshplane_distribution_apply_errors{cluster="east"}`, "0", p.running())
-	return ctx, p, east, agentAdmin
+	return ctx, p, east, agentAdmin, redis
 }
 
 // A distribution replica killed mid-stream: the agent moves to the other
