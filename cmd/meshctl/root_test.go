@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
+
+	"connectrpc.com/connect"
 )
 
 func meshctlOffline(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -84,5 +87,25 @@ func TestCompletion(t *testing.T) {
 				t.Errorf("meshctl %q lacks %q:\n%s", tc.args, w, out)
 			}
 		}
+	}
+}
+
+// TestHintStoreUnavailable: an Unavailable that the server sent (its store
+// is down) does not ask whether the management plane runs; one the client
+// made (nothing listens) does.
+func TestHintStoreUnavailable(t *testing.T) {
+	wire := connect.NewWireError(connect.CodeUnavailable, errors.New("list acks in redis: dial tcp 127.0.0.1:6379: connect: connection refused"))
+	got := hintFor("distribution", "127.0.0.1:9900", wire)
+	for _, want := range []string{"distribution at 127.0.0.1:9900 answered, but cannot reach Redis", "is Redis up"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("hint for a server's Unavailable lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "is the management plane running") {
+		t.Errorf("hint for a server's Unavailable asks whether the plane runs:\n%s", got)
+	}
+	local := connect.NewError(connect.CodeUnavailable, errors.New("dial tcp 127.0.0.1:9900: connect: connection refused"))
+	if got := hintFor("distribution", "127.0.0.1:9900", local); !strings.Contains(got, "is the management plane running") {
+		t.Errorf("hint for an unreachable plane:\n%s", got)
 	}
 }
