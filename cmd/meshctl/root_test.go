@@ -72,7 +72,8 @@ func TestCompletion(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"__complete", ""}, []string{"check", "cluster", "describe", "install", "render", "snapshot", "uninstall", "version"}},
+		{[]string{"__complete", ""}, []string{"check", "cluster", "config", "describe", "install", "render", "snapshot", "uninstall", "version"}},
+		{[]string{"__complete", "config", ""}, []string{"current-context", "delete-context", "get-contexts", "set-context", "use-context"}},
 		{[]string{"__complete", "cluster", ""}, []string{"approve", "deregister", "list", "register"}},
 		{[]string{"__complete", "cluster", "list", "-o", ""}, []string{"table", "yaml", "json"}},
 		{[]string{"__complete", "describe", ""}, []string{"destination", "policy", "mesh", "workload"}},
