@@ -295,10 +295,11 @@ const istiodVersion = "1.24.0"
 // Pod a controller would have made, its mesh ConfigMap, and an east-west
 // gateway whose LoadBalancer Service has an external address (nothing
 // assigns one in a bare API server, so the demo writes the status). These
-// are objects, not processes: nothing in the demo talks to istiod, and a
-// real pilot-discovery per cluster would cost a 190 MB build of about 20
-// CPU-minutes on a fresh clone and a few hundred MB of memory each, for
-// config nothing consumes.
+// are objects, not processes: discovery needs only them, and nothing in
+// the demo talks to istiod (no sidecars run). A real pilot-discovery per
+// cluster is light once built (about 110 MB resident each, measured with
+// the istioloop tests), but building it costs a fresh clone's first
+// `make demo` about 20 CPU-minutes and a 190 MB binary.
 func applyIstio(ctx context.Context, c *kubetest.Cluster) error {
 	if err := c.ApplyYAML(ctx, harness.IstioControlPlane("", istiodVersion, "cluster.local")); err != nil {
 		return fmt.Errorf("apply istiod to %s: %w", c.Name, err)
