@@ -59,8 +59,12 @@ test: tools verify-generate lint ## Run every test (needs the tools; installs th
 test-short: ## Everything but the e2e suite (MESHPLANE_SKIP_E2E=1).
 	MESHPLANE_SKIP_E2E=1 $(GO) test -short $(PKGS)
 
+.PHONY: demo-tools
+demo-tools: ## Only what the demo runs: redis-server and etcd (apt), kube-apiserver and kubectl (no npm, helm or istiod).
+	@bash hack/tools.sh --demo
+
 .PHONY: demo
-demo: tools build ## The main job: all-in-one management plane, two clusters with bookinfo, two agents.
+demo: demo-tools build ## The main job: all-in-one management plane, a management cluster, two clusters with bookinfo, two agents.
 	$(GO) run ./test/e2e/cmd/demo --bin $(BIN) $(DEMO_ARGS)
 
 .PHONY: bench

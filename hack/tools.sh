@@ -8,6 +8,9 @@
 # this a few stat calls.
 #
 #   hack/tools.sh            build what is missing
+#   hack/tools.sh --demo     only what `make demo` runs: redis-server, etcd,
+#                            kube-apiserver and kubectl (no node/npm, helm
+#                            or istiod)
 #   hack/tools.sh --print    print the cache dir
 set -euo pipefail
 
@@ -21,14 +24,20 @@ if [[ "${1:-}" == "--print" ]]; then
   echo "$bindir"
   exit 0
 fi
+demo_only=false
+if [[ "${1:-}" == "--demo" ]]; then
+  demo_only=true
+fi
 
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v etcd >/dev/null 2>&1 || [[ -x /usr/bin/etcd ]] || need_apt+=(etcd-server)
 # Node runs buf's TypeScript plugin (protoc-gen-es) and the TypeScript
 # client test; Debian's nodejs (18 or later) is enough.
-command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
-command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+if ! $demo_only; then
+  command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+  command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+fi
 if ((${#need_apt[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     echo "missing: ${need_apt[*]}; install them with: sudo apt-get install -y ${need_apt[*]}" >&2
@@ -51,6 +60,10 @@ for cmd in kube-apiserver kubectl; do
     mv "$bindir/$cmd.tmp" "$bindir/$cmd"
   fi
 done
+
+if $demo_only; then
+  exit 0
+fi
 
 # helm goes into the same directory, so the tests find every tool in one place.
 # A stamp file records the version, so a version bump rebuilds it.

@@ -90,11 +90,13 @@ output can be piped while following.`,
 		}
 		err = stream.Err()
 		if req.Follow && (errors.Is(err, context.Canceled) || connect.CodeOf(err) == connect.CodeCanceled) && ctx.Err() != nil {
+			p.sayIfNone(cmd.ErrOrStderr(), filtered(cmd))
 			return nil // interrupted: the normal end of --follow
 		}
 		if err != nil {
 			return c.callError("ingest", err)
 		}
+		p.sayIfNone(cmd.ErrOrStderr(), filtered(cmd))
 		return nil
 	}
 	return cmd
@@ -103,9 +105,33 @@ output can be piped while following.`,
 // entryPrinter prints entries as they arrive: a table whose header comes
 // once, or one JSON or YAML document per entry.
 type entryPrinter struct {
-	w      io.Writer
-	format string
-	header bool
+	w       io.Writer
+	format  string
+	header  bool
+	printed int
+}
+
+// sayIfNone tells, on stderr so that stdout stays empty for scripts, that
+// nothing matched: an empty output would look like a hang or a bug.
+func (p *entryPrinter) sayIfNone(w io.Writer, filtered bool) {
+	if p.printed > 0 {
+		return
+	}
+	if filtered {
+		fmt.Fprintln(w, "no access-log entries match the filters")
+		return
+	}
+	fmt.Fprintln(w, "no access-log entries (an AccessLogPolicy selects the workloads whose entries agents collect)")
+}
+
+// filtered reports whether a flag narrowed the entries.
+func filtered(cmd *cobra.Command) bool {
+	for _, f := range []string{"cluster", "workload", "namespace", "policy", "min-code"} {
+		if fl := cmd.Flags().Lookup(f); fl != nil && fl.Changed {
+			return true
+		}
+	}
+	return false
 }
 
 func newEntryPrinter(w io.Writer, format string) *entryPrinter {
@@ -120,6 +146,7 @@ func (p *entryPrinter) print(entries []*observabilityv1.AccessLogEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
+	p.printed += len(entries)
 	switch p.format {
 	case "json":
 		for _, e := range entries {

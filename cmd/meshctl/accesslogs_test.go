@@ -103,13 +103,22 @@ func accessEntry(pod, method, path string, code uint32, policy string) *observab
 // and --follow printing an entry pushed while it runs.
 func TestAccessLogs(t *testing.T) {
 	s := startIngest(t)
+	// Nothing collected yet: stdout stays empty, stderr says so.
+	out, errOut, code := meshctlOffline(t, append([]string{"accesslogs"}, s.flags...)...)
+	if code != 0 || out != "" || !strings.Contains(errOut, "no access-log entries") {
+		t.Fatalf("accesslogs with no entries: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
 	s.push(t,
 		accessEntry("productpage-v1-aaa", "GET", "/productpage", 200, "ops/all"),
 		accessEntry("reviews-v1-bbb", "GET", "/reviews/1", 503, "ops/errors"),
 		accessEntry("reviews-v2-ccc", "POST", "/reviews", 500, "ops/errors"),
 	)
 
-	out, errOut, code := meshctlOffline(t, append([]string{"accesslogs", "--workload", "reviews-", "--min-code", "500"}, s.flags...)...)
+	out, errOut, code = meshctlOffline(t, append([]string{"accesslogs", "--workload", "nosuch-"}, s.flags...)...)
+	if code != 0 || out != "" || !strings.Contains(errOut, "no access-log entries match the filters") {
+		t.Fatalf("accesslogs --workload nosuch-: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	out, errOut, code = meshctlOffline(t, append([]string{"accesslogs", "--workload", "reviews-", "--min-code", "500"}, s.flags...)...)
 	if code != 0 {
 		t.Fatalf("accesslogs: exit %d: %s", code, errOut)
 	}

@@ -89,11 +89,11 @@ connected: for every cluster, whether its agent pushes (ingest) and pulls
 Exits 1 when anything is not healthy.
 
 With --pre-install, check a Kubernetes cluster before installing instead:
-that it is reachable (--kubeconfig, --context), its version is supported,
+that it is reachable (--kubeconfig, --kube-context), its version is supported,
 and Meshplane's CRDs and Istio are present.`,
 		Example: `  meshctl check --pki-dir .dev-pki
   meshctl check --addr meshplane.example.com:9900 --ca-file ca.crt --cert-file meshctl.crt --key-file meshctl.key -o json
-  meshctl check --pre-install --context kind-mgmt`,
+  meshctl check --pre-install --kube-context kind-mgmt`,
 		Args: noArgs,
 	}
 	cf := addClientFlags(cmd)

@@ -27,10 +27,13 @@ type clientFlags struct {
 	opts   platform.ClientOptions
 	pkiDir string
 	extra  *platform.Flags
+	// cmd is the command the flags are on, to see which were given and
+	// the global --context.
+	cmd *cobra.Command
 }
 
 func addClientFlags(cmd *cobra.Command) *clientFlags {
-	c := &clientFlags{opts: platform.NewClientOptions()}
+	c := &clientFlags{opts: platform.NewClientOptions(), cmd: cmd}
 	c.opts.Addr = "localhost:9900"
 	gfs := flag.NewFlagSet(cmd.Name(), flag.ContinueOnError)
 	c.opts.AddFlags(gfs, "")
@@ -48,16 +51,24 @@ type conn struct {
 	addr string
 }
 
-// connect builds the mTLS client after the flags are parsed. Bad flags are
-// usage errors with a hint.
+// connect builds the mTLS client after the flags are parsed: flags, then
+// $MESHPLANE_<FLAG> variables, then --pki-dir, then the meshctl context
+// (config.go), then the defaults. Bad flags are usage errors with a hint.
 func (c *clientFlags) connect() (*conn, error) {
+	n, ok, err := selectedContext(c.cmd)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		c.applyContext(n)
+	}
 	if c.pkiDir != "" {
 		c.opts.CAFile = filepath.Join(c.pkiDir, "ca", "root.crt")
 		c.opts.CertFile = filepath.Join(c.pkiDir, "meshctl.crt")
 		c.opts.KeyFile = filepath.Join(c.pkiDir, "meshctl.key")
 	}
 	if err := errors.Join(c.opts.Validate(), c.extra.Err()); err != nil {
-		return nil, usagef("%v\nhint: pass --addr, and --ca-file, --cert-file and --key-file, or --pki-dir", err)
+		return nil, usagef("%v\nhint: pass --addr, and --ca-file, --cert-file and --key-file, or --pki-dir, or use a context (`meshctl config --help`)", err)
 	}
 	hc, err := platform.NewHTTPClient(c.opts, nil)
 	if err != nil {
@@ -91,6 +102,9 @@ func hintFor(service, addr string, err error) string {
 	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
 		return err.Error() + "\nhint: use a management-plane service certificate (--cert-file/--key-file or --pki-dir); an agent's certificate is refused"
 	case connect.CodeUnavailable:
+		if connect.IsWireError(err) {
+			return storeHint(what, addr, err)
+		}
 		where := ""
 		if addr != "" {
 			where = " at " + addr
@@ -104,6 +118,21 @@ func hintFor(service, addr string, err error) string {
 		return fmt.Sprintf("%s%s does not serve this call: %v\nhint: is --addr a management service that serves it, and is it as new as meshctl? try `meshctl version`", what, map[bool]string{true: " at " + addr, false: ""}[addr != ""], err)
 	}
 	return err.Error()
+}
+
+// storeHint is the message for Unavailable sent by the server itself: the
+// plane answered, so it runs and --addr is right; what it cannot reach is
+// behind it, its store (Redis) in every case the services return today.
+func storeHint(what, addr string, err error) string {
+	where := ""
+	if addr != "" {
+		where = " at " + addr
+	}
+	store := "its store (Redis)"
+	if msg := strings.ToLower(err.Error()); strings.Contains(msg, "redis") {
+		store = "Redis"
+	}
+	return fmt.Sprintf("%s%s answered, but cannot reach %s: %v\nhint: the management plane is running and --addr is right; is Redis up, and reachable from the management plane at its --redis-addrs? the plane's log and /readyz on its admin port say more", what, where, store, err)
 }
 
 // completeClusters completes a cluster name from what the management plane

@@ -62,7 +62,7 @@ func newClusterRegisterCmd() *cobra.Command {
 	cmd.Flags().StringVar(&cluster, "cluster", "", "name of the workload cluster (a DNS label)")
 	cmd.Flags().BoolVar(&requireApproval, "require-approval", false, "leave the cluster pending until 'meshctl cluster approve' (double opt-in)")
 	cmd.Flags().DurationVar(&tokenTTL, "token-ttl", 0, "how long the token may be used; default the server's (24h)")
-	cmd.Flags().StringVar(&chart, "chart", "meshplane/agent", "the agent's Helm chart, as helm install names it")
+	cmd.Flags().StringVar(&chart, "chart", defaultAgentChart, "the agent's Helm chart, as helm install names it: a local directory (a Meshplane checkout or release) or repo/chart")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "meshplane", "namespace of the agent in the workload cluster")
 	cmd.Flags().StringVar(&relayAddr, "relay-addr", "", "management plane address agents dial; default the server's --advertise-addr, else --addr")
 	out := addOutputFlag(cmd, "text", "text", "json", "yaml")
@@ -115,11 +115,15 @@ func newClusterRegisterCmd() *cobra.Command {
 		if cl.GetStatus() == registrationv1.ClusterStatus_CLUSTER_STATUS_PENDING_APPROVAL {
 			fmt.Fprintf(w, "The cluster must be approved before it can register: meshctl cluster approve %s\n\n", cl.GetName())
 		}
-		fmt.Fprintf(w, "Install the agent in the workload cluster:\n\n%s", helmInstallLine(chart, namespace, values))
+		fmt.Fprintf(w, "Install the agent in the workload cluster (kubectl's current context), from a Meshplane checkout or release:\n\n%s", helmInstallLine(chart, namespace, values))
 		return nil
 	}
 	return cmd
 }
+
+// defaultAgentChart is the agent's chart in a checkout or a release: the
+// charts are published in no Helm repository.
+const defaultAgentChart = "./deploy/charts/agent"
 
 // helmInstallLine prints one command to paste: helm install with the values
 // in a heredoc, because the CA bundle spans lines. `meshctl install` prints

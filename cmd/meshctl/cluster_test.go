@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 	registrationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1/registrationv1connect"
+	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
@@ -127,7 +129,7 @@ func TestClusterCommands(t *testing.T) {
 			token = strings.TrimSpace(line)
 		}
 	}
-	for _, want := range []string{"cluster east: APPROVED", "helm install meshplane-agent meshplane/agent", "bootstrapToken: \"" + token + "\"", "caBundle: |", "-----BEGIN CERTIFICATE-----", "relayAddr: \"" + s.addr + "\"", "<<'EOF'"} {
+	for _, want := range []string{"cluster east: APPROVED", "helm install meshplane-agent ./deploy/charts/agent", "bootstrapToken: \"" + token + "\"", "caBundle: |", "-----BEGIN CERTIFICATE-----", "relayAddr: \"" + s.addr + "\"", "<<'EOF'"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("register output lacks %q:\n%s", want, out)
 		}
@@ -135,6 +137,7 @@ func TestClusterCommands(t *testing.T) {
 	if token == "" {
 		t.Fatalf("register printed no token:\n%s", out)
 	}
+	helmTemplatePrinted(t, out)
 	if err := s.registerAgent(t, "east", token); err != nil {
 		t.Fatalf("agent Register with the printed token: %v", err)
 	}
@@ -231,5 +234,35 @@ func TestClusterCommandsRefuseAgentCertificate(t *testing.T) {
 	code := run(t.Context(), []string{"cluster", "list", "--addr", s.addr, "--ca-file", s.rootFile, "--cert-file", cert, "--key-file", key}, &out, &errb)
 	if code != 1 || !strings.Contains(errb.String(), "permission_denied") {
 		t.Fatalf("list with an agent certificate: exit %d, %q", code, errb.String())
+	}
+}
+
+// helmTemplatePrinted runs the helm install line that register printed, as
+// `helm template`, from the repository root as a user of a checkout would
+// paste it: the chart exists and takes the printed values.
+func helmTemplatePrinted(t *testing.T, out string) {
+	t.Helper()
+	i := strings.Index(out, "helm install ")
+	j := strings.LastIndex(out, "\nEOF")
+	if i < 0 || j < i {
+		t.Fatalf("register printed no helm install heredoc:\n%s", out)
+	}
+	helm := filepath.Join(kubetest.ToolsDir(), "helm")
+	if _, err := os.Stat(helm); err != nil {
+		t.Fatalf("%v: run `make tools` (hack/tools.sh) to cache helm", err)
+	}
+	script := strings.Replace(out[i:j+len("\nEOF")], "helm install ", helm+" template ", 1) + "\n"
+	home := t.TempDir()
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	rendered, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the printed helm line, as helm template: %v\n%s\n%s", err, script, rendered)
+	}
+	for _, want := range []string{"kind: Deployment", "--cluster=east", "namespace: meshplane"} {
+		if !strings.Contains(string(rendered), want) {
+			t.Errorf("helm template of the printed line lacks %q:\n%.3000s", want, rendered)
+		}
 	}
 }

@@ -143,7 +143,7 @@ func newInstallCmd() *cobra.Command {
 		Use:   "install",
 		Short: "Print (or, with --yes, run) the Helm steps that install the management plane",
 		Long: `Print, or with --yes run, the steps that install Meshplane's management plane
-into the current Kubernetes cluster (--kubeconfig, --context):
+into the current Kubernetes cluster (--kubeconfig, --kube-context):
 
   1. apply Meshplane's CRDs (the charts do not install them) from --crds,
      with server-side apply;
@@ -157,9 +157,9 @@ Every step can be run again safely. Then register workload clusters with
 check with 'meshctl check'. Before installing, 'meshctl check --pre-install'
 checks the cluster. docs/install.md explains the values (Redis, TLS).`,
 		Example: `  # See the steps.
-  meshctl install --context kind-mgmt -f values-prod.yaml
+  meshctl install --kube-context kind-mgmt -f values-prod.yaml
   # Run them.
-  meshctl install --context kind-mgmt -f values-prod.yaml --yes`,
+  meshctl install --kube-context kind-mgmt -f values-prod.yaml --yes`,
 		Args: noArgs,
 	}
 	p.add(cmd)
@@ -237,8 +237,8 @@ helm uninstall of the release, then, only when asked, the namespace
 Deleting the CRDs deletes every Meshplane resource in the cluster (policies
 included). Agents in workload clusters keep what they applied until they
 are uninstalled: 'helm uninstall meshplane-agent' in each.`,
-		Example: `  meshctl uninstall --context kind-mgmt
-  meshctl uninstall --context kind-mgmt --delete-namespace --yes`,
+		Example: `  meshctl uninstall --kube-context kind-mgmt
+  meshctl uninstall --kube-context kind-mgmt --delete-namespace --yes`,
 		Args: noArgs,
 	}
 	p.add(cmd)

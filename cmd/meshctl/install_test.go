@@ -20,12 +20,12 @@ func TestInstallPlanGolden(t *testing.T) {
 		args []string
 	}{
 		{"install-default", []string{"install"}},
-		{"install-options", []string{"install", "--kubeconfig", "/home/me/.kube/config", "--context", "kind-mgmt", "-n", "mesh system",
+		{"install-options", []string{"install", "--kubeconfig", "/home/me/.kube/config", "--kube-context", "kind-mgmt", "-n", "mesh system",
 			"--release", "mp", "-f", "values-prod.yaml", "-f", "more.yaml", "--set", "registration.replicas=2", "--wait",
 			"--chart", "meshplane/meshplane", "--chart-version", "0.1.0", "--crds", "release/crds"}},
 		{"install-skip-crds", []string{"install", "--skip-crds", "--helm", "/opt/helm/bin/helm"}},
 		{"uninstall-default", []string{"uninstall"}},
-		{"uninstall-all", []string{"uninstall", "--context", "kind-mgmt", "--delete-namespace", "--delete-crds", "--keep-history"}},
+		{"uninstall-all", []string{"uninstall", "--kube-context", "kind-mgmt", "--delete-namespace", "--delete-crds", "--keep-history"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := meshctlOffline(t, tc.args...)

@@ -22,14 +22,15 @@ import (
 // charts use only APIs that are GA there, and the tests run 1.32.
 const minKubeMinor = 29
 
-// kubeFlags are --kubeconfig and --context, as kubectl names them.
+// kubeFlags are --kubeconfig and --kube-context, as helm names them
+// (--context is meshctl's own context, config.go).
 type kubeFlags struct {
 	kubeconfig, context string
 }
 
 func (k *kubeFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&k.kubeconfig, "kubeconfig", "", "path of the kubeconfig file; default $KUBECONFIG, else ~/.kube/config")
-	cmd.Flags().StringVar(&k.context, "context", "", "the kubeconfig context to use; default its current context")
+	cmd.Flags().StringVar(&k.context, "kube-context", "", "the kubeconfig context to use; default its current context")
 }
 
 type preInstallFlags struct {
@@ -70,7 +71,7 @@ var istioResources = []struct{ groupVersion, resource string }{
 func runPreInstallCheck(ctx context.Context, w io.Writer, format string, p *preInstallFlags) error {
 	cfg, err := kube.RESTConfigFromKubeconfig(p.kube.kubeconfig, p.kube.context)
 	if err != nil {
-		return fmt.Errorf("%v\nhint: pass --kubeconfig and --context of the cluster to check", err)
+		return fmt.Errorf("%v\nhint: pass --kubeconfig and --kube-context of the cluster to check", err)
 	}
 	cfg.Timeout = 10 * time.Second
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -114,7 +115,7 @@ func preInstallCheck(ctx context.Context, cs kubernetes.Interface) preInstallRep
 	}
 	v, err := cs.Discovery().ServerVersion()
 	if err != nil {
-		add(preCheck{"reachable", "fail", err.Error(), "is the cluster running, and are --kubeconfig and --context right?"})
+		add(preCheck{"reachable", "fail", err.Error(), "is the cluster running, and are --kubeconfig and --kube-context right?"})
 		return rep
 	}
 	add(preCheck{Check: "reachable", Level: "ok", Detail: "API server answers"})

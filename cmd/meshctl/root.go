@@ -84,10 +84,11 @@ register workload clusters, check what is connected and applied, describe
 why a policy applies or was rejected, dump snapshots, and render policies
 to Istio YAML offline.
 
-Commands that call the management plane take --addr (or $MESHPLANE_ADDR)
-and a management service certificate: --ca-file, --cert-file and
---key-file, or --pki-dir. Commands that print objects take
--o table|yaml|json.`,
+Commands that call the management plane use the current meshctl context
+(` + "`meshctl config`" + `: $MESHPLANE_CONFIG, else ~/.config/meshplane/config.yaml),
+or the one --context names. --addr (or $MESHPLANE_ADDR) and a management
+service certificate (--ca-file, --cert-file and --key-file, or --pki-dir)
+override it. Commands that print objects take -o table|yaml|json.`,
 		SilenceErrors:      true,
 		SilenceUsage:       true,
 		Args:               groupArgs,
@@ -98,10 +99,13 @@ and a management service certificate: --ca-file, --cert-file and
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.HiddenDefaultCmd = false
+	root.PersistentFlags().String("context", "", "the meshctl context to use (meshctl config get-contexts); default the current one [$"+contextEnv+"]")
+	_ = root.RegisterFlagCompletionFunc("context", completeContexts)
 	root.AddCommand(
 		newAccessLogsCmd(),
 		newCheckCmd(),
 		newClusterCmd(),
+		newConfigCmd(),
 		newDescribeCmd(),
 		newInstallCmd(),
 		newUninstallCmd(),

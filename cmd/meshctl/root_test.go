@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
+
+	"connectrpc.com/connect"
 )
 
 func meshctlOffline(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -69,7 +72,8 @@ func TestCompletion(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"__complete", ""}, []string{"check", "cluster", "describe", "install", "render", "snapshot", "uninstall", "version"}},
+		{[]string{"__complete", ""}, []string{"check", "cluster", "config", "describe", "install", "render", "snapshot", "uninstall", "version"}},
+		{[]string{"__complete", "config", ""}, []string{"current-context", "delete-context", "get-contexts", "set-context", "use-context"}},
 		{[]string{"__complete", "cluster", ""}, []string{"approve", "deregister", "list", "register"}},
 		{[]string{"__complete", "cluster", "list", "-o", ""}, []string{"table", "yaml", "json"}},
 		{[]string{"__complete", "describe", ""}, []string{"destination", "policy", "mesh", "workload"}},
@@ -84,5 +88,25 @@ func TestCompletion(t *testing.T) {
 				t.Errorf("meshctl %q lacks %q:\n%s", tc.args, w, out)
 			}
 		}
+	}
+}
+
+// TestHintStoreUnavailable: an Unavailable that the server sent (its store
+// is down) does not ask whether the management plane runs; one the client
+// made (nothing listens) does.
+func TestHintStoreUnavailable(t *testing.T) {
+	wire := connect.NewWireError(connect.CodeUnavailable, errors.New("list acks in redis: dial tcp 127.0.0.1:6379: connect: connection refused"))
+	got := hintFor("distribution", "127.0.0.1:9900", wire)
+	for _, want := range []string{"distribution at 127.0.0.1:9900 answered, but cannot reach Redis", "is Redis up"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("hint for a server's Unavailable lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "is the management plane running") {
+		t.Errorf("hint for a server's Unavailable asks whether the plane runs:\n%s", got)
+	}
+	local := connect.NewError(connect.CodeUnavailable, errors.New("dial tcp 127.0.0.1:9900: connect: connection refused"))
+	if got := hintFor("distribution", "127.0.0.1:9900", local); !strings.Contains(got, "is the management plane running") {
+		t.Errorf("hint for an unreachable plane:\n%s", got)
 	}
 }

@@ -167,6 +167,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		acks     snapshots.AckStore
 		regOpts  = []registration.Option{registration.WithLogger(log), registration.WithRegisterer(promReg), registration.WithRevocationChecker(revocation)}
 		distOpts = []distribution.Option{distribution.WithLogger(log), distribution.WithRegisterer(promReg)}
+		ingOpts  []ingest.Option
 	)
 	if s.redis.Enabled() {
 		client, err := s.redis.NewClient()
@@ -176,6 +177,8 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		regOpts = append(regOpts, registration.WithRedis(client))
 		// Acknowledgements in Redis too, so that a restart keeps them.
 		distOpts = append(distOpts, distribution.WithRedis(client))
+		// Access logs shared with the other replicas over Redis pub/sub.
+		ingOpts = append(ingOpts, ingest.WithRedis(client))
 		inputs = snapshots.NewRedis(client, s.install, snapshots.Inputs, newInput)
 		ingestInputs = snapshots.NewWriteThrough(inputs, snapshots.NewMemory(newInput), log)
 		outputs = snapshots.NewRedis(client, s.install, snapshots.Outputs, newOutput)
@@ -216,7 +219,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		return nil, err
 	}
 
-	ing, err := ingest.New(icfg, ingest.WithLogger(log), ingest.WithRegisterer(promReg), ingest.WithInputs(ingestInputs), ingest.WithOutputs(outputs), ingest.WithNotifier(tr))
+	ing, err := ingest.New(icfg, append(ingOpts, ingest.WithLogger(log), ingest.WithRegisterer(promReg), ingest.WithInputs(ingestInputs), ingest.WithOutputs(outputs), ingest.WithNotifier(tr))...)
 	if err != nil {
 		return nil, err
 	}

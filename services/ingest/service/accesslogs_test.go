@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +14,10 @@ import (
 	ingestv1 "github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
 	observabilityv1 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/libs/redistest"
+	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/ingest/service"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -51,18 +54,35 @@ func paths(entries []*observabilityv1.AccessLogEntry) string {
 // TestAccessLogsAcrossReplicas: two ingest replicas share a real Redis. A
 // follower on replica B, filtered to server errors of east, gets the
 // entry an agent of east pushed to replica A, and only that one; B's
-// buffer holds it for later tails too.
+// buffer holds it for later tails too. The same holds for replicas built
+// as the all-in-one process builds ingest: its own input store and Redis
+// client (WithInputs, WithRedis), no --redis-addrs of ingest's own.
 func TestAccessLogsAcrossReplicas(t *testing.T) {
+	t.Run("redis-addrs", func(t *testing.T) { testAccessLogsAcrossReplicas(t, false) })
+	t.Run("all-in-one", func(t *testing.T) { testAccessLogsAcrossReplicas(t, true) })
+}
+
+func testAccessLogsAcrossReplicas(t *testing.T, allInOne bool) {
 	r := redistest.Start(t)
 	ca := platformtest.NewCA(t, "test CA")
-	cfgFor := func(name string) service.Config {
+	start := func(name string) *replica {
 		cfg := memoryConfig()
 		cfg.Replica = name
-		cfg.Redis.Addrs = r.Addr()
-		return cfg
+		if !allInOne {
+			cfg.Redis.Addrs = r.Addr()
+			return startReplica(t, ca, cfg, &recordingNotifier{})
+		}
+		var logs strings.Builder
+		rep := startReplica(t, ca, cfg, &recordingNotifier{}, service.WithRedis(r.Client(t)),
+			service.WithInputs(snapshots.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })),
+			service.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		if strings.Contains(logs.String(), "no Redis") {
+			t.Errorf("%s logs that it has no Redis:\n%s", name, logs.String())
+		}
+		return rep
 	}
-	a := startReplica(t, ca, cfgFor("ingest-a"), &recordingNotifier{})
-	b := startReplica(t, ca, cfgFor("ingest-b"), &recordingNotifier{})
+	a := start("ingest-a")
+	b := start("ingest-b")
 	ctx := t.Context()
 
 	// Both replicas follow the channel before anything is pushed: pub/sub

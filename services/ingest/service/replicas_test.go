@@ -23,10 +23,10 @@ type replica struct {
 	stop func()
 }
 
-func startReplica(t *testing.T, ca *platformtest.CA, cfg service.Config, notifier service.TranslationNotifier) *replica {
+func startReplica(t *testing.T, ca *platformtest.CA, cfg service.Config, notifier service.TranslationNotifier, opts ...service.Option) *replica {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(t.Output(), nil)).With("replica", cfg.Replica)
-	svc, err := service.New(cfg, service.WithLogger(log), service.WithNotifier(notifier))
+	svc, err := service.New(cfg, append([]service.Option{service.WithLogger(log), service.WithNotifier(notifier)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

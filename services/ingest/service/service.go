@@ -187,6 +187,7 @@ type deps struct {
 	outputs  app.OutputSource
 	notifier TranslationNotifier
 	now      func() time.Time
+	redis    redis.UniversalClient
 }
 
 // WithLogger sets the logger.
@@ -208,6 +209,13 @@ func WithOutputs(s snapshots.Store[*snapshotv1.OutputSnapshot]) Option {
 	return func(d *deps) { d.outputs = s }
 }
 
+// WithRedis sets the Redis client instead of one built from cfg.Redis: for
+// the input store unless WithInputs sets it, for sharing access logs with
+// the other replicas, and for reading outputs unless WithOutputs sets them.
+// The caller closes it. The all-in-one process passes its own client with
+// its own input store, so that access logs are shared all the same.
+func WithRedis(c redis.UniversalClient) Option { return func(d *deps) { d.redis = c } }
+
 // WithNotifier sets how translation is told about changes, instead of a
 // client of cfg.Translation.
 func WithNotifier(n TranslationNotifier) Option { return func(d *deps) { d.notifier = n } }
@@ -225,6 +233,8 @@ type Service struct {
 	}
 	flush time.Duration
 	redis redis.UniversalClient
+	// ownRedis: New built redis from the configuration, and Run closes it.
+	ownRedis bool
 	// shared is the Redis store behind the write-through one; nil without
 	// Redis.
 	shared *snapshots.Redis[*snapshotv1.InputSnapshot]
@@ -253,13 +263,16 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	log := d.log.With("service", Name)
 	s := &Service{flush: cfg.FlushInterval, log: log}
 	newInput := func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} }
+	s.redis = d.redis
 	if d.inputs == nil {
-		if cfg.Redis.Enabled() {
+		if s.redis == nil && cfg.Redis.Enabled() {
 			client, err := cfg.Redis.NewClient()
 			if err != nil {
 				return nil, err
 			}
-			s.redis = client
+			s.redis, s.ownRedis = client, true
+		}
+		if client := s.redis; client != nil {
 			s.revoked = revocation.NewCache(revredis.NewSource(client, cfg.Install), 0, log)
 			s.shared = snapshots.NewRedis(client, cfg.Install, snapshots.Inputs, newInput)
 			// Pushes are accepted while Redis is down and written through
@@ -375,7 +388,7 @@ func (s *Service) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer func() {
 		wg.Wait()
-		if s.redis != nil {
+		if s.ownRedis {
 			s.redis.Close()
 		}
 	}()

@@ -401,6 +401,12 @@ func TestRevocationSharedThroughRedis(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("revoked certificate during a Redis outage: %v, want Unauthenticated", err)
 	}
+	// A call that needs the store says that the store is down, as
+	// Unavailable (retry), not an Internal error of registration.
+	_, err = a.admin(t, a.serviceCert(t, "meshctl"), nil).ListClusters(t.Context(), connect.NewRequest(&registrationv1.ListClustersRequest{}))
+	if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "store (Redis) is unreachable") {
+		t.Fatalf("ListClusters during a Redis outage: %v, want Unavailable naming the store", err)
+	}
 }
 
 type fakeClock struct {

@@ -251,6 +251,7 @@ func (t *trafficTranslation) applySpec(st *destState, p *trafficPolicy, spec *ne
 	if len(errs) > 0 {
 		return errs
 	}
+	as.Warnings = append(as.Warnings, deprecationWarnings(pol)...)
 
 	rfields := routeFields(pol)
 	var group *routeGroup
@@ -332,6 +333,32 @@ func (t *trafficTranslation) applySpec(st *destState, p *trafficPolicy, spec *ne
 	return nil
 }
 
+// kubeDestinationCluster is the cluster a traffic shift's kubeService
+// names, and the field that names it: cluster, else the deprecated
+// clusterName (validation refuses the two naming different clusters).
+func kubeDestinationCluster(ks *networkingv1.TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_KubeDestination) (cluster, field string) {
+	if c := ks.GetCluster(); c != "" {
+		return c, "cluster"
+	}
+	return ks.GetClusterName(), "clusterName"
+}
+
+// clusterNameDeprecated is the warning for a kubeService that spells its
+// cluster the old way.
+const clusterNameDeprecated = "clusterName is deprecated and will be removed in the next release: use cluster, as every other reference spells it"
+
+// deprecationWarnings are the warnings for deprecated fields a valid
+// policy uses, for the status of every destination it applies to.
+func deprecationWarnings(pol *networkingv1.TrafficPolicySpec_Policy) []string {
+	var out []string
+	for i, wd := range pol.GetTrafficShift().GetDestinations() {
+		if wd.GetKubeService().GetClusterName() != "" {
+			out = append(out, fmt.Sprintf("spec.policy.trafficShift.destinations[%d].kubeService.%s", i, clusterNameDeprecated))
+		}
+	}
+	return out
+}
+
 type subsetRef struct {
 	target ObjectKey
 	name   string
@@ -379,7 +406,8 @@ func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.Tr
 			}
 			ks := wd.GetKubeService()
 			path := fmt.Sprintf("spec.policy.trafficShift.destinations[%d].kubeService", i)
-			target, ok := resolve(path, ks.GetName(), ks.GetNamespace(), ks.GetClusterName(), "clusterName", ks.GetPort())
+			cluster, field := kubeDestinationCluster(ks)
+			target, ok := resolve(path, ks.GetName(), ks.GetNamespace(), cluster, field, ks.GetPort())
 			if !ok {
 				continue
 			}

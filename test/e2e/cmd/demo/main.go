@@ -1,10 +1,15 @@
 // Command demo runs Meshplane's main job on one machine: the all-in-one
 // management plane with Redis and a management cluster (a real API server
-// named mgmt, where registration keeps its KubernetesCluster records), two
-// workload clusters (real API servers) holding bookinfo, and one agent per
-// cluster. It waits until Meshplane has
-// written its DestinationRules in both clusters, prints the kubectl lines
-// that show them, and keeps everything running until Ctrl-C.
+// named mgmt, where registration keeps its KubernetesCluster records and
+// ingest watches for policies), two workload clusters (real API servers)
+// holding istiod's objects and bookinfo, and one agent per cluster. It
+// waits until Meshplane has written its DestinationRules in both clusters,
+// applies a VirtualMesh, a TrafficPolicy and an AccessPolicy in mgmt, waits
+// for the VirtualService and AuthorizationPolicy they make in both
+// clusters, writes a meshctl context (.demo/meshctl.yaml), a kubeconfig with
+// a context per cluster (.demo/kubeconfig) and the shell lines that select
+// them (.demo/env), prints how to use meshctl and kubectl, and keeps
+// everything running until Ctrl-C.
 //
 //	go run ./test/e2e/cmd/demo --bin ./bin
 package main
@@ -17,6 +22,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,9 +33,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-var drs = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "destinationrules"}
+var (
+	drs                   = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "destinationrules"}
+	virtualServices       = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices"}
+	authorizationPolicies = schema.GroupVersionResource{Group: "security.istio.io", Version: "v1", Resource: "authorizationpolicies"}
+)
 
 // mirrorNamespace is where, in the management cluster, registration keeps a
 // KubernetesCluster per cluster record: they survive a Redis that restarts
@@ -102,8 +114,21 @@ func run(ctx context.Context, bin, dir string, once bool) error {
 	defer plane.Stop()
 	procs := append([]*harness.Process{}, plane.Procs...)
 
+	step("the management plane listens on %s; writing a meshctl client certificate and the meshctl context %q (%s)", plane.Registration, demoContext, filepath.Join(dir, "meshctl.yaml"))
+	meshctlConfig, err := writeMeshctlContext(ctx, bin, dir, plane)
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := writeKubeconfig(kubeconfig, append(append([]*kubetest.Cluster{}, clusters...), mgmt)); err != nil {
+		return err
+	}
+
 	for _, c := range clusters {
-		step("applying bookinfo to %s and starting its agent", c.Name)
+		step("applying istiod (its Deployment, Pod and mesh ConfigMap), an east-west gateway and bookinfo to %s, and starting its agent", c.Name)
+		if err := applyIstio(ctx, c); err != nil {
+			return err
+		}
 		if err := c.ApplyYAML(ctx, harness.Bookinfo(c.Name)); err != nil {
 			return err
 		}
@@ -122,41 +147,84 @@ func run(ctx context.Context, bin, dir string, once bool) error {
 	start := time.Now()
 	for _, c := range clusters {
 		for _, svc := range harness.BookinfoServices {
-			err := harness.Wait(ctx, 2*time.Minute, fmt.Sprintf("DestinationRule %s in %s", svc, c.Name), func(ctx context.Context) (bool, error) {
-				_, err := c.Dynamic().Resource(drs).Namespace(harness.BookinfoNamespace).Get(ctx, svc, metav1.GetOptions{})
-				if apierrors.IsNotFound(err) {
-					return false, nil
-				}
-				return err == nil, err
-			}, procs...)
-			if err != nil {
+			if err := waitFor(ctx, c, drs, svc, procs); err != nil {
 				return err
 			}
 		}
 	}
 	step("all DestinationRules written in %s", time.Since(start).Round(time.Millisecond))
 
+	step("applying in mgmt: VirtualMesh %s/demo (shared mTLS, federation, global access ENABLED), TrafficPolicy and AccessPolicy bookinfo/reviews", mirrorNamespace)
+	if err := mgmt.ApplyYAML(ctx, []byte(mgmtPolicies)); err != nil {
+		return fmt.Errorf("apply the policies to mgmt: %w", err)
+	}
+	start = time.Now()
+	for _, c := range clusters {
+		for _, gvr := range []schema.GroupVersionResource{virtualServices, authorizationPolicies} {
+			if err := waitFor(ctx, c, gvr, "reviews", procs); err != nil {
+				return err
+			}
+		}
+	}
+	step("VirtualService and AuthorizationPolicy reviews written in both clusters in %s", time.Since(start).Round(time.Millisecond))
+
 	kubectl, err := kubetest.KubectlPath()
 	if err != nil {
 		return err
 	}
-	fmt.Println()
-	fmt.Println("Meshplane translated every discovered Service into a DestinationRule in its own cluster:")
-	for _, c := range clusters {
-		args := []string{"--kubeconfig", c.Kubeconfig(), "get", "destinationrules", "-n", harness.BookinfoNamespace, "-L", "meshplane.dev/cluster,meshplane.dev/managed-by"}
-		fmt.Printf("\n$ %s %s\n", kubectl, join(args))
-		out, err := exec.CommandContext(ctx, kubectl, args...).CombinedOutput()
+	env := demoEnv(bin, kubectl, meshctlConfig, kubeconfig)
+	show := func(args ...string) error {
+		fmt.Printf("\n$ kubectl %s\n", join(args))
+		cmd := exec.CommandContext(ctx, kubectl, args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		out, err := cmd.CombinedOutput()
 		fmt.Print(string(out))
 		if err != nil {
-			return fmt.Errorf("kubectl: %w", err)
+			return fmt.Errorf("kubectl %s: %w", join(args), err)
+		}
+		return nil
+	}
+	fmt.Println()
+	fmt.Println("Meshplane translated every discovered Service into a DestinationRule in its own cluster, and the")
+	fmt.Println("management cluster's policies into a VirtualService and an AuthorizationPolicy in both:")
+	for _, c := range clusters {
+		if err := show("--context", c.Name, "get", "destinationrules,virtualservices,authorizationpolicies", "-n", harness.BookinfoNamespace, "-L", "meshplane.dev/cluster"); err != nil {
+			return err
 		}
 	}
-	fmt.Printf("\nTry:\n  %s --kubeconfig %s get destinationrule reviews -n bookinfo -o yaml\n", kubectl, clusters[0].Kubeconfig())
-	fmt.Printf("  %s --kubeconfig %s delete service ratings -n bookinfo   # its DestinationRule goes too\n", kubectl, clusters[0].Kubeconfig())
-	fmt.Printf("  %s --kubeconfig %s get kubernetesclusters -n %s   # the clusters every output expects\n", kubectl, mgmt.Kubeconfig(), mirrorNamespace)
-	fmt.Printf("  %s --kubeconfig %s get resourcerecords -n %s      # the last valid version of every resource\n", kubectl, mgmt.Kubeconfig(), mirrorNamespace)
-	fmt.Printf("A policy applied in the management cluster may select both clusters; one applied in east changes only east, unless a ScopeGrant in the management cluster grants more (docs/concepts.md#scope).\n")
-	fmt.Printf("Logs are in %s\n", logs)
+	for _, c := range clusters {
+		if err := show("--context", c.Name, "get", "authorizationpolicy", "reviews", "-n", harness.BookinfoNamespace, "-o", "jsonpath={.spec}{\"\\n\"}"); err != nil {
+			return err
+		}
+	}
+	if err := show("--context", "mgmt", "get", "virtualmeshes,trafficpolicies,accesspolicies", "-A"); err != nil {
+		return err
+	}
+
+	// The env file is written last: it also says the demo is ready (the
+	// walkthrough's test waits for it).
+	if err := os.WriteFile(filepath.Join(dir, "env"), []byte(env), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf(`
+Use meshctl and kubectl against the demo (in another shell, from this directory):
+
+%s
+  meshctl check                                    # every service serving, east and west connected and current
+  meshctl describe policy reviews -n bookinfo --kind AccessPolicy
+  meshctl describe destination reviews -n bookinfo --cluster east
+  kubectl --context east get destinationrules,virtualservices,authorizationpolicies -n bookinfo
+  kubectl --context west get authorizationpolicy reviews -n bookinfo -o yaml
+  kubectl --context mgmt get kubernetesclusters -n %[2]s   # the clusters every output expects
+  kubectl --context mgmt get accesspolicy reviews -n bookinfo -o yaml   # its status: ACCEPTED, for both clusters
+  kubectl --context east delete service ratings -n bookinfo         # its DestinationRule goes too
+
+Or source the same lines: . %[3]s
+The kube contexts are east, west (workload clusters) and mgmt (management cluster); the meshctl
+context is %[4]q. A policy applied in mgmt may select both clusters; one applied in east changes only
+east, unless a ScopeGrant in mgmt grants more (docs/concepts.md#scope). docs/getting-started.md walks
+through the rest. Logs are in %[5]s
+`, indent(env, "  "), mirrorNamespace, filepath.Join(dir, "env"), demoContext, logs)
 	if once {
 		return nil
 	}
@@ -164,6 +232,161 @@ func run(ctx context.Context, bin, dir string, once bool) error {
 	<-ctx.Done()
 	step("stopping")
 	return nil
+}
+
+// demoContext names the meshctl context the demo writes.
+const demoContext = "demo"
+
+// writeMeshctlContext issues a client certificate for the meshctl service
+// identity from the demo's CA (the plane authorizes every service identity
+// of its trust domain) and writes the context with `meshctl config
+// set-context`, into dir/meshctl.yaml rather than the user's own config
+// file: the demo's port and CA live only as long as the demo. It returns
+// the file's path.
+func writeMeshctlContext(ctx context.Context, bin, dir string, plane *harness.Plane) (string, error) {
+	cert, key, err := plane.PKI.ServiceCert("meshctl")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "meshctl.yaml")
+	cmd := exec.CommandContext(ctx, harness.Binary(bin, harness.CmdMeshctl), "config", "set-context", demoContext,
+		"--addr", plane.Registration, "--ca-file", plane.PKI.RootFile(), "--cert-file", cert, "--key-file", key,
+		"--server-name", "localhost", "--use")
+	cmd.Env = append(os.Environ(), "MESHPLANE_CONFIG="+path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("meshctl config set-context: %w: %s", err, out)
+	}
+	return path, nil
+}
+
+// writeKubeconfig merges the clusters' kubeconfigs into one file with a
+// context per cluster, named after it.
+func writeKubeconfig(path string, clusters []*kubetest.Cluster) error {
+	merged := clientcmdapi.NewConfig()
+	for _, c := range clusters {
+		cfg, err := clientcmd.LoadFromFile(c.Kubeconfig())
+		if err != nil {
+			return fmt.Errorf("read the kubeconfig of %s: %w", c.Name, err)
+		}
+		kc, ok := cfg.Contexts[cfg.CurrentContext]
+		if !ok {
+			return fmt.Errorf("the kubeconfig of %s has no current context", c.Name)
+		}
+		merged.Clusters[c.Name] = cfg.Clusters[kc.Cluster]
+		merged.AuthInfos[c.Name] = cfg.AuthInfos[kc.AuthInfo]
+		merged.Contexts[c.Name] = &clientcmdapi.Context{Cluster: c.Name, AuthInfo: c.Name, Namespace: kc.Namespace}
+	}
+	merged.CurrentContext = clusters[0].Name
+	return clientcmd.WriteToFile(*merged, path)
+}
+
+// demoEnv is the shell lines that put meshctl and kubectl on PATH and
+// point them at the demo.
+func demoEnv(bin, kubectl, meshctlConfig, kubeconfig string) string {
+	return fmt.Sprintf("export PATH=%s:%s:\"$PATH\"\nexport MESHPLANE_CONFIG=%s\nexport KUBECONFIG=%s\n",
+		bin, filepath.Dir(kubectl), meshctlConfig, kubeconfig)
+}
+
+// istiodVersion is the version the stand-in istiod's image names; the
+// demo runs no real istiod (see applyIstio).
+const istiodVersion = "1.24.0"
+
+// applyIstio gives c a mesh as discovery sees it: istiod's Deployment, the
+// Pod a controller would have made, its mesh ConfigMap, and an east-west
+// gateway whose LoadBalancer Service has an external address (nothing
+// assigns one in a bare API server, so the demo writes the status). These
+// are objects, not processes: discovery needs only them, and nothing in
+// the demo talks to istiod (no sidecars run). A real pilot-discovery per
+// cluster is light once built (about 110 MB resident each, measured with
+// the istioloop tests), but building it costs a fresh clone's first
+// `make demo` about 20 CPU-minutes and a 190 MB binary.
+func applyIstio(ctx context.Context, c *kubetest.Cluster) error {
+	if err := c.ApplyYAML(ctx, harness.IstioControlPlane("", istiodVersion, "cluster.local")); err != nil {
+		return fmt.Errorf("apply istiod to %s: %w", c.Name, err)
+	}
+	if err := c.ApplyYAML(ctx, harness.EastWestGateway("network-"+c.Name)); err != nil {
+		return fmt.Errorf("apply the east-west gateway to %s: %w", c.Name, err)
+	}
+	svcs := c.Clientset().CoreV1().Services(harness.IstioNamespace)
+	svc, err := svcs.Get(ctx, "istio-eastwestgateway", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: "eastwest." + c.Name + ".example.com"}}
+	if _, err := svcs.UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("set the east-west gateway's address in %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// mgmtPolicies are what the demo applies in the management cluster: both
+// meshes in one VirtualMesh with a shared root, every destination
+// federated, deny by default; retries for reviews; and reviews open to
+// productpage's service account in both clusters.
+const mgmtPolicies = `apiVersion: v1
+kind: Namespace
+metadata: {name: bookinfo}
+---
+apiVersion: networking.meshplane.dev/v1
+kind: VirtualMesh
+metadata: {name: demo, namespace: ` + mirrorNamespace + `}
+spec:
+  meshes:
+  - {name: istiod-istio-system-east, namespace: istio-system}
+  - {name: istiod-istio-system-west, namespace: istio-system}
+  mtlsConfig:
+    shared:
+      rootCertificateAuthority:
+        generated: {}
+  federation:
+    permissive: {}
+  globalAccessPolicy: ENABLED
+---
+apiVersion: networking.meshplane.dev/v1
+kind: TrafficPolicy
+metadata: {name: reviews, namespace: bookinfo}
+spec:
+  destinationSelector:
+  - kubeServiceMatcher:
+      labels: {app: reviews}
+      namespaces: [bookinfo]
+  policy:
+    retries: {attempts: 3, perTryTimeout: 2s}
+---
+apiVersion: networking.meshplane.dev/v1
+kind: AccessPolicy
+metadata: {name: reviews, namespace: bookinfo}
+spec:
+  sourceSelector:
+  - kubeServiceAccountRefs:
+      serviceAccounts:
+      - {name: bookinfo-productpage, namespace: bookinfo, cluster: east}
+      - {name: bookinfo-productpage, namespace: bookinfo, cluster: west}
+  destinationSelector:
+  - kubeServiceMatcher:
+      labels: {app: reviews}
+      namespaces: [bookinfo]
+  allowedMethods: [GET]
+`
+
+// waitFor waits until the object name of gvr exists in c's bookinfo
+// namespace.
+func waitFor(ctx context.Context, c *kubetest.Cluster, gvr schema.GroupVersionResource, name string, procs []*harness.Process) error {
+	return harness.Wait(ctx, 2*time.Minute, fmt.Sprintf("%s %s in %s", gvr.Resource, name, c.Name), func(ctx context.Context) (bool, error) {
+		_, err := c.Dynamic().Resource(gvr).Namespace(harness.BookinfoNamespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	}, procs...)
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n")
 }
 
 func join(args []string) string {

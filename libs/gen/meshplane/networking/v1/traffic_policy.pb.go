@@ -1217,10 +1217,17 @@ func (*TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_VirtualDest
 }
 
 type TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_KubeDestination struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Namespace   string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	ClusterName string                 `protobuf:"bytes,3,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Namespace string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Deprecated: use cluster, as every other reference spells it.
+	// Still accepted for one release, with a warning in the status;
+	// setting both to different clusters is invalid.
+	//
+	// Deprecated: Marked as deprecated in meshplane/networking/v1/traffic_policy.proto.
+	ClusterName string `protobuf:"bytes,3,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// The service's cluster; default the destination's own.
+	Cluster string `protobuf:"bytes,6,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	// Pod labels that name the subset, e.g. version: v2.
 	Subset map[string]string `protobuf:"bytes,4,rep,name=subset,proto3" json:"subset,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The destination port; required when the service has several.
@@ -1274,9 +1281,17 @@ func (x *TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_KubeDesti
 	return ""
 }
 
+// Deprecated: Marked as deprecated in meshplane/networking/v1/traffic_policy.proto.
 func (x *TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_KubeDestination) GetClusterName() string {
 	if x != nil {
 		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_KubeDestination) GetCluster() string {
+	if x != nil {
+		return x.Cluster
 	}
 	return ""
 }
@@ -1553,7 +1568,7 @@ const file_meshplane_networking_v1_traffic_policy_proto_rawDesc = "" +
 	"\rTrafficPolicy\x12;\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1f.meshplane.common.v1.ObjectMetaR\bmetadata\x12>\n" +
 	"\x04spec\x18\x02 \x01(\v2*.meshplane.networking.v1.TrafficPolicySpecR\x04spec\x12;\n" +
-	"\x06status\x18\x03 \x01(\v2#.meshplane.common.v1.ResourceStatusR\x06status\"\xa4%\n" +
+	"\x06status\x18\x03 \x01(\v2#.meshplane.common.v1.ResourceStatusR\x06status\"\xc2%\n" +
 	"\x11TrafficPolicySpec\x12R\n" +
 	"\x0fsource_selector\x18\x01 \x03(\v2).meshplane.networking.v1.WorkloadSelectorR\x0esourceSelector\x12_\n" +
 	"\x14destination_selector\x18\x02 \x03(\v2,.meshplane.networking.v1.DestinationSelectorR\x13destinationSelector\x12j\n" +
@@ -1575,7 +1590,7 @@ const file_meshplane_networking_v1_traffic_policy_proto_rawDesc = "" +
 	"\x15QueryParameterMatcher\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x14\n" +
-	"\x05regex\x18\x03 \x01(\bR\x05regex\x1a\x90\x1e\n" +
+	"\x05regex\x18\x03 \x01(\bR\x05regex\x1a\xae\x1e\n" +
 	"\x06Policy\x12g\n" +
 	"\rtraffic_shift\x18\x01 \x01(\v2B.meshplane.networking.v1.TrafficPolicySpec.Policy.MultiDestinationR\ftrafficShift\x12i\n" +
 	"\x0ffault_injection\x18\x02 \x01(\v2@.meshplane.networking.v1.TrafficPolicySpec.Policy.FaultInjectionR\x0efaultInjection\x12B\n" +
@@ -1586,17 +1601,18 @@ const file_meshplane_networking_v1_traffic_policy_proto_rawDesc = "" +
 	"\x06mirror\x18\x06 \x01(\v28.meshplane.networking.v1.TrafficPolicySpec.Policy.MirrorR\x06mirror\x12u\n" +
 	"\x13header_manipulation\x18\a \x01(\v2D.meshplane.networking.v1.TrafficPolicySpec.Policy.HeaderManipulationR\x12headerManipulation\x12V\n" +
 	"\x11outlier_detection\x18\b \x01(\v2).meshplane.networking.v1.OutlierDetectionR\x10outlierDetection\x12J\n" +
-	"\x04mtls\x18\t \x01(\v26.meshplane.networking.v1.TrafficPolicySpec.Policy.MTLSR\x04mtls\x1a\xe1\b\n" +
+	"\x04mtls\x18\t \x01(\v26.meshplane.networking.v1.TrafficPolicySpec.Policy.MTLSR\x04mtls\x1a\xff\b\n" +
 	"\x10MultiDestination\x12z\n" +
-	"\fdestinations\x18\x01 \x03(\v2V.meshplane.networking.v1.TrafficPolicySpec.Policy.MultiDestination.WeightedDestinationR\fdestinations\x1a\xd0\a\n" +
+	"\fdestinations\x18\x01 \x03(\v2V.meshplane.networking.v1.TrafficPolicySpec.Policy.MultiDestination.WeightedDestinationR\fdestinations\x1a\xee\a\n" +
 	"\x13WeightedDestination\x12\x16\n" +
 	"\x06weight\x18\x01 \x01(\rR\x06weight\x12\x8b\x01\n" +
 	"\fkube_service\x18\x02 \x01(\v2f.meshplane.networking.v1.TrafficPolicySpec.Policy.MultiDestination.WeightedDestination.KubeDestinationH\x00R\vkubeService\x12\x9f\x01\n" +
-	"\x13virtual_destination\x18\x03 \x01(\v2l.meshplane.networking.v1.TrafficPolicySpec.Policy.MultiDestination.WeightedDestination.VirtualDestinationRefH\x00R\x12virtualDestination\x1a\xc2\x02\n" +
+	"\x13virtual_destination\x18\x03 \x01(\v2l.meshplane.networking.v1.TrafficPolicySpec.Policy.MultiDestination.WeightedDestination.VirtualDestinationRefH\x00R\x12virtualDestination\x1a\xe0\x02\n" +
 	"\x0fKubeDestination\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
-	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12!\n" +
-	"\fcluster_name\x18\x03 \x01(\tR\vclusterName\x12\x8a\x01\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12%\n" +
+	"\fcluster_name\x18\x03 \x01(\tB\x02\x18\x01R\vclusterName\x12\x18\n" +
+	"\acluster\x18\x06 \x01(\tR\acluster\x12\x8a\x01\n" +
 	"\x06subset\x18\x04 \x03(\v2r.meshplane.networking.v1.TrafficPolicySpec.Policy.MultiDestination.WeightedDestination.KubeDestination.SubsetEntryR\x06subset\x12\x12\n" +
 	"\x04port\x18\x05 \x01(\rR\x04port\x1a9\n" +
 	"\vSubsetEntry\x12\x10\n" +

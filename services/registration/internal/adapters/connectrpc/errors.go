@@ -2,6 +2,7 @@ package connectrpc
 
 import (
 	"errors"
+	"net"
 
 	"connectrpc.com/connect"
 	"github.com/meshplane/meshplane/services/registration/internal/app"
@@ -25,8 +26,20 @@ func toConnect(err error) error {
 		code = connect.CodePermissionDenied
 	case errors.Is(err, domain.ErrClusterNotFound):
 		code = connect.CodeNotFound
+	case isNetError(err):
+		// The store (Redis) cannot be reached: the caller may retry, and
+		// an operator should look at Redis rather than at this service.
+		// Addresses stay in the server's log.
+		return connect.NewError(connect.CodeUnavailable, errors.New("registration's store (Redis) is unreachable; see the server's log"))
 	default:
 		return connect.NewError(connect.CodeInternal, errors.New("registration failed; see the server's log"))
 	}
 	return connect.NewError(code, err)
+}
+
+// isNetError reports a network failure under err: a store that cannot be
+// dialled or stopped answering.
+func isNetError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne)
 }

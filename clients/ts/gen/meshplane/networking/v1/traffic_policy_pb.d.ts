@@ -315,9 +315,21 @@ export declare type TrafficPolicySpec_Policy_MultiDestination_WeightedDestinatio
   namespace: string;
 
   /**
-   * @generated from field: string cluster_name = 3;
+   * Deprecated: use cluster, as every other reference spells it.
+   * Still accepted for one release, with a warning in the status;
+   * setting both to different clusters is invalid.
+   *
+   * @generated from field: string cluster_name = 3 [deprecated = true];
+   * @deprecated
    */
   clusterName: string;
+
+  /**
+   * The service's cluster; default the destination's own.
+   *
+   * @generated from field: string cluster = 6;
+   */
+  cluster: string;
 
   /**
    * Pod labels that name the subset, e.g. version: v2.
