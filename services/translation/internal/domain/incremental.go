@@ -467,6 +467,15 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 			return nil, true, err
 		}
 		newStatuses[p.Key.Cluster] = append(newStatuses[p.Key.Cluster], st)
+		if p.lastGood == nil && len(p.heldOn) == 0 {
+			// A policy not prepared again keeps the prior version its
+			// last preparation found, which the last valid versions may
+			// have moved past since: find it as prepare would now.
+			p.prior = nil
+			if good, ok := lastOf(prev.result.LastGood.Traffic, p.Key, p.Meta); ok && good.Generation != p.Meta.GetGeneration() {
+				p.prior = &good
+			}
+		}
 		if g, ok := p.goodVersion(); ok {
 			next.Traffic[p.Key] = g
 		} else {

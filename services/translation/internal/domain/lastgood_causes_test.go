@@ -114,6 +114,12 @@ func TestLastGoodHoldsForEveryCause(t *testing.T) {
 						name := fmt.Sprintf("%s/%s/%s %s/%s: %s", c.Name(), cluster, kind, md.GetNamespace(), md.GetName(), b.name)
 						tested[kind+" "+b.name]++
 						checkHeld(t, name, inputs, base, bad, cluster, kind, md, want)
+						for _, other := range mapsKeys(inputs) {
+							if other != cluster {
+								tested[kind+" "+b.name+", another cluster missing"]++
+								checkKeptWhileMissing(t, name+", "+other+" missing", base, bad, other, cluster, kind, md, want)
+							}
+						}
 					}
 				}
 			}
@@ -238,6 +244,44 @@ func checkHeld(t *testing.T, name string, inputs map[string]*snapshotv1.InputSna
 	}
 	if keptFor(r.LastGood, kind, domain.ObjectKey{Cluster: cluster, Namespace: md.GetNamespace(), Name: md.GetName()}) {
 		t.Errorf("%s: the deleted resource's last valid version is still kept", name)
+	}
+}
+
+// checkKeptWhileMissing: a bad version of an accepted resource translated
+// while another cluster's input is missing (a restart with that cluster
+// down, the case the fault-sequence test found) keeps the last valid
+// version, even when it does not resolve without that cluster; once the
+// cluster reports, the resource is INVALID with lastKnownGood and every
+// output is as it was.
+func checkKeptWhileMissing(t *testing.T, name string, base *domain.Result, bad map[string]*snapshotv1.InputSnapshot, missing, cluster, kind string, md *commonv1.ObjectMeta, want string) {
+	t.Helper()
+	without := map[string]*snapshotv1.InputSnapshot{}
+	for c, in := range bad {
+		if c != missing {
+			without[c] = in
+		}
+	}
+	key := domain.ObjectKey{Cluster: cluster, Namespace: md.GetNamespace(), Name: md.GetName()}
+	r, err := domain.TranslateResult(without, domain.Options{}, base.LastGood)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if !keptFor(r.LastGood, kind, key) {
+		t.Errorf("%s: the last valid version was dropped", name)
+		return
+	}
+	back, err := domain.TranslateResult(bad, domain.Options{}, r.LastGood)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	for c, out := range base.Outputs {
+		if diff := objectDiff(out, back.Outputs[c]); diff != "" {
+			t.Errorf("%s, %s back: cluster %s lost or changed objects: %s", name, missing, c, diff)
+		}
+	}
+	st := statusOf(t, back.Outputs[cluster], kind, md.GetNamespace(), md.GetName())
+	if st == nil || st.State != "INVALID" || !st.LastKnownGood || !strings.Contains(strings.Join(st.Errors, "\n"), want) {
+		t.Errorf("%s, %s back: status %+v, want INVALID with lastKnownGood and %q", name, missing, st, want)
 	}
 }
 

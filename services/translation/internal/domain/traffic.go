@@ -199,10 +199,29 @@ func (p *trafficPolicy) goodVersion() (LastGoodTraffic, bool) {
 	if len(p.Errors) > 0 {
 		return LastGoodTraffic{}, false
 	}
+	applied := false
 	for _, as := range p.Status.GetDestinations() {
-		if as.GetState() == commonv1.ApprovalState_INVALID && !outOfScope(as) {
+		switch {
+		case as.GetState() == commonv1.ApprovalState_INVALID && !outOfScope(as):
+			// Not a valid version. The last valid one stays kept even
+			// when it is in force nowhere now (it fails too, say because
+			// a cluster's input is missing): it comes back with that
+			// cluster.
+			if p.prior != nil {
+				return *p.prior, true
+			}
 			return LastGoodTraffic{}, false
+		case as.GetState() == commonv1.ApprovalState_ACCEPTED || as.GetState() == commonv1.ApprovalState_FAILED:
+			applied = true
 		}
+	}
+	if p.prior != nil && !applied {
+		// A new version that reached no destination has not shown it is
+		// good: its destinations may be in a cluster whose input is
+		// missing (after a restart with that cluster down), where it may
+		// well fail. The version that was applied stays the last valid
+		// one until this one is.
+		return *p.prior, true
 	}
 	return keptOf(p.Meta, p.Spec), true
 }

@@ -44,6 +44,9 @@ type virtualDestination struct {
 	// lastGood is set when the current version is invalid (rejected says
 	// why) and the last valid version, now in Spec, is translated instead.
 	lastGood *Kept[*networkingv1.VirtualDestinationSpec]
+	// keptOnly is the last valid version when neither it nor the current
+	// version can be in force now: it is kept, not translated.
+	keptOnly *Kept[*networkingv1.VirtualDestinationSpec]
 	rejected []string
 	// denied are the meshes and backing services left out because they are
 	// outside the scope of the cluster it was read from.
@@ -238,6 +241,11 @@ func applyVirtualDestinations(ix *Index, vms *virtualMeshes, list []collected[*n
 				rejected := vd.Errors
 				*vd = *held
 				vd.lastGood, vd.rejected = &good, rejected
+			} else {
+				// Not in force now (it does not resolve either, say the
+				// input of a cluster it names is missing), but still the
+				// last valid version: kept for when it resolves again.
+				vd.keptOnly = &good
 			}
 		}
 		if len(vd.Errors) > 0 {
@@ -288,6 +296,9 @@ func (vd *virtualDestination) inScope(ix *Index, path, what, cluster, namespace 
 func (vd *virtualDestination) goodVersion() (Kept[*networkingv1.VirtualDestinationSpec], bool) {
 	if vd.lastGood != nil {
 		return *vd.lastGood, true
+	}
+	if vd.keptOnly != nil {
+		return *vd.keptOnly, true
 	}
 	return keptOf(vd.Meta, vd.Spec), vd.valid()
 }

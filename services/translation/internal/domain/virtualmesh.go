@@ -142,10 +142,15 @@ func applyVirtualMeshes(ix *Index, vms []collected[*networkingv1.VirtualMesh], k
 			errs = meshErrors(meshes)
 		}
 		if good, ok := lastOf(kept, vm.Key, vm.Meta); ok && len(errs) > 0 {
-			if gm, gmembers := out.claim(ix, vm.Key.Cluster, good.Spec, claims); len(meshErrors(gm)) == 0 {
-				vm.lastGood, vm.rejected, vm.Spec = &good, errs, good.Spec
-				meshes, members = gm, gmembers
-			}
+			// The last valid version stays in force, and stays the one
+			// kept, even when some of its meshes do not resolve now (the
+			// input of the cluster that holds them is missing, as after a
+			// restart with that cluster down): the meshes that resolve stay
+			// in it, the others come back with their cluster. Dropping it
+			// instead would lose it for good once that cluster reports.
+			gm, gmembers := out.claim(ix, vm.Key.Cluster, good.Spec, claims)
+			vm.lastGood, vm.rejected, vm.Spec = &good, errs, good.Spec
+			meshes, members = gm, gmembers
 		}
 		if vm.lastGood == nil && meshes == nil {
 			vm.Errors = errs
