@@ -93,13 +93,7 @@ func ReflectOutputVersion(s *snapshotv1.OutputSnapshot) string {
 		d.Annotations, d.Spec = nil, bodyDigest(o)
 		digested[i] = d
 	}
-	src := s.ProtoReflect()
-	dst := src.New()
-	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		dst.Set(fd, v)
-		return true
-	})
-	out := dst.Interface().(*snapshotv1.OutputSnapshot)
+	out := ShallowCopy(s)
 	out.Objects = digested
 	return contentVersion(out, outputVolatile)
 }

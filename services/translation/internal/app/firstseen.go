@@ -7,6 +7,7 @@ import (
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -84,7 +85,7 @@ func (f *firstSeen) stamp(cluster string, in *snapshotv1.InputSnapshot, now time
 		set  func(*timestamppb.Timestamp)
 	}
 	var items []item
-	out := shallowCopy(in)
+	out := snapshots.ShallowCopy(in)
 	ref := out.ProtoReflect()
 	fields := ref.Descriptor().Fields()
 	for _, k := range orderedKinds {
@@ -95,7 +96,7 @@ func (f *firstSeen) stamp(cluster string, in *snapshotv1.InputSnapshot, now time
 		}
 		dst := ref.NewField(fd).List()
 		for i := range src.Len() {
-			r := shallowCopy(src.Get(i).Message().Interface())
+			r := snapshots.ShallowCopy(src.Get(i).Message().Interface())
 			rr := r.ProtoReflect()
 			mdField := rr.Descriptor().Fields().ByName("metadata")
 			md := &commonv1.ObjectMeta{}
@@ -188,16 +189,4 @@ func (f *firstSeen) each(fn func(versionKey, seenAt)) {
 			fn(vk, s)
 		}
 	}
-}
-
-// shallowCopy returns a new message of m's type whose fields share m's
-// values.
-func shallowCopy[M proto.Message](m M) M {
-	src := m.ProtoReflect()
-	dst := src.New()
-	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		dst.Set(fd, v)
-		return true
-	})
-	return dst.Interface().(M)
 }

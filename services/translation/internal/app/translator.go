@@ -684,7 +684,7 @@ func (t *Translator) markIncomplete(outputs map[string]*snapshotv1.OutputSnapsho
 // withMissing returns a sealed copy of o that names missing; the copy
 // shares o's field values.
 func withMissing(o *snapshotv1.OutputSnapshot, missing []string) *snapshotv1.OutputSnapshot {
-	m := shallowCopy(o)
+	m := snapshots.ShallowCopy(o)
 	m.MissingClusters = slices.Clone(missing)
 	snapshots.SealOutput(m)
 	return m

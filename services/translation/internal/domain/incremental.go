@@ -468,13 +468,9 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 		}
 		newStatuses[p.Key.Cluster] = append(newStatuses[p.Key.Cluster], st)
 		if p.lastGood == nil && len(p.heldOn) == 0 {
-			// A policy not prepared again keeps the prior version its
-			// last preparation found, which the last valid versions may
-			// have moved past since: find it as prepare would now.
-			p.prior = nil
-			if good, ok := lastOf(prev.result.LastGood.Traffic, p.Key, p.Meta); ok && good.Generation != p.Meta.GetGeneration() {
-				p.prior = &good
-			}
+			// Not prepared again: its prior version may be one the last
+			// valid versions have moved past since.
+			p.findPrior(prev.result.LastGood.Traffic)
 		}
 		if g, ok := p.goodVersion(); ok {
 			next.Traffic[p.Key] = g

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"google.golang.org/protobuf/proto"
@@ -18,14 +19,18 @@ var referenceOutput = flag.String("reference-output", "", "directory to write cl
 // cluster (cluster-000) of the reference estate at C=100, S=1,000,
 // P=10,000 with selective federation, before and after one TrafficPolicy
 // edit (3 to 4 retries), as base.pb and edited.pb: the objects that the
-// agent's BenchmarkApplyReference applies. It runs only when asked:
+// agent's BenchmarkApplyReference applies:
 //
 //	go test -run TestWriteReferenceOutput ./internal/domain -args -reference-output=DIR
+//
+// Without the flag it writes a small estate's (C=3, S=10, P=12) into a
+// temporary directory and reads the files back, so the writer the
+// benchmark depends on is tested on every run.
 func TestWriteReferenceOutput(t *testing.T) {
-	if *referenceOutput == "" {
-		t.Skip("writes files only with -reference-output=DIR")
+	dir, c, s, p := *referenceOutput, 100, 1000, 10000
+	if dir == "" {
+		dir, c, s, p = t.TempDir(), 3, 10, 12
 	}
-	const c, s, p = 100, 1000, 10000
 	const cluster = "cluster-000"
 	inputs := federatedEstate(c, s, p, selectiveExport)
 	base, err := domain.Translate(inputs, domain.Options{})
@@ -52,8 +57,16 @@ func TestWriteReferenceOutput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(*referenceOutput, name), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 			t.Fatal(err)
+		}
+		read, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := &snapshotv1.OutputSnapshot{}
+		if err := proto.Unmarshal(read, back); err != nil || !proto.Equal(back, out.(proto.Message)) || len(back.GetObjects()) == 0 {
+			t.Fatalf("%s does not read back as the output written (%d objects): %v", name, len(back.GetObjects()), err)
 		}
 	}
 	t.Logf("%s: %d objects, %d statuses", cluster, len(base[cluster].GetObjects()), len(base[cluster].GetStatuses()))

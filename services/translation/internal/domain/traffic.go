@@ -139,12 +139,22 @@ func (t *trafficTranslation) prepare(p *trafficPolicy) {
 	}
 	// An invalid edit is reported; the last valid version stays in force.
 	p.lastGood, p.Spec = held, spec
-	if good, ok := lastOf(t.lastGood, p.Key, p.Meta); ok && held == nil && good.Generation != p.Meta.GetGeneration() {
-		p.prior = &good
+	if held == nil {
+		p.findPrior(t.lastGood)
 	}
 	p.selectWorkloads(t.ix)
 	for _, d := range t.ix.selectDestinations(p.Spec.GetDestinationSelector(), p.Key) {
 		p.selected = append(p.selected, d.Key)
+	}
+}
+
+// findPrior sets the policy's prior version: its last valid version in
+// kept when that is of another generation than the current one, which is
+// valid (a held version is not a prior one).
+func (p *trafficPolicy) findPrior(kept map[ObjectKey]LastGoodTraffic) {
+	p.prior = nil
+	if good, ok := lastOf(kept, p.Key, p.Meta); ok && good.Generation != p.Meta.GetGeneration() {
+		p.prior = &good
 	}
 }
 

@@ -143,6 +143,38 @@ func run(ctx context.Context, bin, dir string, once bool) error {
 		procs = append(procs, agent)
 	}
 
+	if err := applyAndWait(ctx, clusters, mgmt, procs); err != nil {
+		return err
+	}
+
+	kubectl, err := kubetest.KubectlPath()
+	if err != nil {
+		return err
+	}
+	env := demoEnv(bin, kubectl, meshctlConfig, kubeconfig)
+	if err := showResults(ctx, kubectl, kubeconfig, clusters); err != nil {
+		return err
+	}
+
+	// The env file is written last: it also says the demo is ready (the
+	// walkthrough's test waits for it).
+	if err := os.WriteFile(filepath.Join(dir, "env"), []byte(env), 0o644); err != nil {
+		return err
+	}
+	printUsage(env, dir, logs)
+	if once {
+		return nil
+	}
+	fmt.Println("\nEverything keeps running until Ctrl-C.")
+	<-ctx.Done()
+	step("stopping")
+	return nil
+}
+
+// applyAndWait waits for Meshplane's DestinationRules in every cluster,
+// then applies the management cluster's policies and waits for the
+// VirtualService and AuthorizationPolicy they make in every cluster.
+func applyAndWait(ctx context.Context, clusters []*kubetest.Cluster, mgmt *kubetest.Cluster, procs []*harness.Process) error {
 	step("waiting for Meshplane's DestinationRules")
 	start := time.Now()
 	for _, c := range clusters {
@@ -168,11 +200,12 @@ func run(ctx context.Context, bin, dir string, once bool) error {
 	}
 	step("VirtualService and AuthorizationPolicy reviews written in both clusters in %s", time.Since(start).Round(time.Millisecond))
 
-	kubectl, err := kubetest.KubectlPath()
-	if err != nil {
-		return err
-	}
-	env := demoEnv(bin, kubectl, meshctlConfig, kubeconfig)
+	return nil
+}
+
+// showResults prints, with kubectl, what translation wrote in each
+// cluster and the policies in mgmt.
+func showResults(ctx context.Context, kubectl, kubeconfig string, clusters []*kubetest.Cluster) error {
 	show := func(args ...string) error {
 		fmt.Printf("\n$ kubectl %s\n", join(args))
 		cmd := exec.CommandContext(ctx, kubectl, args...)
@@ -201,11 +234,11 @@ func run(ctx context.Context, bin, dir string, once bool) error {
 		return err
 	}
 
-	// The env file is written last: it also says the demo is ready (the
-	// walkthrough's test waits for it).
-	if err := os.WriteFile(filepath.Join(dir, "env"), []byte(env), 0o644); err != nil {
-		return err
-	}
+	return nil
+}
+
+// printUsage prints how to use meshctl and kubectl against the demo.
+func printUsage(env, dir, logs string) {
 	fmt.Printf(`
 Use meshctl and kubectl against the demo (in another shell, from this directory):
 
@@ -225,13 +258,6 @@ context is %[4]q. A policy applied in mgmt may select both clusters; one applied
 east, unless a ScopeGrant in mgmt grants more (docs/concepts.md#scope). docs/getting-started.md walks
 through the rest. Logs are in %[5]s
 `, indent(env, "  "), mirrorNamespace, filepath.Join(dir, "env"), demoContext, logs)
-	if once {
-		return nil
-	}
-	fmt.Println("\nEverything keeps running until Ctrl-C.")
-	<-ctx.Done()
-	step("stopping")
-	return nil
 }
 
 // demoContext names the meshctl context the demo writes.
