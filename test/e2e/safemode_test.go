@@ -139,17 +139,7 @@ func (d *durablePlane) check(ctx context.Context) (checkReport, string, error) {
 // bookinfo namespace.
 func owned(t *testing.T, ctx context.Context, c *kubetest.Cluster) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	for kind, gvr := range map[string]schema.GroupVersionResource{"DestinationRule": destinationRules, "VirtualService": virtualServices} {
-		list, err := c.Dynamic().Resource(gvr).Namespace(harness.BookinfoNamespace).List(ctx, metav1.ListOptions{LabelSelector: "meshplane.dev/cluster=" + c.Name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, u := range list.Items {
-			out[kind+"/"+u.GetName()] = string(u.GetUID())
-		}
-	}
-	return out
+	return listOwned(t, ctx, c, false)
 }
 
 // A TrafficPolicy in east's cluster makes the VirtualService reviews in
@@ -289,6 +279,73 @@ func TestRedisLossWithAClusterDownDeletesNothing(t *testing.T) {
 			t.Fatalf("%s's Meshplane objects changed after east returned:\nbefore %v\nafter  %v", name, before[name], after)
 		}
 	}
+}
+
+// Redis emptied and the plane restarted while every agent stays up: the
+// outputs come back the same, so no agent has anything to write, but the
+// acknowledgements were lost with Redis. Distribution sends each agent the
+// version it holds again (the store no longer remembers sending it), the
+// agents acknowledge it without writing, and meshctl check passes again.
+// Before, check showed both clusters "pull disconnected" and not applied
+// until the next policy change.
+func TestRedisLossWithEveryAgentUpEndsHealthy(t *testing.T) {
+	d := startDurablePlane(t)
+	ctx := t.Context()
+	d.applyCrossClusterPolicy(ctx)
+	d.waitMirrored(ctx)
+	var last string
+	healthy := func(what string) {
+		t.Helper()
+		err := harness.Wait(ctx, 90*time.Second, what, func(ctx context.Context) (bool, error) {
+			rep, out, err := d.check(ctx)
+			last = out
+			return err == nil && rep.OK, nil
+		}, d.procs()...)
+		if err != nil {
+			t.Fatalf("%v; last check:\n%s", err, last)
+		}
+	}
+	healthy("meshctl check to pass")
+	before := map[string]map[string]string{"east": ownedVersions(t, ctx, d.east), "west": ownedVersions(t, ctx, d.west)}
+
+	if err := d.plane.Restart(ctx, true, func() error { return d.redis.Client(t).FlushAll(ctx).Err() }); err != nil {
+		t.Fatalf("restart with Redis flushed: %v", err)
+	}
+	healthy("meshctl check to pass again after Redis was emptied")
+	for name, c := range map[string]*kubetest.Cluster{"east": d.east, "west": d.west} {
+		if after := ownedVersions(t, ctx, c); !maps.Equal(after, before[name]) {
+			t.Fatalf("%s's Meshplane objects were written or deleted though the output did not change:\nbefore %v\nafter  %v", name, before[name], after)
+		}
+	}
+}
+
+// ownedVersions is owned with each object's resource version: it changes
+// with any write.
+func ownedVersions(t *testing.T, ctx context.Context, c *kubetest.Cluster) map[string]string {
+	t.Helper()
+	return listOwned(t, ctx, c, true)
+}
+
+// listOwned lists c's Meshplane DestinationRules and VirtualServices in the
+// bookinfo namespace by kind/name: their UIDs, with the resource versions
+// when versions is set.
+func listOwned(t *testing.T, ctx context.Context, c *kubetest.Cluster, versions bool) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for kind, gvr := range map[string]schema.GroupVersionResource{"DestinationRule": destinationRules, "VirtualService": virtualServices} {
+		list, err := c.Dynamic().Resource(gvr).Namespace(harness.BookinfoNamespace).List(ctx, metav1.ListOptions{LabelSelector: "meshplane.dev/cluster=" + c.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range list.Items {
+			v := string(u.GetUID())
+			if versions {
+				v += "@" + u.GetResourceVersion()
+			}
+			out[kind+"/"+u.GetName()] = v
+		}
+	}
+	return out
 }
 
 // Deregistration after Redis lost the cluster records: the record is

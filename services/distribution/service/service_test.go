@@ -171,6 +171,11 @@ func TestWatchServesOwnCluster(t *testing.T) {
 			if got := next(t, east); !proto.Equal(got, east1) {
 				t.Fatalf("east was sent %s of %s, want its own %s", got.GetVersion(), got.GetCluster(), east1.GetVersion())
 			}
+			// West was sent west1 on an earlier watch, so the store
+			// remembers it (a version it forgot would be sent again).
+			if got := next(t, watchStream(t, e.client(t, westID, p.opts), "")); !proto.Equal(got, west1) {
+				t.Fatalf("west was sent %s of %s, want %s", got.GetVersion(), got.GetCluster(), west1.GetVersion())
+			}
 			west := watchStream(t, e.client(t, westID, p.opts), west1.GetVersion())
 
 			// A change for west only, then one for east: the next thing
@@ -231,6 +236,25 @@ func TestAckAndListAcks(t *testing.T) {
 			if at := a.GetAckedAt().AsTime(); a.GetAckedAt() == nil || at.Before(before.Add(-time.Second)) || at.After(time.Now()) {
 				t.Fatalf("acked_at %v is not the time of the ack", a.GetAckedAt())
 			}
+
+			// An agent that watches but has acknowledged nothing is listed
+			// as connected, with no acked version.
+			watchStream(t, e.client(t, westID, p.opts), "")
+			platformtest.Eventually(t, 10*time.Second, "west listed as connected", func() bool {
+				res, err := e.client(t, toolID, p.opts).ListAcks(t.Context(), connect.NewRequest(&distributionv1.ListAcksRequest{}))
+				if err != nil {
+					t.Fatalf("ListAcks: %v", err)
+				}
+				for _, a := range res.Msg.GetClusters() {
+					if a.GetCluster() == "west" {
+						if a.GetAckedVersion() != "" || a.GetAckedAt() != nil {
+							t.Fatalf("west listed with an ack it never sent: %v", a)
+						}
+						return a.GetConnected()
+					}
+				}
+				return false
+			})
 		})
 	}
 }

@@ -247,7 +247,9 @@ func (d *Distributor) WatchUpdates(ctx context.Context, cluster string, req Watc
 	}
 	signal(wake)  // look once at the start
 	refused := "" // the version refused as too large, logged once
-	first := true // the first look: the agent may hold the current version
+	// held: the agent holds a version that was not sent on this watch,
+	// checked when it is (or becomes) the current one.
+	held := have != ""
 	for {
 		select {
 		case <-ctx.Done():
@@ -255,10 +257,18 @@ func (d *Distributor) WatchUpdates(ctx context.Context, cluster string, req Watc
 		case <-wake:
 		}
 		version, err := d.source.Version(ctx, cluster)
-		if err == nil && version == have && first {
-			d.adoptHeld(ctx, cluster, have)
+		if err == nil && version == have && held {
+			held = false
+			if !d.remembersSent(ctx, cluster, have) {
+				// The store forgot sending it (it was emptied, or the
+				// replica that sent it died before recording it), and
+				// may have lost its acknowledgement too: the cluster
+				// would show as behind until the next version. Send it
+				// again (a delta from itself when its index is kept):
+				// the agent finds nothing to write and acknowledges it.
+				have = ""
+			}
 		}
-		first = false
 		if errors.Is(err, snapshots.ErrNotFound) || (err == nil && version == have) {
 			continue
 		}
@@ -310,7 +320,7 @@ func (d *Distributor) WatchUpdates(ctx context.Context, cluster string, req Watc
 		} else {
 			d.metrics.SnapshotSent(cluster, size)
 		}
-		have, base = e.Version, e.Version
+		have, base, held = e.Version, e.Version, false
 	}
 }
 
@@ -346,22 +356,16 @@ func sentVersion(version string, o *snapshotv1.OutputSnapshot) SentVersion {
 	return SentVersion{Version: version, Objects: objects, Results: objects + len(o.GetStatuses()) + len(o.GetIssuedCertificates())}
 }
 
-// adoptHeld records as sent the current version that an agent says it
-// holds when it starts a watch (it was sent by this or another replica, or
-// before the store was emptied), so that its acks of it are accepted. The
-// output is read only when the store does not already remember it.
-func (d *Distributor) adoptHeld(ctx context.Context, cluster, version string) {
+// remembersSent reports whether the store remembers sending version to
+// cluster. A store it cannot read counts as remembering: nothing is sent
+// again on a guess.
+func (d *Distributor) remembersSent(ctx context.Context, cluster, version string) bool {
 	sent, err := d.acks.SentVersions(ctx, cluster)
-	if err == nil && slices.ContainsFunc(sent, func(s SentVersion) bool { return s.Version == version }) {
-		return
+	if err != nil {
+		d.log.Warn("reading the versions sent failed", "cluster", cluster, "error", err)
+		return true
 	}
-	e, err := d.source.Get(ctx, cluster)
-	if err != nil || e.Version != version {
-		return // the next look sends the current version, and records it
-	}
-	if err := d.acks.RecordSent(ctx, cluster, sentVersion(e.Version, e.Value)); err != nil {
-		d.log.Warn("recording the version an agent holds failed", "cluster", cluster, "version", version, "error", err)
-	}
+	return slices.ContainsFunc(sent, func(s SentVersion) bool { return s.Version == version })
 }
 
 // Snapshot returns the cluster's current output snapshot, or

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
-	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/distribution/internal/adapters/memory"
 	"github.com/meshplane/meshplane/services/distribution/internal/app"
@@ -108,7 +107,12 @@ func (s *source) put(t *testing.T, o *snapshotv1.OutputSnapshot) {
 // returns once it follows the store.
 func newDistributor(t *testing.T, src *source) *app.Distributor {
 	t.Helper()
-	d := app.NewDistributor(src, memory.NewAcks(nil), nil, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	return newDistributorWith(t, src, memory.NewAcks(nil))
+}
+
+func newDistributorWith(t *testing.T, src *source, acks app.AckStore) *app.Distributor {
+	t.Helper()
+	d := app.NewDistributor(src, acks, nil, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
@@ -225,13 +229,18 @@ func TestWatchSendsNothingWhenAgentIsCurrent(t *testing.T) {
 	v1 := output("east", "reviews")
 	src.put(t, v1)
 	d := newDistributor(t, src)
+	// v1 is sent once; a new watch holding it gets nothing.
+	first := startWatch(t, d, "east", "", false)
+	wantVersion(t, first.next(t), v1)
+	first.stop(t)
+	src.waitVersionReads(t, "east", 1)
 	w := startWatch(t, d, "east", v1.GetVersion(), false)
 
 	// The first look at the store is over once a second wake-up (a Put of
 	// the same version) has read the version again.
-	src.waitVersionReads(t, "east", 1)
-	src.put(t, v1)
 	src.waitVersionReads(t, "east", 2)
+	src.put(t, v1)
+	src.waitVersionReads(t, "east", 3)
 	w.nothingSent(t)
 
 	v2 := output("east", "reviews", "ratings")
@@ -398,23 +407,35 @@ func TestAck(t *testing.T) {
 	}
 }
 
-// An agent that starts a watch holding the current version (sent before
-// the store forgot it, or by a replica that died before recording it) may
-// ack it: the watch records it as sent.
-func TestAckOfTheVersionAnAgentHolds(t *testing.T) {
+// An agent that starts a watch holding the current version that the store
+// does not remember sending (sent before the store was emptied, or by a
+// replica that died before recording it) gets it again, so that it
+// acknowledges it: the store may have lost the acknowledgement too. One
+// the store remembers is not sent again.
+func TestHeldVersionTheStoreForgotIsSentAgain(t *testing.T) {
 	src := newSource()
 	v1 := output("east", "a")
 	src.put(t, v1)
-	d := newDistributor(t, src)
+	acks := memory.NewAcks(nil)
+	d := newDistributorWith(t, src, acks)
 	if err := d.Ack(t.Context(), "east", v1.GetVersion(), nil); !errors.Is(err, app.ErrAckNotSent) {
 		t.Fatalf("Ack before any watch: %v, want ErrAckNotSent", err)
 	}
 	w := startWatch(t, d, "east", v1.GetVersion(), false)
-	src.waitVersionReads(t, "east", 1)
-	platformtest.Eventually(t, timeout, "the held version to be accepted", func() bool {
-		return d.Ack(t.Context(), "east", v1.GetVersion(), nil) == nil
-	})
+	wantVersion(t, w.next(t), v1)
+	if err := d.Ack(t.Context(), "east", v1.GetVersion(), nil); err != nil {
+		t.Fatalf("Ack of the version sent again: %v", err)
+	}
+	w.stop(t)
+
+	// Remembered now: a new watch holding it is sent nothing.
+	w = startWatch(t, d, "east", v1.GetVersion(), false)
+	src.waitVersionReads(t, "east", 2)
 	w.nothingSent(t)
+	// Not current: the held version is not sent, the current one is.
+	v2 := output("east", "b")
+	src.put(t, v2)
+	wantVersion(t, w.next(t), v2)
 }
 
 // Only the last app.KeepSent versions sent are remembered.

@@ -4,6 +4,8 @@ package connectrpc
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"connectrpc.com/connect"
 	distributionv1 "github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1"
@@ -83,6 +85,15 @@ func (h *Handler) ListAcks(ctx context.Context, _ *connect.Request[distributionv
 			ack.AckedAt = timestamppb.New(r.AckedAt)
 		}
 		resp.Clusters = append(resp.Clusters, ack)
+		delete(watched, r.Cluster)
+	}
+	// Agents that watch but have acknowledged nothing the store holds
+	// (yet, or since it was emptied) are listed too: connected, with no
+	// acked version.
+	for _, c := range slices.Sorted(maps.Keys(watched)) {
+		if watched[c] {
+			resp.Clusters = append(resp.Clusters, &distributionv1.ClusterAck{Cluster: c, Connected: true})
+		}
 	}
 	return connect.NewResponse(resp), nil
 }
