@@ -50,8 +50,9 @@ func TestValidateTrafficPolicy(t *testing.T) {
 			"spec.policy.trafficShift.destinations[1]: one of kubeService or virtualDestination is required",
 			"spec.policy.trafficShift.destinations[2].virtualDestination.name: is required",
 			"spec.policy.trafficShift.destinations[2].virtualDestination.subset: subsets of VirtualDestinations are not supported: their endpoints are services and gateways, not pods",
-			"spec.policy.trafficShift.destinations: weights must not all be zero",
+			"spec.policy.trafficShift.destinations: weights must not all be zero: with several destinations, the weights say how the traffic is split",
 		}},
+		{"a lone destination needs no weight", `{"policy":{"trafficShift":{"destinations":[{"kubeService":{"name":"reviews"}}]}}}`, nil},
 		{"empty shift, fault without type, mirror without target", `{"policy":{"trafficShift":{},"faultInjection":{},"mirror":{}}}`, []string{
 			"spec.policy.faultInjection: one of fixedDelay or abort is required",
 			"spec.policy.mirror.kubeService: is required",

@@ -1125,7 +1125,10 @@ func (x *TrafficPolicySpec_Policy_MTLS) GetIstio() *TrafficPolicySpec_Policy_MTL
 
 type TrafficPolicySpec_Policy_MultiDestination_WeightedDestination struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Relative weight; weights need not add up to 100.
+	// Relative weight; weights need not add up to 100. A lone
+	// destination takes all the traffic whatever its weight (0 or
+	// unset included); with several, at least one weight must be
+	// above 0.
 	Weight uint32 `protobuf:"varint,1,opt,name=weight,proto3" json:"weight,omitempty"`
 	// Types that are valid to be assigned to DestinationType:
 	//
