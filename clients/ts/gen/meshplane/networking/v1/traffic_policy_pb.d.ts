@@ -342,7 +342,9 @@ export declare type TrafficPolicySpec_Policy_MultiDestination_WeightedDestinatio
   subset: { [key: string]: string };
 
   /**
-   * The destination port; required when the service has several.
+   * The destination port; required when the service has several
+   * (the policy is INVALID for the destination otherwise, naming
+   * this field).
    *
    * @generated from field: uint32 port = 5;
    */
@@ -558,6 +560,9 @@ export declare type TrafficPolicySpec_Policy_Mirror = Message<"meshplane.network
   percentage: number;
 
   /**
+   * The port of the mirror service; required when the service has
+   * several.
+   *
    * @generated from field: uint32 port = 3;
    */
   port: number;
