@@ -136,6 +136,7 @@ func (t *accessTranslation) prepare(p *accessPolicy, lastGood map[ObjectKey]Last
 	// An invalid edit is reported; the last valid version stays in force.
 	p.lastGood, p.Spec = held, spec
 	t.resolveSources(p)
+	p.Status.Warnings = t.ix.missingServiceRefs(p.Spec.GetDestinationSelector(), p.Key)
 	for _, d := range t.ix.selectDestinations(p.Spec.GetDestinationSelector(), p.Key) {
 		if !t.ix.scope.allows(p.Key.Cluster, d.Key.Cluster, d.Key.Namespace) {
 			// Not applied there; its status says why.

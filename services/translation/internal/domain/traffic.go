@@ -147,6 +147,7 @@ func (t *trafficTranslation) prepare(p *trafficPolicy) {
 	for _, d := range t.ix.selectDestinations(p.Spec.GetDestinationSelector(), p.Key) {
 		p.selected = append(p.selected, d.Key)
 	}
+	p.Status.Warnings = t.ix.missingServiceRefs(p.Spec.GetDestinationSelector(), p.Key)
 }
 
 // findPrior sets the policy's prior version: its last valid version in
