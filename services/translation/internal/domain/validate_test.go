@@ -151,6 +151,10 @@ func TestValidateVirtualMesh(t *testing.T) {
 			"spec.federation.selective.selectors[0].destinationSelectors[0].kubeServiceRefs.services[0].name: is required",
 			"spec.federation.selective.selectors[0].meshes[0]: mesh z.n is not a mesh of this VirtualMesh",
 		}},
+		{"federation without a mode", `{"meshes":[{"name":"a","namespace":"n"}],"federation":{"hostnameSuffix":"mesh"}}`, []string{
+			"spec.federation.mode: one of permissive or selective is required; a federation without a mode would federate nothing (leave spec.federation out for no federation)",
+		}},
+		{"permissive federation", `{"meshes":[{"name":"a","namespace":"n"}],"federation":{"permissive":{}}}`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := &networkingv1.VirtualMeshSpec{}

@@ -97,6 +97,12 @@ func ValidateVirtualMesh(spec *networkingv1.VirtualMeshSpec) []string {
 		}
 	}
 	if f := spec.GetFederation(); f != nil {
+		if f.GetMode() == nil {
+			// Not defaulted: permissive would export every service to
+			// every mesh unasked, and selective without selectors
+			// exports nothing.
+			v.add("spec.federation.mode", "one of permissive or selective is required; a federation without a mode would federate nothing (leave spec.federation out for no federation)")
+		}
 		if s := f.GetHostnameSuffix(); s != "" && (!dnsLabels.MatchString(s) || len(s) > 253) {
 			v.add("spec.federation.hostnameSuffix", "%q is not a DNS name", s)
 		}
