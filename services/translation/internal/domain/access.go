@@ -25,8 +25,18 @@ type accessPolicy struct {
 	// last valid version, now in Spec, is translated instead.
 	lastGood *LastGoodAccess
 
-	// from is the rule's sources; nil allows every identity.
-	from []*securityv1beta1.Rule_From
+	// anyIdentity is set when a source selector matches every identity:
+	// the rule has no sources then.
+	anyIdentity bool
+	// principals and namespaces are the sources that are the same for
+	// every destination.
+	principals, namespaces []string
+	// meshSAs are the service accounts named without a cluster: their
+	// identities depend on the destination (trustGroup).
+	meshSAs []meshServiceAccount
+	// sources holds the rule's sources for each trust group of the
+	// destinations, made when first asked for.
+	sources map[trustGroup]*groupSources
 	// Warnings about the sources, repeated for every destination.
 	warnings []string
 	// selected are the destinations the spec in force selects, in key
@@ -135,7 +145,8 @@ func (t *accessTranslation) prepare(p *accessPolicy, lastGood map[ObjectKey]Last
 	}
 	// An invalid edit is reported; the last valid version stays in force.
 	p.lastGood, p.Spec = held, spec
-	t.resolveSources(p)
+	p.Status.Warnings = t.ix.missingServiceRefs(p.Spec.GetDestinationSelector(), p.Key)
+	workloads := t.resolveSources(p)
 	for _, d := range t.ix.selectDestinations(p.Spec.GetDestinationSelector(), p.Key) {
 		if !t.ix.scope.allows(p.Key.Cluster, d.Key.Cluster, d.Key.Namespace) {
 			// Not applied there; its status says why.
@@ -150,6 +161,11 @@ func (t *accessTranslation) prepare(p *accessPolicy, lastGood map[ObjectKey]Last
 			continue
 		}
 		p.selected = append(p.selected, d.Key)
+		workloads = append(workloads, t.groupSources(p, d).workloads...)
+	}
+	slices.SortFunc(workloads, func(a, b *workload) int { return a.Key.compare(b.Key) })
+	for _, w := range slices.Compact(workloads) {
+		p.Status.Workloads = append(p.Status.Workloads, &commonv1.ClusterObjectRef{Name: w.Key.Name, Namespace: w.Key.Namespace, Cluster: w.Key.Cluster})
 	}
 }
 
@@ -159,7 +175,7 @@ func (t *accessTranslation) setStatuses(d *destination) {
 		if p.Status.Destinations == nil {
 			p.Status.Destinations = map[string]*commonv1.ApprovalStatus{}
 		}
-		as := &commonv1.ApprovalStatus{AcceptanceOrder: uint32(i), State: commonv1.ApprovalState_ACCEPTED, Warnings: slices.Clone(p.warnings)}
+		as := &commonv1.ApprovalStatus{AcceptanceOrder: uint32(i), State: commonv1.ApprovalState_ACCEPTED, Warnings: slices.Concat(p.warnings, t.groupSources(p, d).warnings)}
 		if w := t.inactiveReason(d); w != "" {
 			as.Warnings = append(as.Warnings, w)
 		}
@@ -188,23 +204,34 @@ func (t *accessTranslation) inactiveReason(d *destination) string {
 	return ""
 }
 
-// resolveSources turns the policy's identity selectors into the sources of
-// an Istio rule. Selectors are ORed, so principals and namespaces go into
-// separate sources (fields of one source are ANDed).
-func (t *accessTranslation) resolveSources(p *accessPolicy) {
-	var principals, namespaces []string
+// resolveSources turns the policy's identity selectors into the sources
+// that are the same for every destination, and returns the workloads they
+// select. Selectors are ORed, so principals and namespaces go into separate
+// sources (fields of one source are ANDed).
+//
+// A service account named with a cluster has identities in the trust
+// domains of the meshes that run it there (the cluster's, when none does
+// yet). One named without a cluster is the service account of that name
+// in every mesh of the destination's VirtualMesh: see groupSources.
+func (t *accessTranslation) resolveSources(p *accessPolicy) []*workload {
+	p.anyIdentity, p.principals, p.namespaces, p.meshSAs, p.sources, p.warnings = false, nil, nil, nil, nil, nil
 	var workloads []*workload
 	for i, sel := range p.Spec.GetSourceSelector() {
 		switch {
 		case sel.GetKubeServiceAccountRefs() != nil:
 			for j, ref := range sel.GetKubeServiceAccountRefs().GetServiceAccounts() {
+				path := fmt.Sprintf("spec.sourceSelector[%d].kubeServiceAccountRefs.serviceAccounts[%d]", i, j)
 				sa := resolveRef(ref, p.Key)
+				if ref.GetCluster() == "" {
+					p.meshSAs = append(p.meshSAs, meshServiceAccount{path: path, namespace: sa.Namespace, name: sa.Name})
+					continue
+				}
 				tds, known := t.ix.serviceAccountTrustDomains(sa)
 				if !known {
-					p.warnings = append(p.warnings, fmt.Sprintf("spec.sourceSelector[%d].kubeServiceAccountRefs.serviceAccounts[%d]: no discovered workload in cluster %q runs as service account %s/%s", i, j, sa.Cluster, sa.Namespace, sa.Name))
+					p.warnings = append(p.warnings, fmt.Sprintf("%s: no discovered workload in cluster %q runs as service account %s/%s", path, sa.Cluster, sa.Namespace, sa.Name))
 				}
 				for _, td := range tds {
-					principals = append(principals, td+"/ns/"+sa.Namespace+"/sa/"+sa.Name)
+					p.principals = append(p.principals, td+"/ns/"+sa.Namespace+"/sa/"+sa.Name)
 				}
 				workloads = append(workloads, t.ix.workloadsBySA[sa]...)
 			}
@@ -218,42 +245,134 @@ func (t *accessTranslation) resolveSources(p *accessPolicy) {
 					}
 					for _, td := range t.ix.clusterTrustDomains(c) {
 						if len(m.GetNamespaces()) == 0 {
-							principals = append(principals, td+"/*")
+							p.principals = append(p.principals, td+"/*")
 						}
 						for _, ns := range uniqueSorted(m.GetNamespaces()) {
-							principals = append(principals, td+"/ns/"+ns+"/sa/*")
+							p.principals = append(p.principals, td+"/ns/"+ns+"/sa/*")
 						}
 					}
 				}
 			case len(m.GetNamespaces()) > 0:
-				namespaces = append(namespaces, m.GetNamespaces()...)
+				p.namespaces = append(p.namespaces, m.GetNamespaces()...)
 			default:
-				p.from = nil
-				return // every identity
+				return t.everyIdentity(p)
 			}
 			workloads = append(workloads, t.ix.workloadsIn(m.GetClusters(), m.GetNamespaces())...)
 		default:
-			p.from = nil
-			return // an empty selector matches every identity
+			// An empty selector matches every identity.
+			return t.everyIdentity(p)
+		}
+	}
+	p.principals, p.namespaces = uniqueSorted(p.principals), uniqueSorted(p.namespaces)
+	return workloads
+}
+
+// everyIdentity makes the policy's rule allow every identity, as a
+// selector that matches any does.
+func (t *accessTranslation) everyIdentity(p *accessPolicy) []*workload {
+	p.anyIdentity, p.principals, p.namespaces, p.meshSAs = true, nil, nil, nil
+	return nil
+}
+
+// meshServiceAccount is a service account an AccessPolicy names without a
+// cluster, at path.
+type meshServiceAccount struct {
+	path, namespace, name string
+}
+
+// trustGroup is the set of meshes whose identities a service account
+// named without a cluster stands for, for one destination: the members
+// of the destination's VirtualMesh; its own mesh when the mesh is in no
+// VirtualMesh; the meshes of its cluster when its mesh is not known.
+type trustGroup struct {
+	vm      *virtualMesh
+	mesh    ObjectKey
+	cluster string
+}
+
+// groupSources is an AccessPolicy's rule sources in one trust group, the
+// warnings that go with them and the workloads they select.
+type groupSources struct {
+	from      []*securityv1beta1.Rule_From
+	warnings  []string
+	workloads []*workload
+}
+
+// trustGroup is d's trust group and its meshes.
+func (t *accessTranslation) trustGroup(d *destination) (trustGroup, []*mesh) {
+	m, ok := t.ix.meshByKey[d.Mesh]
+	switch {
+	case !ok:
+		return trustGroup{cluster: d.Key.Cluster}, t.ix.meshesByCluster[d.Key.Cluster]
+	case t.vms.vmOf(m.Key) != nil:
+		vm := t.vms.vmOf(m.Key)
+		return trustGroup{vm: vm}, vm.Members
+	}
+	return trustGroup{mesh: m.Key}, []*mesh{m}
+}
+
+// groupSources is the policy's sources for destination d: those that are
+// the same everywhere, plus each service account named without a cluster
+// in every mesh of d's trust group, with that mesh's trust domain.
+func (t *accessTranslation) groupSources(p *accessPolicy, d *destination) *groupSources {
+	g, meshes := t.trustGroup(d)
+	if gs := p.sources[g]; gs != nil {
+		return gs
+	}
+	gs := &groupSources{}
+	if p.sources == nil {
+		p.sources = map[trustGroup]*groupSources{}
+	}
+	p.sources[g] = gs
+	if p.anyIdentity {
+		return gs
+	}
+	principals := slices.Clone(p.principals)
+	for _, sa := range p.meshSAs {
+		known := false
+		for _, m := range meshes {
+			principals = append(principals, m.TrustDomain+"/ns/"+sa.namespace+"/sa/"+sa.name)
+			for _, w := range t.ix.workloadsBySA[ObjectKey{Cluster: m.Key.Cluster, Namespace: sa.namespace, Name: sa.name}] {
+				if w.Mesh == m.Key {
+					gs.workloads = append(gs.workloads, w)
+					known = true
+				}
+			}
+		}
+		if len(meshes) == 0 {
+			// No mesh is known in the destination's cluster: Istio's
+			// default trust domain, as for a cluster without one.
+			principals = append(principals, DefaultTrustDomain+"/ns/"+sa.namespace+"/sa/"+sa.name)
+		}
+		if !known {
+			gs.warnings = append(gs.warnings, fmt.Sprintf("%s: no discovered workload in %s runs as service account %s/%s", sa.path, g.describe(), sa.namespace, sa.name))
 		}
 	}
 	if len(principals) > 0 {
-		p.from = append(p.from, &securityv1beta1.Rule_From{Source: &securityv1beta1.Source{Principals: uniqueSorted(principals)}})
+		gs.from = append(gs.from, &securityv1beta1.Rule_From{Source: &securityv1beta1.Source{Principals: uniqueSorted(principals)}})
 	}
-	if len(namespaces) > 0 {
-		p.from = append(p.from, &securityv1beta1.Rule_From{Source: &securityv1beta1.Source{Namespaces: uniqueSorted(namespaces)}})
+	if len(p.namespaces) > 0 {
+		gs.from = append(gs.from, &securityv1beta1.Rule_From{Source: &securityv1beta1.Source{Namespaces: p.namespaces}})
 	}
-	slices.SortFunc(workloads, func(a, b *workload) int { return a.Key.compare(b.Key) })
-	for _, w := range slices.Compact(workloads) {
-		p.Status.Workloads = append(p.Status.Workloads, &commonv1.ClusterObjectRef{Name: w.Key.Name, Namespace: w.Key.Namespace, Cluster: w.Key.Cluster})
+	return gs
+}
+
+// describe names the meshes of the group, for warnings.
+func (g trustGroup) describe() string {
+	switch {
+	case g.vm != nil:
+		return "the meshes of VirtualMesh " + g.vm.Key.String()
+	case g.mesh != ObjectKey{}:
+		return "mesh " + g.mesh.Name + "." + g.mesh.Namespace + " (in no VirtualMesh) of cluster " + strconv.Quote(g.mesh.Cluster)
 	}
+	return fmt.Sprintf("cluster %q", g.cluster)
 }
 
 // rule is the policy's Istio rule for destination d. Allowed ports are
 // service ports; Istio matches the port the workload receives on, so
 // each is mapped to its target port where discovery knows it.
-func (p *accessPolicy) rule(d *destination) *securityv1beta1.Rule {
-	r := &securityv1beta1.Rule{From: p.from}
+func (t *accessTranslation) rule(p *accessPolicy, d *destination) *securityv1beta1.Rule {
+	r := &securityv1beta1.Rule{From: t.groupSources(p, d).from}
 	op := &securityv1beta1.Operation{
 		Paths:   uniqueSorted(p.Spec.GetAllowedPaths()),
 		Methods: uniqueSorted(p.Spec.GetAllowedMethods()),
@@ -295,7 +414,7 @@ func (t *accessTranslation) policy(d *destination) (*securityv1beta1.Authorizati
 	}
 	parents := []ParentRef{{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster}}
 	for _, p := range applied {
-		ap.Rules = append(ap.Rules, p.rule(d))
+		ap.Rules = append(ap.Rules, t.rule(p, d))
 		parents = append(parents, ParentRef{Kind: parentKindAccess, Name: p.Key.Name, Namespace: p.Key.Namespace, Cluster: p.Key.Cluster})
 	}
 	return ap, parents

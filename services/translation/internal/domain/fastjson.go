@@ -33,8 +33,31 @@ func fastJSON(m protoreflect.ProtoMessage) (_ []byte, ok bool) {
 // tests.
 var verifyFastJSON bool
 
-// appendJSONMessage appends m's populated fields in declaration order, as
-// protojson orders them.
+// explicitZero names the enum fields that MarshalSpec writes at their zero
+// value too, whenever the message that holds them is written: there the
+// zero value is a choice a reader of the YAML must see (`tls: {mode:
+// DISABLE}`, `action: ALLOW`), not an absence. Istio reads both forms the
+// same. protojson leaves every zero value out; writing all of them would
+// fill every object with empty fields.
+var explicitZero = map[protoreflect.FullName]bool{
+	"istio.networking.v1alpha3.ClientTLSSettings.mode":  true,
+	"istio.security.v1beta1.AuthorizationPolicy.action": true,
+}
+
+// writesField says whether MarshalSpec writes field fd of m: when it is
+// set, as protojson does, and for an explicitZero field when it is not.
+func writesField(m protoreflect.Message, fd protoreflect.FieldDescriptor) bool {
+	return m.Has(fd) || isExplicitZero(m, fd)
+}
+
+// isExplicitZero says whether fd is an explicitZero field that m leaves at
+// its zero value.
+func isExplicitZero(m protoreflect.Message, fd protoreflect.FieldDescriptor) bool {
+	return fd.Kind() == protoreflect.EnumKind && !fd.HasPresence() && !fd.IsList() && explicitZero[fd.FullName()] && !m.Has(fd)
+}
+
+// appendJSONMessage appends m's populated fields, and its explicitZero
+// fields, in declaration order, as protojson orders them.
 func appendJSONMessage(b []byte, m protoreflect.Message) ([]byte, bool) {
 	md := m.Descriptor()
 	if md.FullName().Parent() == "google.protobuf" {
@@ -48,7 +71,7 @@ func appendJSONMessage(b []byte, m protoreflect.Message) ([]byte, bool) {
 	fds := md.Fields()
 	for i := range fds.Len() {
 		fd := fds.Get(i)
-		if !m.Has(fd) {
+		if !writesField(m, fd) {
 			continue
 		}
 		if !first {

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
 
@@ -307,6 +308,23 @@ func (ix *Index) selectDestinations(selectors []*networkingv1.DestinationSelecto
 		}
 	}
 	slices.SortFunc(out, func(a, b *destination) int { return a.Key.compare(b.Key) })
+	return out
+}
+
+// missingServiceRefs are the warnings for the kubeServiceRefs entries of
+// selectors, those of a policy living in policyKey's cluster and
+// namespace, that name no discovered service. A missing service is not an
+// error: it may be deployed, or its cluster may report, later, and the
+// policy applies to it then.
+func (ix *Index) missingServiceRefs(selectors []*networkingv1.DestinationSelector, policy ObjectKey) []string {
+	var out []string
+	for i, sel := range selectors {
+		for j, ref := range sel.GetKubeServiceRefs().GetServices() {
+			if k := resolveRef(ref, policy); ix.byKey[k] == nil {
+				out = append(out, fmt.Sprintf("spec.destinationSelector[%d].kubeServiceRefs.services[%d]: service %s not found in cluster %q; the policy applies to it once it is discovered", i, j, k.Name+"."+k.Namespace, k.Cluster))
+			}
+		}
+	}
 	return out
 }
 

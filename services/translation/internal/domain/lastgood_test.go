@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -234,5 +235,95 @@ func TestLastKnownGoodOnConflict(t *testing.T) {
 	}
 	if g := second.LastGood.Traffic[domain.ObjectKey{Cluster: "east", Namespace: "default", Name: "b-timeout"}]; g.Generation != 1 {
 		t.Errorf("last valid version of b-timeout is generation %d, want 1", g.Generation)
+	}
+}
+
+// A VirtualMesh that never was valid claims no mesh and writes nothing,
+// so a later valid VirtualMesh for the same mesh is accepted. One that was
+// valid keeps its last valid version in force through an invalid edit,
+// meshes included: that is its last valid version holding them, and a
+// VirtualMesh accepted after it is still refused the mesh.
+func TestNeverValidVirtualMeshClaimsNothing(t *testing.T) {
+	const mesh = "istiod-istio-system-east"
+	vm := func(name string, created, gen int64, meshes ...string) *networkingv1.VirtualMesh {
+		spec := &networkingv1.VirtualMeshSpec{GlobalAccessPolicy: networkingv1.VirtualMeshSpec_ENABLED}
+		for _, m := range meshes {
+			spec.Meshes = append(spec.Meshes, &commonv1.ObjectRef{Name: m, Namespace: "istio-system"})
+		}
+		return &networkingv1.VirtualMesh{
+			Metadata: &commonv1.ObjectMeta{Name: name, Namespace: "meshplane", Cluster: "meshplane", Generation: gen, CreationTimestamp: timestamppb.New(time.Unix(created, 0))},
+			Spec:     spec,
+		}
+	}
+	inputs := func(vms ...*networkingv1.VirtualMesh) map[string]*snapshotv1.InputSnapshot {
+		east := &snapshotv1.InputSnapshot{Cluster: "east", Meshes: []*discoveryv1.Mesh{fuzzMesh("east", "east.local")}}
+		mgmt := &snapshotv1.InputSnapshot{Cluster: "meshplane", VirtualMeshes: vms}
+		snapshots.SealInput(east)
+		snapshots.SealInput(mgmt)
+		return map[string]*snapshotv1.InputSnapshot{"east": east, "meshplane": mgmt}
+	}
+	// owner is the VirtualMesh named as the parent of east's deny-all
+	// policy, or "" when there is none.
+	owner := func(out *snapshotv1.OutputSnapshot) string {
+		for _, o := range out.GetObjects() {
+			if o.GetName() == domain.GlobalAccessPolicyName {
+				var parents map[string][]domain.ParentRef
+				if err := json.Unmarshal([]byte(o.GetAnnotations()[snapshots.AnnotationParents]), &parents); err != nil {
+					t.Fatal(err)
+				}
+				return parents["networking.meshplane.dev/v1, Kind=VirtualMesh"][0].Name
+			}
+		}
+		return ""
+	}
+	status := func(out *snapshotv1.OutputSnapshot, name string) *networkingv1.VirtualMeshStatus {
+		for _, s := range out.GetStatuses() {
+			if s.GetName() == name {
+				st := &networkingv1.VirtualMeshStatus{}
+				if err := protojson.Unmarshal(s.GetStatus(), st); err != nil {
+					t.Fatal(err)
+				}
+				return st
+			}
+		}
+		t.Fatalf("no status for VirtualMesh %s", name)
+		return nil
+	}
+
+	// a, seen first, never was valid (it names a mesh no cluster has): it
+	// claims nothing; b, valid, gets the mesh.
+	first, err := domain.TranslateResult(inputs(vm("a", 1, 1, mesh, "nosuch"), vm("b", 2, 1, mesh)), domain.Options{}, domain.LastGood{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := owner(first.Outputs["east"]); got != "b" {
+		t.Errorf("east's deny-all policy is VirtualMesh %q's, want b's", got)
+	}
+	a := status(first.Outputs["meshplane"], "a")
+	if a.GetState() != commonv1.ApprovalState_INVALID || a.GetLastKnownGood() || !strings.Contains(strings.Join(a.GetErrors(), "\n"), "spec.meshes[1]: mesh nosuch.istio-system not found") {
+		t.Errorf("a: %v, want INVALID naming spec.meshes[1], no last known good", a)
+	}
+	if as := a.GetMeshes()[mesh+".istio-system"]; as != nil {
+		t.Errorf("a's status lists mesh %s as %v; it holds no mesh", mesh, as)
+	}
+	if b := status(first.Outputs["meshplane"], "b"); b.GetState() != commonv1.ApprovalState_ACCEPTED {
+		t.Errorf("b: %v, want ACCEPTED", b)
+	}
+
+	// b's edit is invalid: its last valid version keeps the mesh, and c,
+	// accepted after it, is refused the mesh.
+	second, err := domain.TranslateResult(inputs(vm("b", 2, 2, mesh, "nosuch"), vm("c", 3, 1, mesh)), domain.Options{}, first.LastGood)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := owner(second.Outputs["east"]); got != "b" {
+		t.Errorf("after b's invalid edit, east's deny-all policy is VirtualMesh %q's, want b's last valid version's", got)
+	}
+	if b := status(second.Outputs["meshplane"], "b"); b.GetState() != commonv1.ApprovalState_INVALID || !b.GetLastKnownGood() {
+		t.Errorf("b: %v, want INVALID with its last known good in force", b)
+	}
+	c := status(second.Outputs["meshplane"], "c")
+	if c.GetState() != commonv1.ApprovalState_INVALID || !strings.Contains(strings.Join(c.GetErrors(), "\n"), "already belongs to VirtualMesh b.meshplane.meshplane") {
+		t.Errorf("c: %v, want INVALID: the mesh belongs to b", c)
 	}
 }

@@ -29,16 +29,13 @@ func simpleDestinationRuleJSON(dr *istiov1alpha3.DestinationRule) (_ []byte, ok 
 		return nil, false
 	}
 	mode := tls.GetMode()
-	var name string
-	switch fieldCount(tls.ProtoReflect()) {
-	case 0: // DISABLE, the zero value, is left out
-	case 1:
-		v := mode.Descriptor().Values().ByNumber(protoreflect.EnumNumber(mode))
-		if v == nil || mode == 0 {
-			return nil, false
-		}
-		name = string(v.Name())
-	default:
+	// The mode only; DISABLE, the zero value, is written too
+	// (explicitZero).
+	if n := fieldCount(tls.ProtoReflect()); n > 1 || n == 1 && mode == 0 || n < 0 {
+		return nil, false
+	}
+	name, ok := tlsModeName(mode)
+	if !ok {
 		return nil, false
 	}
 	size := len(host) + len(name) + 48
@@ -52,13 +49,9 @@ func simpleDestinationRuleJSON(dr *istiov1alpha3.DestinationRule) (_ []byte, ok 
 	b := make([]byte, 0, size)
 	b = append(b, `{"host":"`...)
 	b = append(b, host...)
-	b = append(b, `","trafficPolicy":{"tls":{`...)
-	if name != "" {
-		b = append(b, `"mode":"`...)
-		b = append(b, name...)
-		b = append(b, '"')
-	}
-	b = append(b, "}}"...)
+	b = append(b, `","trafficPolicy":{"tls":{"mode":"`...)
+	b = append(b, name...)
+	b = append(b, `"}}`...)
 	if len(subsets) > 0 {
 		b = append(b, `,"subsets":[`...)
 		for i, ss := range subsets {
@@ -85,13 +78,9 @@ func (st *destState) destinationRuleJSON(d *destination, defaultTLS istiov1alpha
 	if !ok {
 		mode = defaultTLS
 	}
-	var name string
-	if mode != 0 { // DISABLE, the zero value, is left out
-		v := mode.Descriptor().Values().ByNumber(protoreflect.EnumNumber(mode))
-		if v == nil {
-			return nil, false
-		}
-		name = string(v.Name())
+	name, ok := tlsModeName(mode)
+	if !ok {
+		return nil, false
 	}
 	subsets := st.subsets()
 	size := len(host) + len(name) + 48
@@ -110,13 +99,9 @@ func (st *destState) destinationRuleJSON(d *destination, defaultTLS istiov1alpha
 	b := make([]byte, 0, size)
 	b = append(b, `{"host":"`...)
 	b = append(b, host...)
-	b = append(b, `","trafficPolicy":{"tls":{`...)
-	if name != "" {
-		b = append(b, `"mode":"`...)
-		b = append(b, name...)
-		b = append(b, '"')
-	}
-	b = append(b, "}}"...)
+	b = append(b, `","trafficPolicy":{"tls":{"mode":"`...)
+	b = append(b, name...)
+	b = append(b, `"}}`...)
 	if len(subsets) > 0 {
 		b = append(b, `,"subsets":[`...)
 		for i, n := range slices.Sorted(maps.Keys(subsets)) {
@@ -128,6 +113,17 @@ func (st *destState) destinationRuleJSON(d *destination, defaultTLS istiov1alpha
 		b = append(b, ']')
 	}
 	return append(b, '}'), true
+}
+
+// tlsModeName is the name MarshalSpec writes for a client TLS mode,
+// DISABLE, the zero value, included (explicitZero); ok is false for a
+// mode without a name.
+func tlsModeName(mode istiov1alpha3.ClientTLSSettings_TLSmode) (string, bool) {
+	v := mode.Descriptor().Values().ByNumber(protoreflect.EnumNumber(mode))
+	if v == nil {
+		return "", false
+	}
+	return string(v.Name()), true
 }
 
 // simpleSubsetSize says whether a subset sets only a name and labels,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
@@ -146,6 +147,7 @@ func (t *trafficTranslation) prepare(p *trafficPolicy) {
 	for _, d := range t.ix.selectDestinations(p.Spec.GetDestinationSelector(), p.Key) {
 		p.selected = append(p.selected, d.Key)
 	}
+	p.Status.Warnings = t.ix.missingServiceRefs(p.Spec.GetDestinationSelector(), p.Key)
 }
 
 // findPrior sets the policy's prior version: its last valid version in
@@ -400,7 +402,8 @@ type subsetRef struct {
 // to d's: a policy that selects a service in several clusters shifts each
 // one's traffic within its cluster.
 func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.TrafficPolicySpec_Policy, source string) (shift []*istiov1alpha3.HTTPRouteDestination, subsets []subsetRef, mirror *istiov1alpha3.Destination, errs []string) {
-	resolve := func(path, name, namespace, cluster, clusterField string, port uint32) (*destination, bool) {
+	// portPath names the field that holds port.
+	resolve := func(path, name, namespace, cluster, clusterField, portPath string, port uint32) (*destination, bool) {
 		key := ObjectKey{Cluster: cmp.Or(cluster, d.Key.Cluster), Namespace: cmp.Or(namespace, d.Key.Namespace), Name: name}
 		if key.Cluster != d.Key.Cluster {
 			errs = append(errs, fmt.Sprintf("%s.%s: service %s is not in cluster %q of destination %s; traffic to other clusters needs federation, which is not translated yet", path, clusterField, key, d.Key.Cluster, d.Key))
@@ -415,8 +418,13 @@ func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.Tr
 			errs = append(errs, fmt.Sprintf("%s: service %s not found", path, key))
 			return nil, false
 		}
-		if port != 0 && len(target.Ports) > 0 && !slices.Contains(target.Ports, port) {
-			errs = append(errs, fmt.Sprintf("%s.port: service %s has no port %d", path, key, port))
+		switch {
+		case port != 0 && len(target.Ports) > 0 && !slices.Contains(target.Ports, port):
+			errs = append(errs, fmt.Sprintf("%s: service %s has no port %d", portPath, key, port))
+			return nil, false
+		case port == 0 && len(target.Ports) > 1:
+			// Istio cannot tell which port a route without one means.
+			errs = append(errs, fmt.Sprintf("%s: is required: service %s has several ports (%s)", portPath, key, formatPorts(target.Ports)))
 			return nil, false
 		}
 		return target, true
@@ -436,7 +444,7 @@ func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.Tr
 			ks := wd.GetKubeService()
 			path := fmt.Sprintf("spec.policy.trafficShift.destinations[%d].kubeService", i)
 			cluster, field := kubeDestinationCluster(ks)
-			target, ok := resolve(path, ks.GetName(), ks.GetNamespace(), cluster, field, ks.GetPort())
+			target, ok := resolve(path, ks.GetName(), ks.GetNamespace(), cluster, field, path+".port", ks.GetPort())
 			if !ok {
 				continue
 			}
@@ -464,7 +472,7 @@ func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.Tr
 	}
 	if m := pol.GetMirror(); m != nil {
 		ref := m.GetKubeService()
-		if target, ok := resolve("spec.policy.mirror.kubeService", ref.GetName(), ref.GetNamespace(), ref.GetCluster(), "cluster", m.GetPort()); ok {
+		if target, ok := resolve("spec.policy.mirror.kubeService", ref.GetName(), ref.GetNamespace(), ref.GetCluster(), "cluster", "spec.policy.mirror.port", m.GetPort()); ok {
 			mirror = &istiov1alpha3.Destination{Host: target.Host}
 			if m.GetPort() != 0 {
 				mirror.Port = &istiov1alpha3.PortSelector{Number: m.GetPort()}
@@ -531,6 +539,15 @@ func SubsetName(labels map[string]string) string {
 		return "subset-" + suffix
 	}
 	return clean + "-" + suffix
+}
+
+// formatPorts lists ports in order: "9080, 9443".
+func formatPorts(ports []uint32) string {
+	parts := make([]string, 0, len(ports))
+	for _, p := range slices.Sorted(slices.Values(ports)) {
+		parts = append(parts, strconv.FormatUint(uint64(p), 10))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func formatLabels(labels map[string]string) string {

@@ -910,7 +910,9 @@ func resourceStatus(apiVersion, kind string, key ObjectKey, generation int64, st
 
 // MarshalSpec encodes an Istio spec as compact JSON. protojson adds random
 // whitespace on purpose; compacting removes it, so that the bytes, and with
-// them the snapshot version, are the same in every process.
+// them the snapshot version, are the same in every process. As protojson,
+// it leaves out fields at their zero value, except the explicitZero enum
+// fields, whose zero value a reader must see.
 func MarshalSpec(m proto.Message) ([]byte, error) {
 	if dr, ok := m.(*istiov1alpha3.DestinationRule); ok {
 		if b, ok := simpleDestinationRuleJSON(dr); ok {
@@ -928,7 +930,8 @@ func MarshalSpec(m proto.Message) ([]byte, error) {
 	return marshalSpecReflect(m)
 }
 
-// marshalSpecReflect is MarshalSpec through protojson, for every spec.
+// marshalSpecReflect is MarshalSpec through protojson, for every spec:
+// protojson's encoding, compacted, with the explicitZero fields added.
 func marshalSpecReflect(m proto.Message) ([]byte, error) {
 	raw, err := protojson.Marshal(m)
 	if err != nil {
@@ -939,7 +942,7 @@ func marshalSpecReflect(m proto.Message) ([]byte, error) {
 	if err := json.Compact(&buf, raw); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return withExplicitZeros(buf.Bytes(), m.ProtoReflect())
 }
 
 // ParentRef names a resource an output object was translated from.

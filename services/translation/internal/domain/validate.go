@@ -238,8 +238,10 @@ func validatePolicy(v *validator, p *networkingv1.TrafficPolicySpec_Policy) {
 				v.add(dp, "one of kubeService or virtualDestination is required")
 			}
 		}
-		if len(ts.GetDestinations()) > 0 && total == 0 {
-			v.add(tp, "weights must not all be zero")
+		// A lone destination takes all the traffic, as Istio sends it
+		// all to a route's only destination: its weight does not matter.
+		if len(ts.GetDestinations()) > 1 && total == 0 {
+			v.add(tp, "weights must not all be zero: with several destinations, the weights say how the traffic is split")
 		}
 	}
 	if o := p.GetOutlierDetection(); o != nil {

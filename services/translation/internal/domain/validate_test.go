@@ -50,8 +50,9 @@ func TestValidateTrafficPolicy(t *testing.T) {
 			"spec.policy.trafficShift.destinations[1]: one of kubeService or virtualDestination is required",
 			"spec.policy.trafficShift.destinations[2].virtualDestination.name: is required",
 			"spec.policy.trafficShift.destinations[2].virtualDestination.subset: subsets of VirtualDestinations are not supported: their endpoints are services and gateways, not pods",
-			"spec.policy.trafficShift.destinations: weights must not all be zero",
+			"spec.policy.trafficShift.destinations: weights must not all be zero: with several destinations, the weights say how the traffic is split",
 		}},
+		{"a lone destination needs no weight", `{"policy":{"trafficShift":{"destinations":[{"kubeService":{"name":"reviews"}}]}}}`, nil},
 		{"empty shift, fault without type, mirror without target", `{"policy":{"trafficShift":{},"faultInjection":{},"mirror":{}}}`, []string{
 			"spec.policy.faultInjection: one of fixedDelay or abort is required",
 			"spec.policy.mirror.kubeService: is required",
@@ -150,6 +151,10 @@ func TestValidateVirtualMesh(t *testing.T) {
 			"spec.federation.selective.selectors[0].destinationSelectors[0].kubeServiceRefs.services[0].name: is required",
 			"spec.federation.selective.selectors[0].meshes[0]: mesh z.n is not a mesh of this VirtualMesh",
 		}},
+		{"federation without a mode", `{"meshes":[{"name":"a","namespace":"n"}],"federation":{"hostnameSuffix":"mesh"}}`, []string{
+			"spec.federation.mode: one of permissive or selective is required; a federation without a mode would federate nothing (leave spec.federation out for no federation)",
+		}},
+		{"permissive federation", `{"meshes":[{"name":"a","namespace":"n"}],"federation":{"permissive":{}}}`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := &networkingv1.VirtualMeshSpec{}

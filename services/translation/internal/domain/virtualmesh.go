@@ -97,6 +97,12 @@ func ValidateVirtualMesh(spec *networkingv1.VirtualMeshSpec) []string {
 		}
 	}
 	if f := spec.GetFederation(); f != nil {
+		if f.GetMode() == nil {
+			// Not defaulted: permissive would export every service to
+			// every mesh unasked, and selective without selectors
+			// exports nothing.
+			v.add("spec.federation.mode", "one of permissive or selective is required; a federation without a mode would federate nothing (leave spec.federation out for no federation)")
+		}
 		if s := f.GetHostnameSuffix(); s != "" && (!dnsLabels.MatchString(s) || len(s) > 253) {
 			v.add("spec.federation.hostnameSuffix", "%q is not a DNS name", s)
 		}
@@ -122,9 +128,10 @@ func ValidateVirtualMesh(spec *networkingv1.VirtualMeshSpec) []string {
 }
 
 // applyVirtualMeshes validates the VirtualMeshes in acceptance order and
-// gives each mesh to the first one that claims it. A VirtualMesh whose
-// current version is invalid, or names a mesh it cannot hold, keeps its
-// last valid version in kept in force.
+// gives each mesh to the first valid one that claims it. A VirtualMesh
+// whose current version is invalid, or names a mesh it cannot hold, keeps
+// its last valid version in kept in force; one that never was valid (no
+// last valid version) claims nothing and writes nothing.
 func applyVirtualMeshes(ix *Index, vms []collected[*networkingv1.VirtualMesh], kept map[ObjectKey]Kept[*networkingv1.VirtualMeshSpec]) *virtualMeshes {
 	out := &virtualMeshes{byMesh: map[ObjectKey]*virtualMesh{}}
 	claims := map[ObjectKey]uint32{}
@@ -152,8 +159,11 @@ func applyVirtualMeshes(ix *Index, vms []collected[*networkingv1.VirtualMesh], k
 			vm.lastGood, vm.rejected, vm.Spec = &good, errs, good.Spec
 			meshes, members = gm, gmembers
 		}
-		if vm.lastGood == nil && meshes == nil {
-			vm.Errors = errs
+		if vm.lastGood == nil && len(errs) > 0 {
+			// Never valid: it claims no mesh and writes nothing, so a
+			// valid VirtualMesh for the same meshes is accepted. Its
+			// status lists the references that failed.
+			vm.Errors, vm.Meshes = errs, failedRefs(meshes)
 			continue
 		}
 		vm.Meshes, vm.Members = meshes, members
@@ -222,6 +232,21 @@ func (out *virtualMeshes) claim(ix *Index, source string, spec *networkingv1.Vir
 	}
 	slices.SortFunc(members, func(a, b *mesh) int { return a.Key.compare(b.Key) })
 	return meshes, members
+}
+
+// failedRefs are the statuses of the mesh references that did not
+// resolve, or were outside the scope; nil when there are none.
+func failedRefs(meshes map[string]*commonv1.ApprovalStatus) map[string]*commonv1.ApprovalStatus {
+	var out map[string]*commonv1.ApprovalStatus
+	for key, as := range meshes {
+		if as.GetState() == commonv1.ApprovalState_INVALID {
+			if out == nil {
+				out = map[string]*commonv1.ApprovalStatus{}
+			}
+			out[key] = as
+		}
+	}
+	return out
 }
 
 // meshErrors are the errors of the mesh references that did not resolve,
@@ -311,8 +336,9 @@ func virtualMeshStatus(vm *virtualMesh) (*snapshotv1.ResourceStatus, error) {
 		// version's.
 		s.Errors = append(slices.Clone(vm.rejected), lastGoodMessage(vm.lastGood.Generation))
 		s.LastKnownGood = true
-	} else {
-		// Each error starts with the field path that names the mesh.
+	} else if len(vm.Errors) == 0 {
+		// Each error starts with the field path that names the mesh. (A
+		// VirtualMesh that never was valid has them in vm.Errors.)
 		s.Errors = append(s.Errors, meshErrors(vm.Meshes)...)
 	}
 	s.Errors = append(s.Errors, scopeErrors(vm.Meshes)...)

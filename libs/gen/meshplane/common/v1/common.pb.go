@@ -416,6 +416,10 @@ type ResourceStatus struct {
 	Errors    []string            `protobuf:"bytes,5,rep,name=errors,proto3" json:"errors,omitempty"`
 	// True when an invalid edit left the last valid translation in force.
 	LastKnownGood bool `protobuf:"varint,6,opt,name=last_known_good,json=lastKnownGood,proto3" json:"last_known_good,omitempty"`
+	// What a valid resource should know but that does not keep it from being
+	// translated, each starting with the field path: for example a
+	// kubeServiceRefs entry naming a service that is not discovered (yet).
+	Warnings      []string `protobuf:"bytes,7,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -490,6 +494,13 @@ func (x *ResourceStatus) GetLastKnownGood() bool {
 		return x.LastKnownGood
 	}
 	return false
+}
+
+func (x *ResourceStatus) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
 }
 
 // AppliedPolicy names a policy that applies to a discovered object, in
@@ -592,14 +603,15 @@ const file_meshplane_common_v1_common_proto_rawDesc = "" +
 	"\x10acceptance_order\x18\x01 \x01(\rR\x0facceptanceOrder\x128\n" +
 	"\x05state\x18\x02 \x01(\x0e2\".meshplane.common.v1.ApprovalStateR\x05state\x12\x16\n" +
 	"\x06errors\x18\x03 \x03(\tR\x06errors\x12\x1a\n" +
-	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"\xc1\x03\n" +
+	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"\xdd\x03\n" +
 	"\x0eResourceStatus\x12/\n" +
 	"\x13observed_generation\x18\x01 \x01(\x03R\x12observedGeneration\x128\n" +
 	"\x05state\x18\x02 \x01(\x0e2\".meshplane.common.v1.ApprovalStateR\x05state\x12Y\n" +
 	"\fdestinations\x18\x03 \x03(\v25.meshplane.common.v1.ResourceStatus.DestinationsEntryR\fdestinations\x12C\n" +
 	"\tworkloads\x18\x04 \x03(\v2%.meshplane.common.v1.ClusterObjectRefR\tworkloads\x12\x16\n" +
 	"\x06errors\x18\x05 \x03(\tR\x06errors\x12&\n" +
-	"\x0flast_known_good\x18\x06 \x01(\bR\rlastKnownGood\x1ad\n" +
+	"\x0flast_known_good\x18\x06 \x01(\bR\rlastKnownGood\x12\x1a\n" +
+	"\bwarnings\x18\a \x03(\tR\bwarnings\x1ad\n" +
 	"\x11DestinationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
 	"\x05value\x18\x02 \x01(\v2#.meshplane.common.v1.ApprovalStatusR\x05value:\x028\x01\"\xa4\x01\n" +

@@ -476,7 +476,14 @@ func (x *IdentitySelector_KubeIdentityMatcher) GetClusters() []string {
 }
 
 type IdentitySelector_KubeServiceAccountRefs struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Service accounts; the namespace defaults to the policy's. With a
+	// cluster, the service account in that cluster, whose identity is in
+	// the trust domain of the mesh that runs it there. Without one, the
+	// service account of that namespace and name in every mesh of the
+	// destination's VirtualMesh, each identity in its own mesh's trust
+	// domain (<trust domain>/ns/<namespace>/sa/<name>); for a destination
+	// whose mesh is in no VirtualMesh, in that mesh only.
 	ServiceAccounts []*v1.ClusterObjectRef `protobuf:"bytes,1,rep,name=service_accounts,json=serviceAccounts,proto3" json:"service_accounts,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache

@@ -934,8 +934,10 @@ type TrafficPolicySpec_Policy_Mirror struct {
 	//	*TrafficPolicySpec_Policy_Mirror_KubeService
 	DestinationType isTrafficPolicySpec_Policy_Mirror_DestinationType `protobuf_oneof:"destination_type"`
 	// Percentage of requests to mirror, 0 to 100.
-	Percentage    float64 `protobuf:"fixed64,2,opt,name=percentage,proto3" json:"percentage,omitempty"`
-	Port          uint32  `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	Percentage float64 `protobuf:"fixed64,2,opt,name=percentage,proto3" json:"percentage,omitempty"`
+	// The port of the mirror service; required when the service has
+	// several.
+	Port          uint32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1125,7 +1127,10 @@ func (x *TrafficPolicySpec_Policy_MTLS) GetIstio() *TrafficPolicySpec_Policy_MTL
 
 type TrafficPolicySpec_Policy_MultiDestination_WeightedDestination struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Relative weight; weights need not add up to 100.
+	// Relative weight; weights need not add up to 100. A lone
+	// destination takes all the traffic whatever its weight (0 or
+	// unset included); with several, at least one weight must be
+	// above 0.
 	Weight uint32 `protobuf:"varint,1,opt,name=weight,proto3" json:"weight,omitempty"`
 	// Types that are valid to be assigned to DestinationType:
 	//
@@ -1230,7 +1235,9 @@ type TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_KubeDestinati
 	Cluster string `protobuf:"bytes,6,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	// Pod labels that name the subset, e.g. version: v2.
 	Subset map[string]string `protobuf:"bytes,4,rep,name=subset,proto3" json:"subset,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// The destination port; required when the service has several.
+	// The destination port; required when the service has several
+	// (the policy is INVALID for the destination otherwise, naming
+	// this field).
 	Port          uint32 `protobuf:"varint,5,opt,name=port,proto3" json:"port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -429,6 +429,13 @@ func (*VirtualMeshSpec_MTLSConfig_Shared) isVirtualMeshSpec_MTLSConfig_TrustMode
 
 func (*VirtualMeshSpec_MTLSConfig_Limited) isVirtualMeshSpec_MTLSConfig_TrustModel() {}
 
+// Federation makes the destinations of each mesh reachable from the
+// other meshes under a federated hostname. The mode, permissive or
+// selective, is required: a federation without one is INVALID, naming
+// spec.federation.mode. It is not defaulted, because permissive would
+// export every service to every mesh without being asked, and selective
+// without selectors would export nothing, silently. Leave federation out
+// for no federation.
 type VirtualMeshSpec_Federation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Mode:

@@ -226,6 +226,15 @@ export declare type ResourceStatus = Message<"meshplane.common.v1.ResourceStatus
    * @generated from field: bool last_known_good = 6;
    */
   lastKnownGood: boolean;
+
+  /**
+   * What a valid resource should know but that does not keep it from being
+   * translated, each starting with the field path: for example a
+   * kubeServiceRefs entry naming a service that is not discovered (yet).
+   *
+   * @generated from field: repeated string warnings = 7;
+   */
+  warnings: string[];
 };
 
 /**

@@ -197,6 +197,14 @@ export declare const IdentitySelector_KubeIdentityMatcherSchema: GenMessage<Iden
  */
 export declare type IdentitySelector_KubeServiceAccountRefs = Message<"meshplane.networking.v1.IdentitySelector.KubeServiceAccountRefs"> & {
   /**
+   * Service accounts; the namespace defaults to the policy's. With a
+   * cluster, the service account in that cluster, whose identity is in
+   * the trust domain of the mesh that runs it there. Without one, the
+   * service account of that namespace and name in every mesh of the
+   * destination's VirtualMesh, each identity in its own mesh's trust
+   * domain (<trust domain>/ns/<namespace>/sa/<name>); for a destination
+   * whose mesh is in no VirtualMesh, in that mesh only.
+   *
    * @generated from field: repeated meshplane.common.v1.ClusterObjectRef service_accounts = 1;
    */
   serviceAccounts: ClusterObjectRef[];

@@ -270,7 +270,10 @@ export declare const TrafficPolicySpec_Policy_MultiDestinationSchema: GenMessage
  */
 export declare type TrafficPolicySpec_Policy_MultiDestination_WeightedDestination = Message<"meshplane.networking.v1.TrafficPolicySpec.Policy.MultiDestination.WeightedDestination"> & {
   /**
-   * Relative weight; weights need not add up to 100.
+   * Relative weight; weights need not add up to 100. A lone
+   * destination takes all the traffic whatever its weight (0 or
+   * unset included); with several, at least one weight must be
+   * above 0.
    *
    * @generated from field: uint32 weight = 1;
    */
@@ -339,7 +342,9 @@ export declare type TrafficPolicySpec_Policy_MultiDestination_WeightedDestinatio
   subset: { [key: string]: string };
 
   /**
-   * The destination port; required when the service has several.
+   * The destination port; required when the service has several
+   * (the policy is INVALID for the destination otherwise, naming
+   * this field).
    *
    * @generated from field: uint32 port = 5;
    */
@@ -555,6 +560,9 @@ export declare type TrafficPolicySpec_Policy_Mirror = Message<"meshplane.network
   percentage: number;
 
   /**
+   * The port of the mirror service; required when the service has
+   * several.
+   *
    * @generated from field: uint32 port = 3;
    */
   port: number;

@@ -230,6 +230,14 @@ export enum VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlg
 export declare const VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithmSchema: GenEnum<VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm>;
 
 /**
+ * Federation makes the destinations of each mesh reachable from the
+ * other meshes under a federated hostname. The mode, permissive or
+ * selective, is required: a federation without one is INVALID, naming
+ * spec.federation.mode. It is not defaulted, because permissive would
+ * export every service to every mesh without being asked, and selective
+ * without selectors would export nothing, silently. Leave federation out
+ * for no federation.
+ *
  * @generated from message meshplane.networking.v1.VirtualMeshSpec.Federation
  */
 export declare type VirtualMeshSpec_Federation = Message<"meshplane.networking.v1.VirtualMeshSpec.Federation"> & {
