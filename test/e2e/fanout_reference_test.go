@@ -293,6 +293,9 @@ func ownedObjects(tb testing.TB, ctx context.Context, c *kubetest.Cluster, out *
 	for _, o := range out.GetObjects() {
 		kinds[schema.FromAPIVersionAndKind(o.GetApiVersion(), o.GetKind())] = true
 	}
+	// The mapper may have cached discovery from before the API server
+	// listed every CRD.
+	c.Mapper().Reset()
 	var n int
 	for gvk := range kinds {
 		m, err := c.Mapper().RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -361,7 +364,11 @@ func BenchmarkFanOutReference(b *testing.B) {
 			}
 		}
 	})
-	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: clusters, TranslationDebounce: 100 * time.Millisecond})
+	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: clusters, TranslationDebounce: 100 * time.Millisecond,
+		// The VirtualMesh's shared trust: registration signs the
+		// agent's istiod intermediate CA, which it checks against the
+		// inputs in Redis.
+		RegistrationRedis: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -483,14 +490,16 @@ func BenchmarkFanOutReference(b *testing.B) {
 		if err != nil {
 			return false, err
 		}
-		acked := 0
+		acked, behind := 0, ""
 		for _, c := range resp.Msg.GetClusters() {
 			if c.GetAckedVersion() != "" && c.GetAckedVersion() == c.GetLatestVersion() && c.GetApplyErrors() == 0 {
 				acked++
+			} else if behind == "" {
+				behind = fmt.Sprintf("; %s acked %q of %q with %d apply errors", c.GetCluster(), c.GetAckedVersion(), c.GetLatestVersion(), c.GetApplyErrors())
 			}
 		}
 		if acked != len(clusters) {
-			return false, fmt.Errorf("%d of %d clusters acked their newest output", acked, len(clusters))
+			return false, fmt.Errorf("%d of %d clusters acked their newest output%s", acked, len(clusters), behind)
 		}
 		for _, name := range vsNames {
 			if _, err := real.Dynamic().Resource(virtualServices).Namespace(vsNamespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
