@@ -319,7 +319,8 @@ func ownedObjects(tb testing.TB, ctx context.Context, c *kubetest.Cluster, out *
 // changed VirtualService is readable in a real cluster's API server.
 //
 //   - The management plane is the four services as processes on one real
-//     Redis, translation with its default debounce (100 ms).
+//     Redis, translation with its default debounce (100 ms), registration
+//     with Redis (it signs the VirtualMesh's istiod intermediate CA).
 //   - cluster-000, whose output the edit changes, is a real agent process
 //     with its default flags (deltas, 16 apply workers, QPS 500, burst
 //     1,000; the harness's 50 ms discovery debounce) against a real
