@@ -204,7 +204,7 @@ spec:
 
 // distributionClient calls distribution with a service identity, as
 // meshctl does.
-func distributionClient(t *testing.T, plane *harness.Plane) distributionv1connect.DistributionServiceClient {
+func distributionClient(t testing.TB, plane *harness.Plane) distributionv1connect.DistributionServiceClient {
 	t.Helper()
 	cert, key, err := plane.PKI.ServiceCert("meshctl")
 	if err != nil {

@@ -76,6 +76,9 @@ type PlaneOptions struct {
 	MirrorNamespace string
 	// SafeStartWindow, when not zero, is translation's --safe-start-window.
 	SafeStartWindow time.Duration
+	// TranslationDebounce, when not zero, is translation's --debounce
+	// (not used with AllInOne); zero gives the tests' 50 ms.
+	TranslationDebounce time.Duration
 	// AllInOneArgs are added to the all-in-one process's flags.
 	AllInOneArgs []string
 }
@@ -142,7 +145,11 @@ func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string,
 			return args
 		}},
 		{"translation", CmdTranslation, func(map[string]string) []string {
-			args := append(slices.Clone(redis), "--debounce", "50ms")
+			debounce := 50 * time.Millisecond
+			if o.TranslationDebounce != 0 {
+				debounce = o.TranslationDebounce
+			}
+			args := append(slices.Clone(redis), "--debounce", debounce.String())
 			if o.ManagementKubeconfig != "" {
 				// Ingest reads the management cluster's resources
 				// (watchArgs): translation expects that input too.

@@ -106,8 +106,8 @@ func (a *SimAgent) Push(in *snapshotv1.InputSnapshot) error {
 	return nil
 }
 
-// Watch follows distribution until ctx ends, acking each snapshot with
-// every object applied. It returns the first error other than the end of
+// Watch follows distribution until ctx ends (whole snapshots, no deltas),
+// acking each snapshot with every object and status applied. It returns the first error other than the end of
 // ctx.
 func (a *SimAgent) Watch(ctx context.Context) error {
 	stream, err := a.dist.Watch(ctx, connect.NewRequest(&distributionv1.WatchRequest{}))
@@ -120,14 +120,10 @@ func (a *SimAgent) Watch(ctx context.Context) error {
 		if s == nil {
 			continue
 		}
-		results := make([]*snapshotv1.ApplyResult, 0, len(s.GetObjects()))
-		for _, o := range s.GetObjects() {
-			results = append(results, &snapshotv1.ApplyResult{
-				Ref:     &snapshotv1.ObjectRef{ApiVersion: o.GetApiVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()},
-				Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED,
-			})
-		}
-		if _, err := a.dist.Ack(ctx, connect.NewRequest(&distributionv1.AckRequest{Version: s.GetVersion(), Results: results})); err != nil {
+		// Every object and status applied: counted, as the agent acks
+		// them, not listed.
+		counts := &distributionv1.AckCounts{Applied: uint32(len(s.GetObjects()) + len(s.GetStatuses()))}
+		if _, err := a.dist.Ack(ctx, connect.NewRequest(&distributionv1.AckRequest{Version: s.GetVersion(), Counts: counts})); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
