@@ -148,6 +148,10 @@ type ServerOptions struct {
 	// MaxRecvBytes bounds one received message; larger ones fail with
 	// CodeResourceExhausted before they are decoded.
 	MaxRecvBytes int
+	// Pprof serves Go's profiles at /debug/pprof/ on the admin server.
+	// Off by default: they show the process's internals, and taking one
+	// costs CPU.
+	Pprof bool
 	// TrustDomain, when set, is the only SPIFFE trust domain whose
 	// identities are accepted. A certificate naming another one gives the
 	// caller no identity.
@@ -197,6 +201,8 @@ func (o *ServerOptions) AddFlags(fs *flag.FlagSet, prefix string) {
 	}
 	str(&o.Addr, "addr", "address of the RPC server (Connect, gRPC and gRPC-Web on one port)")
 	str(&o.AdminAddr, "admin-addr", "address of the admin HTTP server (/healthz, /readyz, /metrics); empty turns it off")
+	b.bind("pprof", "serve Go's CPU, heap and goroutine profiles at /debug/pprof/ on the admin server",
+		func(full, u string) { fs.BoolVar(&o.Pprof, full, o.Pprof, u) })
 	str(&o.TLS.CertFile, "tls-cert-file", "PEM server certificate chain, re-read when it changes")
 	str(&o.TLS.KeyFile, "tls-key-file", "PEM private key of the server certificate")
 	str(&o.TLS.ClientCAFile, "tls-client-ca-file", "PEM bundle of CAs that client certificates must chain to")

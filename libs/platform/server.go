@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -114,6 +115,13 @@ func NewServer(opts ServerOptions, logger *slog.Logger, reg *prometheus.Registry
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	s.adminMux.HandleFunc("/readyz", s.serveReadyz)
+	if opts.Pprof {
+		s.adminMux.HandleFunc("/debug/pprof/", pprof.Index)
+		s.adminMux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		s.adminMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		s.adminMux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		s.adminMux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	s.adminMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		Registry:          reg,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelError),

@@ -630,3 +630,18 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// Go's profiles are served on the admin port only when asked for.
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	off := newServer(t, "", nil).start(t)
+	if code, _ := httpGet(t, "http://"+off.adminAddr+"/debug/pprof/"); code != http.StatusNotFound {
+		t.Fatalf("/debug/pprof/ without --pprof = %d, want 404", code)
+	}
+	on := newServer(t, "", func(o *platform.ServerOptions) { o.Pprof = true }).start(t)
+	if code, body := httpGet(t, "http://"+on.adminAddr+"/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Fatalf("/debug/pprof/ with --pprof = %d %.100q, want 200 listing the profiles", code, body)
+	}
+	if code, _ := httpGet(t, "http://"+on.adminAddr+"/debug/pprof/heap"); code != http.StatusOK {
+		t.Fatalf("/debug/pprof/heap with --pprof = %d, want 200", code)
+	}
+}
