@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -369,7 +371,8 @@ func BenchmarkFanOutReference(b *testing.B) {
 		// The VirtualMesh's shared trust: registration signs the
 		// agent's istiod intermediate CA, which it checks against the
 		// inputs in Redis.
-		RegistrationRedis: true})
+		RegistrationRedis: true,
+		Pprof:             os.Getenv("MESHPLANE_BENCH_PROFILE_DIR") != ""})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -528,6 +531,7 @@ func BenchmarkFanOutReference(b *testing.B) {
 		}
 	}
 
+	profiles := profilePlane(b, plane)
 	var toAPI, fanOut []time.Duration
 	for i := 1; b.Loop(); i++ {
 		attempts := int32(3 + i%2)
@@ -570,6 +574,7 @@ func BenchmarkFanOutReference(b *testing.B) {
 		fanOut = append(fanOut, maxTime(fan, last).Sub(start))
 	}
 	b.StopTimer()
+	profiles()
 	// The outputs the generator says the edit leaves alone got nothing.
 	mu.Lock()
 	for c, s := range state {
@@ -610,4 +615,40 @@ func reportPercentiles(b *testing.B, lat []time.Duration, name string) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, name+"-p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, name+"-p99-ms")
+}
+
+// profilePlane takes a CPU profile of ingest, translation and distribution
+// while the edits run, when MESHPLANE_BENCH_PROFILE_DIR names a directory
+// ($MESHPLANE_BENCH_PROFILE_SECONDS long, 30 s by default), into
+// <dir>/<service>.cpu.pprof. The returned function waits for them.
+func profilePlane(b *testing.B, plane *harness.Plane) func() {
+	dir := os.Getenv("MESHPLANE_BENCH_PROFILE_DIR")
+	if dir == "" {
+		return func() {}
+	}
+	seconds := os.Getenv("MESHPLANE_BENCH_PROFILE_SECONDS")
+	if seconds == "" {
+		seconds = "30"
+	}
+	var wg sync.WaitGroup
+	for _, svc := range []string{"ingest", "translation", "distribution"} {
+		wg.Go(func() {
+			url := "http://" + plane.Admins[svc] + "/debug/pprof/profile?seconds=" + seconds
+			resp, err := http.Get(url)
+			if err != nil {
+				b.Errorf("profile of %s: %v", svc, err)
+				return
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				b.Errorf("profile of %s: %s %v", svc, resp.Status, err)
+				return
+			}
+			if err := os.WriteFile(filepath.Join(dir, svc+".cpu.pprof"), body, 0o644); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	return wg.Wait
 }

@@ -27,6 +27,9 @@ type Plane struct {
 	// Admin is the all-in-one process's admin (metrics) address; empty
 	// for four processes.
 	Admin string
+	// Admins are the four processes' admin addresses by service name;
+	// empty for the all-in-one.
+	Admins map[string]string
 }
 
 // AdminAddr is the all-in-one process's health and metrics address.
@@ -81,6 +84,9 @@ type PlaneOptions struct {
 	TranslationDebounce time.Duration
 	// AllInOneArgs are added to the all-in-one process's flags.
 	AllInOneArgs []string
+	// Pprof starts every plane process with --pprof, so that benchmarks
+	// can take profiles from Plane.Admins.
+	Pprof bool
 }
 
 func (o PlaneOptions) mirrorNamespace() string {
@@ -129,8 +135,10 @@ func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string,
 		lns[n] = pair
 	}
 	addr := map[string]string{}
+	p.Admins = map[string]string{}
 	for n, pair := range lns {
 		addr[n] = pair.rpc.Addr().String()
+		p.Admins[n] = pair.admin.Addr().String()
 	}
 	redis := []string{"--redis-addrs", o.RedisAddr}
 	services := []svc{
@@ -177,6 +185,9 @@ func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string,
 		args := []string{"--addr", "fd:3", "--admin-addr", "fd:4", "--tls-cert-file", cert, "--tls-key-file", key,
 			"--tls-client-ca-file", p.PKI.RootFile(), "--trust-domain", p.PKI.TrustDomain}
 		args = append(args, s.extra(addr)...)
+		if o.Pprof {
+			args = append(args, "--pprof")
+		}
 		proc, err := Start(Spec{Name: s.name, Binary: Binary(o.BinDir, s.pkg), Args: args, LogDir: logs, Listeners: lns[s.name].both()})
 		lns[s.name].close()
 		if err != nil {
