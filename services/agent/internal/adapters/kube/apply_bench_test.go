@@ -69,6 +69,17 @@ func referenceOutputs(b *testing.B) (base, edited []byte) {
 	return base, edited
 }
 
+// encodeDelta returns the wire encoding of the delta distribution sends
+// an agent that holds from for the version to.
+func encodeDelta(b *testing.B, from, to *snapshotv1.OutputSnapshot) []byte {
+	d, _ := snapshots.Diff(from.GetVersion(), snapshots.IndexOutput(from), to)
+	raw, err := proto.Marshal(d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return raw
+}
+
 // decode decodes an output as the agent gets it off the wire: a new
 // message each time.
 func decode(b *testing.B, raw []byte) *snapshotv1.OutputSnapshot {
@@ -85,9 +96,11 @@ func decode(b *testing.B, raw []byte) *snapshotv1.OutputSnapshot {
 // reports:
 //
 //   - first-apply-objects/s: (a) the first apply to an empty cluster;
-//   - edit-p50-ms, edit-p99-ms: (b) one TrafficPolicy edit, from Apply
-//     receiving the output to the changed objects readable in the API
-//     server (a GET that returns the new digest), over 100 edits;
+//   - edit-p50-ms, edit-p99-ms: (b) one TrafficPolicy edit, from the
+//     delta's bytes (as distribution sends it by default) to the changed
+//     objects readable in the API server (a GET that returns the new
+//     digest), over 100 edits: decoding, making and checking the new
+//     version (snapshots.DeltaReceiver, as the relay does), and the apply;
 //   - restart-writes, restart-to-ack-s: (c) a new agent with nothing
 //     changed: writes the API server served (must be 0), and the time from
 //     its start to its acknowledgement;
@@ -150,26 +163,38 @@ func benchApplyReference(b *testing.B, baseRaw, editedRaw []byte) {
 	first := time.Since(start)
 	b.ReportMetric(float64(len(base.GetObjects()))/first.Seconds(), "first-apply-objects/s")
 
-	// (b) One TrafficPolicy edit, back and forth.
-	changed := changedObjects(base, decode(b, editedRaw))
+	// (b) One TrafficPolicy edit, back and forth, as the agent receives it
+	// by default: a delta from the version it holds (distribution's Diff
+	// from the base's index), decoded off the wire, made into the new
+	// version and checked against it by the relay's receiver, then
+	// applied.
+	edited := decode(b, editedRaw)
+	changed := changedObjects(base, edited)
 	if len(changed) == 0 {
 		b.Fatal("the edit changes no object")
 	}
+	wire := [2][]byte{encodeDelta(b, base, edited), encodeDelta(b, edited, base)}
+	want := [2]map[domain.ObjectKey]string{wantDigests(edited, changed), wantDigests(base, changed)}
+	edited = nil
+	var recv snapshots.DeltaReceiver
+	recv.Hold(base)
 	var lat []time.Duration
 	for i := range benchEdits {
-		raw := editedRaw
-		if i%2 == 1 {
-			raw = baseRaw
-		}
-		snap := decode(b, raw)
-		want := wantDigests(snap, changed)
 		start := time.Now()
+		d := &snapshotv1.OutputDelta{}
+		if err := proto.Unmarshal(wire[i%2], d); err != nil {
+			b.Fatal(err)
+		}
+		snap, err := recv.Apply(d)
+		if err != nil {
+			b.Fatalf("edit %d: %v", i, err)
+		}
 		if !s.Apply(agentCtx, snap) {
 			b.Fatal("an edit's apply failed")
 		}
 		for _, k := range changed {
-			if got := readDigest(b, dyn, k); got != want[k] {
-				b.Fatalf("%s: digest %q after the edit, want %q", k, got, want[k])
+			if got := readDigest(b, dyn, k); got != want[i%2][k] {
+				b.Fatalf("%s: digest %q after the edit, want %q", k, got, want[i%2][k])
 			}
 		}
 		lat = append(lat, time.Since(start))
