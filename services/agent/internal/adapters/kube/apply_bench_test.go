@@ -2,13 +2,13 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -95,7 +95,9 @@ func decode(b *testing.B, raw []byte) *snapshotv1.OutputSnapshot {
 // real kube-apiserver and etcd, with the agent's default budget, and
 // reports:
 //
-//   - first-apply-objects/s: (a) the first apply to an empty cluster;
+//   - first-apply-objects/s: (a) the first apply to an empty cluster,
+//     from the whole output's bytes; first-apply-{agent,apiserver,etcd}-cpu-s:
+//     the CPU time each process used meanwhile;
 //   - edit-p50-ms, edit-p99-ms: (b) one TrafficPolicy edit, from the
 //     delta's bytes (as distribution sends it by default) to the changed
 //     objects readable in the API server (a GET that returns the new
@@ -106,8 +108,9 @@ func decode(b *testing.B, raw []byte) *snapshotv1.OutputSnapshot {
 //     its start to its acknowledgement;
 //   - restore-100-deleted-s: (d) the time from a user deleting 100 owned
 //     objects until all are back;
-//   - peak-heap-B, VmHWM-B, live-heap-B: (e) this process's peak heap and
-//     resident set, and its live heap after a collection at the end.
+//   - agent-VmHWM-B: (e) the peak resident set of the agent of (a) and
+//     (b), which runs in a process of its own (applyChild); peak-heap-B
+//     and live-heap-B are this process's, for comparison.
 //
 // Each phase runs once per benchmark run; report medians over -count:
 //
@@ -144,73 +147,87 @@ func benchApplyReference(b *testing.B, baseRaw, editedRaw []byte) {
 		b.Fatal(err)
 	}
 	newAgent := func(relay app.Relay) *app.Syncer {
-		s := app.NewSyncer(relay, NewApplier(dyn, md, c.Mapper(), install, base.GetCluster()), nil, nopLog)
+		// A new mapper, as a new agent process has: the cluster's own was
+		// filled before the CRDs were served.
+		mapper, err := newMapper(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := app.NewSyncer(relay, NewApplier(dyn, md, mapper, install, base.GetCluster()), nil, nopLog)
 		s.SetApplyOptions(app.ApplyOptions{Install: install, Cluster: base.GetCluster(), Workers: benchWorkers})
 		return s
 	}
-	peak := samplePeakHeap()
 
-	// (a) The first apply.
-	agentCtx, stopAgent := context.WithCancel(ctx)
-	s := newAgent(&ackRelay{})
-	start := time.Now()
-	if err := s.Sync(agentCtx); err != nil {
-		b.Fatal(err)
-	}
-	if !s.Apply(agentCtx, base) {
-		b.Fatal("the first apply failed")
-	}
-	first := time.Since(start)
-	b.ReportMetric(float64(len(base.GetObjects()))/first.Seconds(), "first-apply-objects/s")
-
-	// (b) One TrafficPolicy edit, back and forth, as the agent receives it
-	// by default: a delta from the version it holds (distribution's Diff
-	// from the base's index), decoded off the wire, made into the new
-	// version and checked against it by the relay's receiver, then
-	// applied.
+	// (a), (b) and (e): the agent in a child process (applyChild).
 	edited := decode(b, editedRaw)
-	changed := changedObjects(base, edited)
-	if len(changed) == 0 {
+	if len(changedObjects(base, edited)) == 0 {
 		b.Fatal("the edit changes no object")
 	}
-	wire := [2][]byte{encodeDelta(b, base, edited), encodeDelta(b, edited, base)}
-	want := [2]map[domain.ObjectKey]string{wantDigests(edited, changed), wantDigests(base, changed)}
-	edited = nil
-	var recv snapshots.DeltaReceiver
-	recv.Hold(base)
-	var lat []time.Duration
-	for i := range benchEdits {
-		start := time.Now()
-		d := &snapshotv1.OutputDelta{}
-		if err := proto.Unmarshal(wire[i%2], d); err != nil {
+	dir := b.TempDir()
+	kubeconfig, err := os.ReadFile(c.Kubeconfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"kubeconfig": kubeconfig, "cluster": []byte(base.GetCluster()), "base.pb": baseRaw,
+		"delta0.pb": encodeDelta(b, base, edited), "delta1.pb": encodeDelta(b, edited, base),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			b.Fatal(err)
 		}
-		snap, err := recv.Apply(d)
-		if err != nil {
-			b.Fatalf("edit %d: %v", i, err)
-		}
-		if !s.Apply(agentCtx, snap) {
-			b.Fatal("an edit's apply failed")
-		}
-		for _, k := range changed {
-			if got := readDigest(b, dyn, k); got != want[i%2][k] {
-				b.Fatalf("%s: digest %q after the edit, want %q", k, got, want[i%2][k])
-			}
-		}
-		lat = append(lat, time.Since(start))
 	}
-	slices.Sort(lat)
-	b.ReportMetric(ms(lat[len(lat)/2]), "edit-p50-ms")
-	b.ReportMetric(ms(lat[len(lat)*99/100]), "edit-p99-ms")
-	stopAgent()
+	edited = nil
+	etcdPID, apiserverPID := c.PIDs()
+	cpu := func() (etcd, apiserver float64) {
+		var err1, err2 error
+		etcd, err1 = procCPUSeconds(etcdPID)
+		apiserver, err2 = procCPUSeconds(apiserverPID)
+		if err := errors.Join(err1, err2); err != nil {
+			b.Fatal(err)
+		}
+		return etcd, apiserver
+	}
+	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), applyChildEnv+"="+dir)
+	child.Stderr = os.Stderr
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	etcd0, apiserver0 := cpu()
+	if err := child.Start(); err != nil {
+		b.Fatal(err)
+	}
+	var etcd1, apiserver1 float64
+	got, err := childMetrics(stdout, func(name string) {
+		if name == "first-apply-cpu-s" {
+			etcd1, apiserver1 = cpu()
+		}
+	})
+	if werr := child.Wait(); werr != nil || err != nil {
+		b.Fatalf("the agent's process: %v %v", werr, err)
+	}
+	for _, name := range []string{"first-apply-s", "first-apply-cpu-s", "edit-p50-ms", "edit-p99-ms", "VmHWM-B"} {
+		if _, ok := got[name]; !ok {
+			b.Fatalf("the agent's process reported no %s", name)
+		}
+	}
+	b.ReportMetric(float64(len(base.GetObjects()))/got["first-apply-s"], "first-apply-objects/s")
+	b.ReportMetric(got["first-apply-cpu-s"], "first-apply-agent-cpu-s")
+	b.ReportMetric(apiserver1-apiserver0, "first-apply-apiserver-cpu-s")
+	b.ReportMetric(etcd1-etcd0, "first-apply-etcd-cpu-s")
+	b.ReportMetric(got["edit-p50-ms"], "edit-p50-ms")
+	b.ReportMetric(got["edit-p99-ms"], "edit-p99-ms")
+	b.ReportMetric(got["VmHWM-B"], "agent-VmHWM-B")
+	peak := samplePeakHeap()
 
 	// (c) A restart with nothing changed (the last edit left the base).
 	before := outputWrites(b, c)
 	relay := &streamRelay{snap: decode(b, baseRaw), acks: make(chan []*snapshotv1.ApplyResult, 4)}
-	agentCtx, stopAgent = context.WithCancel(ctx)
+	agentCtx, stopAgent := context.WithCancel(ctx)
 	defer stopAgent()
-	start = time.Now()
-	s = newAgent(relay)
+	start := time.Now()
+	s := newAgent(relay)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(agentCtx) }()
 	defer func() { stopAgent(); <-done }()
@@ -260,18 +277,14 @@ func benchApplyReference(b *testing.B, baseRaw, editedRaw []byte) {
 	}
 	b.ReportMetric(time.Since(start).Seconds(), "restore-100-deleted-s")
 
-	// (e) Memory. The peak heap and resident set include this benchmark's
-	// own work (it decodes the output 100 times for the edits, and holds
-	// it encoded); the live heap after a collection is the agent's state
-	// (its view, applied set and latest output) plus the encoded outputs.
+	// This process's memory, for comparison with the agent's own
+	// (agent-VmHWM-B): it holds the encoded outputs, and the phases (c)
+	// and (d) agent's state.
 	b.ReportMetric(float64(peak()), "peak-heap-B")
 	runtime.GC()
 	live := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	metrics.Read(live)
 	b.ReportMetric(float64(live[0].Value.Uint64()), "live-heap-B")
-	if hwm := procVmHWM(); hwm > 0 {
-		b.ReportMetric(float64(hwm), "VmHWM-B")
-	}
 	b.ReportMetric(float64(len(base.GetObjects())), "objects")
 	b.StartTimer()
 }
@@ -295,30 +308,6 @@ func changedObjects(a, b *snapshotv1.OutputSnapshot) []domain.ObjectKey {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out
-}
-
-func wantDigests(snap *snapshotv1.OutputSnapshot, keys []domain.ObjectKey) map[domain.ObjectKey]string {
-	out := map[domain.ObjectKey]string{}
-	for _, d := range domain.Desire(snap.GetObjects(), install, snap.GetCluster()) {
-		if slices.Contains(keys, d.Key) {
-			out[d.Key] = d.Digest
-		}
-	}
-	return out
-}
-
-func readDigest(b *testing.B, dyn dynamic.Interface, k domain.ObjectKey) string {
-	for _, ok := range outputKinds {
-		if ok.kind == k.Kind {
-			u, err := dyn.Resource(ok.gvr).Namespace(k.Namespace).Get(b.Context(), k.Name, metav1.GetOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			return u.GetAnnotations()[snapshots.AnnotationDigest]
-		}
-	}
-	b.Fatalf("no output kind %s", k.Kind)
-	return ""
 }
 
 // samplePeakHeap samples the heap in use every 5 ms until the returned
