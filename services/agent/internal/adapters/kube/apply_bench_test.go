@@ -189,6 +189,10 @@ func benchApplyReference(b *testing.B, baseRaw, editedRaw []byte) {
 	}
 	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), applyChildEnv+"="+dir)
+	if limit := os.Getenv("MESHPLANE_APPLY_AGENT_GOMEMLIMIT"); limit != "" {
+		// The agent's soft memory limit, as its chart sets it.
+		child.Env = append(child.Env, "GOMEMLIMIT="+limit)
+	}
 	child.Stderr = os.Stderr
 	stdout, err := child.StdoutPipe()
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,6 +105,18 @@ func applyChild(dir string, out io.Writer) error {
 	}
 	first := time.Since(start)
 	fmt.Fprintf(out, "first-apply-s %f\nfirst-apply-cpu-s %f\n", first.Seconds(), cpuSeconds())
+	if path := os.Getenv(applyChildEnv + "_HEAP"); path != "" {
+		// For a look at what the agent holds after the first apply.
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		runtime.GC()
+		err = errors.Join(pprof.WriteHeapProfile(f), f.Close())
+		if err != nil {
+			return err
+		}
+	}
 	n := len(base.GetObjects())
 	base = nil
 
