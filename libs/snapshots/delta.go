@@ -169,43 +169,9 @@ var ErrDeltaMismatch = errors.New("the delta does not check out")
 // version d is from, and checks it: its content hash must be d's version.
 // base is not modified; the result shares its objects and d's.
 func ApplyDelta(base *snapshotv1.OutputSnapshot, d *snapshotv1.OutputDelta) (*snapshotv1.OutputSnapshot, error) {
-	if base.GetVersion() != d.GetBaseVersion() || base.GetVersion() == "" {
-		return nil, fmt.Errorf("%w: it is from version %q, the agent holds %q", ErrDeltaMismatch, d.GetBaseVersion(), base.GetVersion())
-	}
-	if d.GetRest() == nil || d.GetVersion() == "" {
-		return nil, fmt.Errorf("%w: it has no version or no rest", ErrDeltaMismatch)
-	}
-	if d.GetRest().GetCluster() != base.GetCluster() {
-		return nil, fmt.Errorf("%w: it is for cluster %q, the base for %q", ErrDeltaMismatch, d.GetRest().GetCluster(), base.GetCluster())
-	}
-	out := ShallowCopy(d.GetRest())
-	out.Objects = merge(base.GetObjects(), d.GetObjects(), d.GetRemovedObjects(), ObjectKeyHash)
-	out.Statuses = merge(base.GetStatuses(), d.GetStatuses(), d.GetRemovedStatuses(), StatusKeyHash)
-	SortOutput(out)
-	if v := OutputVersion(out); v != d.GetVersion() {
-		return nil, fmt.Errorf("%w: the state it makes from %s is version %s, not %s", ErrDeltaMismatch, base.GetVersion(), v, d.GetVersion())
-	}
-	out.Version = d.GetVersion()
-	return out, nil
-}
-
-// merge returns base without the removed keys and the keys of changed,
-// plus changed.
-func merge[T any](base, changed []T, removed []uint64, key func(T) uint64) []T {
-	drop := make(map[uint64]bool, len(removed)+len(changed))
-	for _, k := range removed {
-		drop[k] = true
-	}
-	for _, c := range changed {
-		drop[key(c)] = true
-	}
-	out := make([]T, 0, len(base)+len(changed))
-	for _, b := range base {
-		if !drop[key(b)] {
-			out = append(out, b)
-		}
-	}
-	return append(out, changed...)
+	var r DeltaReceiver
+	r.Hold(base)
+	return r.Apply(d)
 }
 
 // ShallowCopy returns a new message of m's type whose fields share m's

@@ -223,3 +223,50 @@ func TestObjectHashCovers(t *testing.T) {
 		}
 	}
 }
+
+// A receiver kept across versions, reusing what it computed for the
+// version it holds, makes each next version exactly, as ApplyDelta does;
+// after a delta that does not check out it holds nothing and refuses the
+// next delta until it holds a whole snapshot again.
+func TestDeltaReceiverAcrossVersions(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var recv snapshots.DeltaReceiver
+	held := randomOutput(r, 40)
+	recv.Hold(held)
+	for i := range 200 {
+		next := randomOutput(r, 1+r.IntN(40))
+		if i%3 == 0 {
+			// A small edit of what is held, as most versions are.
+			next = proto.Clone(held).(*snapshotv1.OutputSnapshot)
+			if len(next.Objects) > 0 {
+				next.Objects[r.IntN(len(next.Objects))].Spec = fmt.Appendf(nil, `{"edit":%d}`, i)
+			}
+			snapshots.SealOutput(next)
+		}
+		d, _ := snapshots.Diff(held.GetVersion(), snapshots.IndexOutput(held), next)
+		if i%10 == 9 {
+			d.Rest.MissingClusters = append(d.Rest.MissingClusters, "tampered")
+			if _, err := recv.Apply(d); !errors.Is(err, snapshots.ErrDeltaMismatch) {
+				t.Fatalf("case %d: a tampered delta: %v, want ErrDeltaMismatch", i, err)
+			}
+			if recv.Version() != "" {
+				t.Fatalf("case %d: the receiver still holds %s after a refused delta", i, recv.Version())
+			}
+			d.Rest.MissingClusters = d.Rest.MissingClusters[:len(d.Rest.MissingClusters)-1]
+			if _, err := recv.Apply(d); !errors.Is(err, snapshots.ErrDeltaMismatch) {
+				t.Fatalf("case %d: a delta with nothing held: %v, want ErrDeltaMismatch", i, err)
+			}
+			recv.Hold(next)
+			held = next
+			continue
+		}
+		got, err := recv.Apply(d)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if got.GetVersion() != next.GetVersion() || !proto.Equal(got, next) || recv.Version() != next.GetVersion() {
+			t.Fatalf("case %d: the receiver made %s, want %s", i, got.GetVersion(), next.GetVersion())
+		}
+		held = got
+	}
+}

@@ -1,8 +1,10 @@
 package snapshots
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -75,4 +77,22 @@ func ReflectObjectDigest(o *snapshotv1.Object) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// SameObject reports whether a and b hold the same content, everything
+// their digests cover (unknown fields included), and so have the same
+// digest: an agent that receives a whole snapshot again takes the digests
+// of the objects it held unchanged instead of computing them.
+func SameObject(a, b *snapshotv1.Object) bool {
+	if a == b {
+		return true
+	}
+	if a == nil || b == nil {
+		return false
+	}
+	return a.GetApiVersion() == b.GetApiVersion() && a.GetKind() == b.GetKind() &&
+		a.GetNamespace() == b.GetNamespace() && a.GetName() == b.GetName() &&
+		bytes.Equal(a.GetSpec(), b.GetSpec()) &&
+		maps.Equal(a.GetLabels(), b.GetLabels()) && maps.Equal(a.GetAnnotations(), b.GetAnnotations()) &&
+		(!hasUnknown(a) && !hasUnknown(b) || bytes.Equal(a.ProtoReflect().GetUnknown(), b.ProtoReflect().GetUnknown()))
 }

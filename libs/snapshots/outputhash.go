@@ -629,6 +629,11 @@ func fastOutputVersion(s *snapshotv1.OutputSnapshot, cache *outputCache, sealer 
 	for _, st := range s.GetStatuses() {
 		w.status(st)
 	}
+	return w.rest(s)
+}
+
+// rest hashes the fields of s after its statuses, and returns the version.
+func (w *hashWriter) rest(s *snapshotv1.OutputSnapshot) (version string, ok bool) {
 	for _, c := range s.GetIssuedCertificates() {
 		w.message(7, c)
 	}
@@ -647,6 +652,82 @@ func fastOutputVersion(s *snapshotv1.OutputSnapshot, cache *outputCache, sealer 
 	w.h.Write(w.buf)
 	var sum [sha256.Size]byte
 	return VersionPrefix + hex.EncodeToString(w.h.Sum(sum[:0])), true
+}
+
+// partsVersion is fastOutputVersion from the encodings of the objects
+// and statuses of s, as hashWriter.object and statusEncoding make them,
+// by index; a nil encoding is made and stored. An output that one delta
+// made from another shares all but the changed objects' and statuses'
+// encodings with it (DeltaReceiver). s must be sorted.
+func partsVersion(s *snapshotv1.OutputSnapshot, objEnc, stEnc [][]byte) (version string, ok bool) {
+	if !fastOutputOK || s == nil || len(objEnc) != len(s.GetObjects()) || len(stEnc) != len(s.GetStatuses()) {
+		return "", false
+	}
+	w := &hashWriter{h: sha256.New(), buf: make([]byte, 0, 40<<10), scratch: make([]byte, 0, 4<<10), ok: true, cache: &outputCache{}}
+	var (
+		keys  []string
+		arena []byte
+	)
+	// keep makes an encoding appended to arena its own slice; arena
+	// grows a chunk at a time so that the encodings of a whole output are
+	// a few allocations.
+	keep := func(enc func([]byte) []byte) []byte {
+		if cap(arena)-len(arena) < 4<<10 {
+			arena = make([]byte, 0, 256<<10)
+		}
+		start := len(arena)
+		arena = enc(arena)
+		return arena[start:len(arena):len(arena)]
+	}
+	w.buf = w.str(w.buf, 1, s.GetCluster())
+	for i, o := range s.GetObjects() {
+		if objEnc[i] == nil {
+			objEnc[i] = keep(func(b []byte) []byte { return w.object(b, o, &keys) })
+		}
+		w.buf = append(w.buf, objEnc[i]...)
+		w.flushIfLarge()
+	}
+	for i, st := range s.GetStatuses() {
+		if stEnc[i] == nil {
+			stEnc[i] = keep(func(b []byte) []byte { return w.statusEncoding(b, st) })
+		}
+		w.buf = append(w.buf, stEnc[i]...)
+		w.flushIfLarge()
+	}
+	if !w.ok {
+		return "", false
+	}
+	return w.rest(s)
+}
+
+// statusEncoding appends the encoding of field 5 holding s to b, the
+// bytes status hashes.
+func (w *hashWriter) statusEncoding(b []byte, s *snapshotv1.ResourceStatus) []byte {
+	if s == nil || len(s.ProtoReflect().GetUnknown()) > 0 {
+		w.ok = false
+		return b
+	}
+	gen := s.GetObservedGeneration()
+	size := strSize(1, s.GetApiVersion()) + strSize(2, s.GetKind()) + strSize(3, s.GetNamespace()) + strSize(4, s.GetName()) +
+		bytesSize(6, s.GetStatus())
+	if gen != 0 {
+		size += protowire.SizeTag(5) + protowire.SizeVarint(uint64(gen))
+	}
+	b = protowire.AppendTag(b, 5, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(size))
+	b = w.str(b, 1, s.GetApiVersion())
+	b = w.str(b, 2, s.GetKind())
+	b = w.str(b, 3, s.GetNamespace())
+	b = w.str(b, 4, s.GetName())
+	if gen != 0 {
+		b = protowire.AppendTag(b, 5, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(gen))
+	}
+	if st := s.GetStatus(); len(st) > 0 {
+		b = protowire.AppendTag(b, 6, protowire.BytesType)
+		b = protowire.AppendBytes(b, st)
+	}
+	return b
 }
 
 // CompareObjects orders the objects of an output as SortOutput does: by

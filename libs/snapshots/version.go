@@ -175,14 +175,7 @@ func SortOutput(s *snapshotv1.OutputSnapshot) {
 	if !strictlySorted(s.Objects) {
 		slices.SortFunc(s.Objects, CompareObjects)
 	}
-	slices.SortFunc(s.Statuses, func(a, b *snapshotv1.ResourceStatus) int {
-		return cmp.Or(
-			cmp.Compare(a.GetApiVersion(), b.GetApiVersion()),
-			cmp.Compare(a.GetKind(), b.GetKind()),
-			cmp.Compare(a.GetNamespace(), b.GetNamespace()),
-			cmp.Compare(a.GetName(), b.GetName()),
-		)
-	})
+	slices.SortFunc(s.Statuses, CompareStatuses)
 	slices.SortFunc(s.IssuedCertificates, func(a, b *snapshotv1.IssuedCertificate) int {
 		return cmp.Or(
 			cmp.Compare(a.GetMesh().GetNamespace(), b.GetMesh().GetNamespace()),

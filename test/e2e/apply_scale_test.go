@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshplane/meshplane/libs/kube/kubetest"
+	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/test/e2e/harness"
+	goredis "github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -124,4 +128,114 @@ func containsHost(obj map[string]any, host string) bool {
 	spec, _ := obj["spec"].(map[string]any)
 	h, _ := spec["host"].(string)
 	return h == host
+}
+
+// A delta that does not check out, with processes: distribution's index
+// of the version the agent holds is made to claim an object the agent
+// does not hold (Redis tampered with), so the next delta leaves that
+// object out. The agent process refuses the delta (counted), asks for the
+// whole snapshot, converges on it, and deletes nothing: every
+// DestinationRule keeps its UID.
+func TestAgentRefusesADeltaThatDoesNotCheckOut(t *testing.T) {
+	ctx, p, east, agentAdmin, redis := setupFaultsRedis(t)
+	alive := p.running()
+	rdb := redis.Client(t)
+	settled := func() {
+		t.Helper()
+		waitMetric(t, ctx, p.admin("distribution-1"), `meshplane_distribution_versions_behind{cluster="east"}`, "0", alive)
+	}
+	// newestIndex returns the newest version distribution kept an index
+	// of for east, and the index.
+	newestIndex := func() (string, snapshots.OutputIndex) {
+		t.Helper()
+		v, err := rdb.LIndex(ctx, "meshplane:{meshplane}:indexes:east", 0).Result()
+		if err != nil {
+			t.Fatalf("the newest output index of east: %v", err)
+		}
+		raw, err := rdb.Get(ctx, "meshplane:{meshplane}:index:east:"+v).Bytes()
+		if err != nil {
+			t.Fatalf("the output index of east version %s: %v", v, err)
+		}
+		idx, err := snapshots.DecodeIndex(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, idx
+	}
+	services := east.Clientset().CoreV1().Services(harness.BookinfoNamespace)
+	ratings, err := services.Get(ctx, "ratings", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "extra", Namespace: harness.BookinfoNamespace, Labels: ratings.Labels},
+		Spec:       corev1.ServiceSpec{Selector: ratings.Spec.Selector, Ports: ratings.Spec.Ports},
+	}
+
+	// A version with the Service's DestinationRule, then one without.
+	settled()
+	if _, err := services.Create(ctx, extra, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDR(t, ctx, east, "extra", alive)
+	settled()
+	_, with := newestIndex()
+	if err := services.Delete(ctx, "extra", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, ctx, east, "extra", alive)
+	settled()
+	held, without := newestIndex()
+
+	// The index of the version the agent holds now claims what the first
+	// one held too: the DestinationRule of the Service.
+	added := 0
+	for k, h := range with.Objects {
+		if _, ok := without.Objects[k]; !ok {
+			without.Objects[k] = h
+			added++
+		}
+	}
+	if added == 0 {
+		t.Fatal("the version with the Service holds no object the one without lacks")
+	}
+	if err := rdb.Set(ctx, "meshplane:{meshplane}:index:east:"+held, without.Encode(), goredis.KeepTTL).Err(); err != nil {
+		t.Fatal(err)
+	}
+	uids := destinationRuleUIDs(t, ctx, east)
+	refused0, _ := metric(ctx, agentAdmin, `meshplane_agent_deltas_total{outcome="refused"}`)
+	n0, _ := strconv.Atoi(refused0)
+
+	// The Service again: the delta from the tampered index leaves its
+	// DestinationRule out, and the agent refuses it.
+	if _, err := services.Create(ctx, extra, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	metricAtLeast(t, ctx, agentAdmin, `meshplane_agent_deltas_total{outcome="refused"}`, n0+1, alive)
+	waitDR(t, ctx, east, "extra", alive)
+	settled()
+	after := destinationRuleUIDs(t, ctx, east)
+	for name, uid := range uids {
+		if after[name] != uid {
+			t.Errorf("DestinationRule %s: UID %s -> %q: the refused delta deleted or replaced it", name, uid, after[name])
+		}
+	}
+	if len(after) != len(uids)+1 {
+		t.Errorf("%d DestinationRules after, want the %d before and extra's", len(after), len(uids))
+	}
+}
+
+// destinationRuleUIDs returns the UIDs of c's bookinfo DestinationRules by
+// name.
+func destinationRuleUIDs(t *testing.T, ctx context.Context, c *kubetest.Cluster) map[string]string {
+	t.Helper()
+	list, err := c.Dynamic().Resource(destinationRules).Namespace(harness.BookinfoNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, u := range list.Items {
+		out[u.GetName()] = string(u.GetUID())
+	}
+	return out
 }

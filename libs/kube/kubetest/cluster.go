@@ -507,6 +507,12 @@ func (c *Cluster) ConfigFor(user string, groups ...string) (*rest.Config, error)
 // EtcdURL returns the client URL of the cluster's etcd.
 func (c *Cluster) EtcdURL() string { return c.etcdURL }
 
+// PIDs returns the process IDs of etcd and kube-apiserver, for a
+// benchmark to read the CPU time they used from /proc.
+func (c *Cluster) PIDs() (etcd, apiserver int) {
+	return c.etcd.cmd.Process.Pid, c.apiserver.cmd.Process.Pid
+}
+
 // LogFiles returns the paths of the etcd and kube-apiserver logs. They are
 // removed by Stop unless Options.LogDir was set.
 func (c *Cluster) LogFiles() (etcd, apiserver string) { return c.etcdLog, c.apiserverLog }

@@ -38,13 +38,27 @@ type Syncer struct {
 	log        *slog.Logger
 	opts       ApplyOptions
 
-	// desired holds the latest snapshot's objects, and inCluster what the
-	// cluster holds of the owned objects as far as the syncer knows: from
-	// the view when it synced, then from its own writes and the view's
-	// changes. A delta can update both by key. Only the goroutine that
-	// runs Apply and observe uses them.
-	desired   map[domain.ObjectID]*domain.DesiredObject
+	// desired holds the latest snapshot's objects by identity, bySource
+	// by the object as received, and list in the snapshot's order.
+	// inCluster holds what the cluster holds of the owned objects as far
+	// as the syncer knows: from the view when it synced, then from its
+	// own writes and the view's changes. Only the goroutine that runs
+	// Apply and observe uses them.
+	desired   map[domain.ObjectID]*want
+	bySource  map[*snapshotv1.Object]*want
+	list      []*want
 	inCluster map[domain.ObjectID]domain.Applied
+	// settled says the last apply ran to its end, so that every object of
+	// desired is in inCluster with its digest and inCluster holds nothing
+	// else, but for the identities in pending (a write or delete that
+	// failed, a conflict, a held deletion, anything the view changed
+	// since). The next apply then looks only at the objects that changed
+	// and at pending, not at every object; without it, at everything.
+	settled bool
+	pending map[domain.ObjectID]struct{}
+	// gen numbers the applies: it marks the records a snapshot holds and
+	// those an apply looks at.
+	gen uint64
 	// suspect holds objects found changed by another field manager while
 	// no agent watched, to be counted as drift when written again.
 	suspect map[domain.ObjectID]string
@@ -85,7 +99,8 @@ func NewSyncer(relay Relay, applier Applier, metrics Metrics, log *slog.Logger) 
 	return &Syncer{
 		relay: relay, applier: applier, metrics: metrics, log: log, written: map[statusKey]string{},
 		opts:    ApplyOptions{Install: snapshots.DefaultInstall, Workers: DefaultApplyWorkers},
-		desired: map[domain.ObjectID]*domain.DesiredObject{}, inCluster: map[domain.ObjectID]domain.Applied{},
+		desired: map[domain.ObjectID]*want{}, bySource: map[*snapshotv1.Object]*want{},
+		inCluster: map[domain.ObjectID]domain.Applied{}, pending: map[domain.ObjectID]struct{}{},
 		suspect: map[domain.ObjectID]string{},
 	}
 }
@@ -263,12 +278,16 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 		}
 	}
 	start := time.Now()
-	desired := domain.Desire(snap.GetObjects(), s.opts.Install, s.opts.Cluster)
-	s.desired = make(map[domain.ObjectID]*domain.DesiredObject, len(desired))
-	for i := range desired {
-		s.desired[domain.ObjectIDOf(desired[i].Key)] = &desired[i]
+	look := s.desire(snap.GetObjects())
+	if !s.settled {
+		look = nil // every object
+	} else {
+		for id := range s.pending {
+			look[id] = struct{}{}
+		}
 	}
-	results, applied, failed, ok := s.applyDesired(ctx, desired)
+	s.settled, s.pending = false, map[domain.ObjectID]struct{}{}
+	results, applied, failed, ok := s.applyDesired(ctx, look)
 	if !ok {
 		// Nothing more is written, deleted or acknowledged: the new
 		// leader applies the snapshot in full.
@@ -279,11 +298,12 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 		s.log.Warn("apply aborted before garbage collection: no longer leading", "version", snap.GetVersion(), "applied", applied)
 		return false
 	}
-	gcResults, deleted, held, gcFailed, ok := s.collectGarbage(ctx, snap.GetMissingClusters())
+	gcResults, deleted, held, gcFailed, ok := s.collectGarbage(ctx, snap.GetMissingClusters(), look)
 	if !ok {
 		s.log.Warn("garbage collection aborted: no longer leading", "version", snap.GetVersion(), "deleted", deleted)
 		return false
 	}
+	s.settled = true
 	failed += gcFailed
 	results = append(results, gcResults...)
 
@@ -322,7 +342,7 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 	if held > 0 {
 		s.log.Warn("deletions held: the output was built without the inputs of expected clusters", "version", snap.GetVersion(), "held", held, "missing_clusters", snap.GetMissingClusters())
 	}
-	s.log.Info("applied output snapshot", "version", snap.GetVersion(), "objects", len(desired), "written", applied, "failed", failed, "deleted", deleted, "statuses_written", written, "duration", time.Since(start))
+	s.log.Info("applied output snapshot", "version", snap.GetVersion(), "objects", len(s.list), "looked_at", lookedAt(look, len(s.list)), "written", applied, "failed", failed, "deleted", deleted, "statuses_written", written, "duration", time.Since(start))
 	if err := s.relay.Ack(ctx, snap.GetVersion(), results); err != nil {
 		s.log.Warn("acknowledging failed", "version", snap.GetVersion(), "error", err)
 	}

@@ -22,6 +22,7 @@ func (s *Syncer) Sync(ctx context.Context) error {
 	}
 	s.inCluster = map[domain.ObjectID]domain.Applied{}
 	s.suspect = map[domain.ObjectID]string{}
+	s.settled = false
 	for _, l := range s.applier.Owned() {
 		id := domain.ObjectIDOf(l.Key)
 		rec := domain.AppliedFrom(l)
@@ -41,43 +42,134 @@ func ref(k domain.ObjectKey) *snapshotv1.ObjectRef {
 	return &snapshotv1.ObjectRef{ApiVersion: k.APIVersion, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name}
 }
 
+// want is an object of the latest snapshot as the syncer applies it.
+type want struct {
+	domain.DesiredObject
+	// source is the object as received: the next snapshot holds the same
+	// object when it was made from this one by a delta, and then reuses
+	// this record, digest included.
+	source *snapshotv1.Object
+	// applied is its APPLIED result, made once.
+	applied *snapshotv1.ApplyResult
+	// seen and look are the last applies whose snapshot held it and that
+	// looked at it.
+	seen, look uint64
+}
+
+// desire makes the objects of a new snapshot the desired ones, and
+// returns the identities whose desired object changed, appeared or went.
+// An object the last snapshot held too (the same message: a delta's
+// unchanged objects) keeps its record; one with the same identity and
+// content (a whole snapshot sent again) keeps its digest.
+func (s *Syncer) desire(objs []*snapshotv1.Object) map[domain.ObjectID]struct{} {
+	s.gen++
+	gen := s.gen
+	list := make([]*want, len(objs))
+	var misses []int
+	for i, o := range objs {
+		if w := s.bySource[o]; w != nil && w.seen != gen {
+			w.seen, list[i] = gen, w
+			continue
+		}
+		misses = append(misses, i)
+	}
+	changed := map[domain.ObjectID]struct{}{}
+	var made []domain.DesiredObject
+	if len(misses) > 0 {
+		fresh := make([]*snapshotv1.Object, len(misses))
+		for j, i := range misses {
+			fresh[j] = objs[i]
+		}
+		made = domain.DesireReusing(fresh, s.opts.Install, s.opts.Cluster, func(id domain.ObjectID) *domain.DesiredObject {
+			if w := s.desired[id]; w != nil {
+				return &w.DesiredObject
+			}
+			return nil
+		})
+		for j := range made {
+			id := domain.ObjectIDOf(made[j].Key)
+			if prev := s.desired[id]; prev == nil || prev.Digest != made[j].Digest || prev.seen == gen {
+				changed[id] = struct{}{}
+			}
+		}
+	}
+	for j, i := range misses {
+		w := &want{DesiredObject: made[j], source: objs[i], seen: gen}
+		w.applied = &snapshotv1.ApplyResult{Ref: ref(w.Key), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED}
+		s.desired[domain.ObjectIDOf(w.Key)] = w
+		s.bySource[objs[i]] = w
+		list[i] = w
+	}
+	for _, w := range s.list {
+		if w.seen != gen {
+			delete(s.bySource, w.source)
+			if id := domain.ObjectIDOf(w.Key); s.desired[id] == w {
+				// Not replaced by an object of the same identity: gone
+				// from the snapshot.
+				delete(s.desired, id)
+				changed[id] = struct{}{}
+			}
+		}
+	}
+	s.list = list
+	return changed
+}
+
+// lookedAt is the number of objects an apply looked at.
+func lookedAt(look map[domain.ObjectID]struct{}, all int) int {
+	if look == nil {
+		return all
+	}
+	return len(look)
+}
+
 // applyDesired writes the desired objects that the cluster does not hold
-// as they are, and returns a result for every object. ok is false when
-// leadership was lost: what was not written yet is left.
-func (s *Syncer) applyDesired(ctx context.Context, desired []domain.DesiredObject) (results []*snapshotv1.ApplyResult, written, failed int, ok bool) {
-	results = make([]*snapshotv1.ApplyResult, len(desired))
-	var todo []*domain.DesiredObject
-	for i := range desired {
-		d := &desired[i]
-		if rec, found := s.inCluster[domain.ObjectIDOf(d.Key)]; found && rec.Digest == d.Digest {
+// as they are, and returns a result for every object, in the snapshot's
+// order. It looks only at the identities in look, or at every object when
+// look is nil; the others are in the cluster as they are (settled). ok is
+// false when leadership was lost: what was not written yet is left.
+func (s *Syncer) applyDesired(ctx context.Context, look map[domain.ObjectID]struct{}) (results []*snapshotv1.ApplyResult, written, failed int, ok bool) {
+	for id := range look {
+		if w := s.desired[id]; w != nil {
+			w.look = s.gen
+		}
+	}
+	results = make([]*snapshotv1.ApplyResult, len(s.list))
+	var todo []int
+	for i, w := range s.list {
+		if look != nil && w.look != s.gen {
+			results[i] = w.applied
+			continue
+		}
+		id := domain.ObjectIDOf(w.Key)
+		if rec, found := s.inCluster[id]; found && rec.Digest == w.Digest {
 			// Only owned objects have a record: no need to ask the view.
-			results[i] = &snapshotv1.ApplyResult{Ref: ref(d.Key), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED}
+			results[i] = w.applied
 			continue
 		}
-		if live, found := s.applier.Get(d.Key); found && !live.Owned {
+		if live, found := s.applier.Get(w.Key); found && !live.Owned {
 			// A user's object: left alone, with no call to the API server.
-			results[i] = &snapshotv1.ApplyResult{Ref: ref(d.Key), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_CONFLICT,
-				Error: fmt.Sprintf("%v: %s has no ownership labels of this install and cluster", ErrConflict, d.Key)}
+			results[i] = &snapshotv1.ApplyResult{Ref: ref(w.Key), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_CONFLICT,
+				Error: fmt.Sprintf("%v: %s has no ownership labels of this install and cluster", ErrConflict, w.Key)}
 			failed++
+			s.pending[id] = struct{}{}
 			continue
 		}
-		todo = append(todo, d)
+		todo = append(todo, i)
 	}
 	// Written in dependency order; the results stay in the output's.
-	order := slices.Clone(todo)
+	order := make([]*domain.DesiredObject, len(todo))
+	for j, i := range todo {
+		order[j] = &s.list[i].DesiredObject
+	}
 	domain.SortForApply(order)
 	at := make(map[*domain.DesiredObject]int, len(order))
-	for i, d := range order {
-		at[d] = i
+	for j, d := range order {
+		at[d] = j
 	}
 	outcomes, ok := s.write(ctx, order)
-	j := 0
-	for i := range results {
-		if results[i] != nil {
-			continue
-		}
-		r := outcomes[at[todo[j]]]
-		j++
+	for _, i := range todo {
+		r := outcomes[at[&s.list[i].DesiredObject]]
 		if r == nil {
 			continue // not written: leadership was lost
 		}
@@ -86,6 +178,7 @@ func (s *Syncer) applyDesired(ctx context.Context, desired []domain.DesiredObjec
 			written++
 		} else {
 			failed++
+			s.pending[domain.ObjectIDOf(s.list[i].Key)] = struct{}{}
 		}
 	}
 	if !ok {
@@ -146,12 +239,24 @@ func (s *Syncer) corrected(key domain.ObjectKey, reason, manager string) {
 
 // collectGarbage deletes the owned objects that the latest snapshot no
 // longer holds, in reverse dependency order; with missing clusters it
-// holds them instead. ok is false when leadership was lost.
-func (s *Syncer) collectGarbage(ctx context.Context, missing []string) (results []*snapshotv1.ApplyResult, deleted, held, failed int, ok bool) {
+// holds them instead. It looks only at the identities in look, or at
+// every record when look is nil (see applyDesired). ok is false when
+// leadership was lost.
+func (s *Syncer) collectGarbage(ctx context.Context, missing []string, look map[domain.ObjectID]struct{}) (results []*snapshotv1.ApplyResult, deleted, held, failed int, ok bool) {
 	var obsolete []domain.ObjectKey
-	for id, rec := range s.inCluster {
-		if _, want := s.desired[id]; !want {
-			obsolete = append(obsolete, rec.Key)
+	if look == nil {
+		for id, rec := range s.inCluster {
+			if _, want := s.desired[id]; !want {
+				obsolete = append(obsolete, rec.Key)
+			}
+		}
+	} else {
+		for id := range look {
+			if rec, had := s.inCluster[id]; had {
+				if _, want := s.desired[id]; !want {
+					obsolete = append(obsolete, rec.Key)
+				}
+			}
 		}
 	}
 	domain.SortForDelete(obsolete)
@@ -161,6 +266,7 @@ func (s *Syncer) collectGarbage(ctx context.Context, missing []string) (results 
 		// cluster's input arrives.
 		for _, k := range obsolete {
 			results = append(results, &snapshotv1.ApplyResult{Ref: ref(k), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_DELETION_HELD})
+			s.pending[domain.ObjectIDOf(k)] = struct{}{}
 		}
 		if len(obsolete) > 0 {
 			s.log.Warn("deletions held: the output was built without the inputs of expected clusters", "held", len(obsolete), "missing_clusters", missing)
@@ -195,6 +301,7 @@ func (s *Syncer) collectGarbage(ctx context.Context, missing []string) (results 
 			delete(s.inCluster, domain.ObjectIDOf(obsolete[i]))
 		} else {
 			failed++
+			s.pending[domain.ObjectIDOf(obsolete[i])] = struct{}{}
 		}
 	}
 	return results, deleted, 0, failed, ok
@@ -258,8 +365,13 @@ func (s *Syncer) observe(ctx context.Context) bool {
 	for _, ch := range s.applier.TakeChanges() {
 		l := ch.Object
 		id := domain.ObjectIDOf(l.Key)
+		// Whatever the change, the next apply looks at this object.
+		s.pending[id] = struct{}{}
 		rec, had := s.inCluster[id]
-		d := s.desired[id]
+		var d *domain.DesiredObject
+		if w := s.desired[id]; w != nil {
+			d = &w.DesiredObject
+		}
 		if ch.Gone || !l.Owned {
 			if !had || rec.UID != l.UID {
 				continue // not Meshplane's, or an object replaced since

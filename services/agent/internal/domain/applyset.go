@@ -30,16 +30,34 @@ type DesiredObject struct {
 // collection trusts them. The digests are computed on every core: an
 // output holds tens of thousands of objects.
 func Desire(objs []*snapshotv1.Object, install, cluster string) []DesiredObject {
-	ordered := objs
-	out := make([]DesiredObject, len(ordered))
-	workers := min(runtime.GOMAXPROCS(0), max(1, len(ordered)/256))
+	return DesireReusing(objs, install, cluster, nil)
+}
+
+// DesireReusing is Desire taking the digest of an object from prev, when
+// prev has an object of the same identity and the same content
+// (snapshots.SameObject), instead of computing it: comparing costs a
+// fraction of digesting. prev may be nil; it is called from several
+// goroutines at once.
+func DesireReusing(objs []*snapshotv1.Object, install, cluster string, prev func(ObjectID) *DesiredObject) []DesiredObject {
+	out := make([]DesiredObject, len(objs))
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(objs)/256))
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			var d snapshots.ObjectDigester
-			for i := w; i < len(ordered); i += workers {
-				o := owned(ordered[i], install, cluster)
-				out[i] = DesiredObject{Object: o, Key: KeyOf(o), Digest: d.Digest(o), Rank: ApplyRank(o)}
+			for i := w; i < len(objs); i += workers {
+				o := owned(objs[i], install, cluster)
+				key := KeyOf(o)
+				digest := ""
+				if prev != nil {
+					if p := prev(ObjectIDOf(key)); p != nil && snapshots.SameObject(p.Object, o) {
+						digest = p.Digest
+					}
+				}
+				if digest == "" {
+					digest = d.Digest(o)
+				}
+				out[i] = DesiredObject{Object: o, Key: key, Digest: digest, Rank: ApplyRank(o)}
 			}
 		})
 	}

@@ -64,9 +64,9 @@ type Relay struct {
 	cur atomic.Int64
 
 	// held is the last snapshot a watch returned, which the agent holds in
-	// full: deltas are asked for from it. Nil at start and after a delta
-	// that did not check out.
-	held atomic.Pointer[snapshotv1.OutputSnapshot]
+	// full: deltas are asked for from it and applied to it. It holds none
+	// at start and after a delta that did not check out.
+	held snapshots.DeltaReceiver
 	// noDeltas asks for whole snapshots only.
 	noDeltas bool
 	// onDelta observes each delta received: applied, or refused because it
@@ -179,8 +179,8 @@ func (r *Relay) Watch(ctx context.Context, have string) (app.WatchStream, error)
 	var errs []error
 	for _, i := range r.order() {
 		req := &distributionv1.WatchRequest{Version: have, AgentVersion: r.agentVersion, AcceptDelta: !r.noDeltas}
-		if base := r.held.Load(); base != nil && !r.noDeltas {
-			req.DeltaBase = base.GetVersion()
+		if !r.noDeltas {
+			req.DeltaBase = r.held.Version()
 		}
 		s, err := r.dists[i].Watch(ctx, connect.NewRequest(req))
 		if err == nil {
@@ -225,34 +225,20 @@ func (w *watchStream) Receive() (*snapshotv1.OutputSnapshot, error) {
 	}
 	msg := w.s.Msg()
 	if d := msg.GetDelta(); d != nil && msg.GetSnapshot() == nil {
-		s, err := w.applyDelta(d)
+		// A delta that does not check out leaves nothing held: the next
+		// watch asks for the whole snapshot.
+		s, err := w.relay.held.Apply(d)
 		if w.relay.onDelta != nil {
 			w.relay.onDelta(err == nil)
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("delta to version %s: %w", d.GetVersion(), err)
 		}
-		w.relay.held.Store(s)
 		return s, nil
 	}
 	s := msg.GetSnapshot()
 	if s != nil {
-		w.relay.held.Store(s)
-	}
-	return s, nil
-}
-
-func (w *watchStream) applyDelta(d *snapshotv1.OutputDelta) (*snapshotv1.OutputSnapshot, error) {
-	base := w.relay.held.Load()
-	if base == nil {
-		w.relay.held.Store(nil)
-		return nil, fmt.Errorf("%w: it is from version %s, and the agent holds no whole snapshot", snapshots.ErrDeltaMismatch, d.GetBaseVersion())
-	}
-	s, err := snapshots.ApplyDelta(base, d)
-	if err != nil {
-		// Ask for the whole snapshot next.
-		w.relay.held.Store(nil)
-		return nil, fmt.Errorf("delta to version %s: %w", d.GetVersion(), err)
+		w.relay.held.Hold(s)
 	}
 	return s, nil
 }

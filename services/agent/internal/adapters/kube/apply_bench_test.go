@@ -2,13 +2,13 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -69,6 +69,17 @@ func referenceOutputs(b *testing.B) (base, edited []byte) {
 	return base, edited
 }
 
+// encodeDelta returns the wire encoding of the delta distribution sends
+// an agent that holds from for the version to.
+func encodeDelta(b *testing.B, from, to *snapshotv1.OutputSnapshot) []byte {
+	d, _ := snapshots.Diff(from.GetVersion(), snapshots.IndexOutput(from), to)
+	raw, err := proto.Marshal(d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return raw
+}
+
 // decode decodes an output as the agent gets it off the wire: a new
 // message each time.
 func decode(b *testing.B, raw []byte) *snapshotv1.OutputSnapshot {
@@ -84,17 +95,22 @@ func decode(b *testing.B, raw []byte) *snapshotv1.OutputSnapshot {
 // real kube-apiserver and etcd, with the agent's default budget, and
 // reports:
 //
-//   - first-apply-objects/s: (a) the first apply to an empty cluster;
-//   - edit-p50-ms, edit-p99-ms: (b) one TrafficPolicy edit, from Apply
-//     receiving the output to the changed objects readable in the API
-//     server (a GET that returns the new digest), over 100 edits;
+//   - first-apply-objects/s: (a) the first apply to an empty cluster,
+//     from the whole output's bytes; first-apply-{agent,apiserver,etcd}-cpu-s:
+//     the CPU time each process used meanwhile;
+//   - edit-p50-ms, edit-p99-ms: (b) one TrafficPolicy edit, from the
+//     delta's bytes (as distribution sends it by default) to the changed
+//     objects readable in the API server (a GET that returns the new
+//     digest), over 100 edits: decoding, making and checking the new
+//     version (snapshots.DeltaReceiver, as the relay does), and the apply;
 //   - restart-writes, restart-to-ack-s: (c) a new agent with nothing
 //     changed: writes the API server served (must be 0), and the time from
 //     its start to its acknowledgement;
 //   - restore-100-deleted-s: (d) the time from a user deleting 100 owned
 //     objects until all are back;
-//   - peak-heap-B, VmHWM-B, live-heap-B: (e) this process's peak heap and
-//     resident set, and its live heap after a collection at the end.
+//   - agent-VmHWM-B: (e) the peak resident set of the agent of (a) and
+//     (b), which runs in a process of its own (applyChild); peak-heap-B
+//     and live-heap-B are this process's, for comparison.
 //
 // Each phase runs once per benchmark run; report medians over -count:
 //
@@ -131,61 +147,91 @@ func benchApplyReference(b *testing.B, baseRaw, editedRaw []byte) {
 		b.Fatal(err)
 	}
 	newAgent := func(relay app.Relay) *app.Syncer {
-		s := app.NewSyncer(relay, NewApplier(dyn, md, c.Mapper(), install, base.GetCluster()), nil, nopLog)
+		// A new mapper, as a new agent process has: the cluster's own was
+		// filled before the CRDs were served.
+		mapper, err := newMapper(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := app.NewSyncer(relay, NewApplier(dyn, md, mapper, install, base.GetCluster()), nil, nopLog)
 		s.SetApplyOptions(app.ApplyOptions{Install: install, Cluster: base.GetCluster(), Workers: benchWorkers})
 		return s
 	}
-	peak := samplePeakHeap()
 
-	// (a) The first apply.
-	agentCtx, stopAgent := context.WithCancel(ctx)
-	s := newAgent(&ackRelay{})
-	start := time.Now()
-	if err := s.Sync(agentCtx); err != nil {
-		b.Fatal(err)
-	}
-	if !s.Apply(agentCtx, base) {
-		b.Fatal("the first apply failed")
-	}
-	first := time.Since(start)
-	b.ReportMetric(float64(len(base.GetObjects()))/first.Seconds(), "first-apply-objects/s")
-
-	// (b) One TrafficPolicy edit, back and forth.
-	changed := changedObjects(base, decode(b, editedRaw))
-	if len(changed) == 0 {
+	// (a), (b) and (e): the agent in a child process (applyChild).
+	edited := decode(b, editedRaw)
+	if len(changedObjects(base, edited)) == 0 {
 		b.Fatal("the edit changes no object")
 	}
-	var lat []time.Duration
-	for i := range benchEdits {
-		raw := editedRaw
-		if i%2 == 1 {
-			raw = baseRaw
-		}
-		snap := decode(b, raw)
-		want := wantDigests(snap, changed)
-		start := time.Now()
-		if !s.Apply(agentCtx, snap) {
-			b.Fatal("an edit's apply failed")
-		}
-		for _, k := range changed {
-			if got := readDigest(b, dyn, k); got != want[k] {
-				b.Fatalf("%s: digest %q after the edit, want %q", k, got, want[k])
-			}
-		}
-		lat = append(lat, time.Since(start))
+	dir := b.TempDir()
+	kubeconfig, err := os.ReadFile(c.Kubeconfig())
+	if err != nil {
+		b.Fatal(err)
 	}
-	slices.Sort(lat)
-	b.ReportMetric(ms(lat[len(lat)/2]), "edit-p50-ms")
-	b.ReportMetric(ms(lat[len(lat)*99/100]), "edit-p99-ms")
-	stopAgent()
+	for name, data := range map[string][]byte{
+		"kubeconfig": kubeconfig, "cluster": []byte(base.GetCluster()), "base.pb": baseRaw,
+		"delta0.pb": encodeDelta(b, base, edited), "delta1.pb": encodeDelta(b, edited, base),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	edited = nil
+	etcdPID, apiserverPID := c.PIDs()
+	cpu := func() (etcd, apiserver float64) {
+		var err1, err2 error
+		etcd, err1 = procCPUSeconds(etcdPID)
+		apiserver, err2 = procCPUSeconds(apiserverPID)
+		if err := errors.Join(err1, err2); err != nil {
+			b.Fatal(err)
+		}
+		return etcd, apiserver
+	}
+	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), applyChildEnv+"="+dir)
+	if limit := os.Getenv("MESHPLANE_APPLY_AGENT_GOMEMLIMIT"); limit != "" {
+		// The agent's soft memory limit, as its chart sets it.
+		child.Env = append(child.Env, "GOMEMLIMIT="+limit)
+	}
+	child.Stderr = os.Stderr
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	etcd0, apiserver0 := cpu()
+	if err := child.Start(); err != nil {
+		b.Fatal(err)
+	}
+	var etcd1, apiserver1 float64
+	got, err := childMetrics(stdout, func(name string) {
+		if name == "first-apply-cpu-s" {
+			etcd1, apiserver1 = cpu()
+		}
+	})
+	if werr := child.Wait(); werr != nil || err != nil {
+		b.Fatalf("the agent's process: %v %v", werr, err)
+	}
+	for _, name := range []string{"first-apply-s", "first-apply-cpu-s", "edit-p50-ms", "edit-p99-ms", "VmHWM-B"} {
+		if _, ok := got[name]; !ok {
+			b.Fatalf("the agent's process reported no %s", name)
+		}
+	}
+	b.ReportMetric(float64(len(base.GetObjects()))/got["first-apply-s"], "first-apply-objects/s")
+	b.ReportMetric(got["first-apply-cpu-s"], "first-apply-agent-cpu-s")
+	b.ReportMetric(apiserver1-apiserver0, "first-apply-apiserver-cpu-s")
+	b.ReportMetric(etcd1-etcd0, "first-apply-etcd-cpu-s")
+	b.ReportMetric(got["edit-p50-ms"], "edit-p50-ms")
+	b.ReportMetric(got["edit-p99-ms"], "edit-p99-ms")
+	b.ReportMetric(got["VmHWM-B"], "agent-VmHWM-B")
+	peak := samplePeakHeap()
 
 	// (c) A restart with nothing changed (the last edit left the base).
 	before := outputWrites(b, c)
 	relay := &streamRelay{snap: decode(b, baseRaw), acks: make(chan []*snapshotv1.ApplyResult, 4)}
-	agentCtx, stopAgent = context.WithCancel(ctx)
+	agentCtx, stopAgent := context.WithCancel(ctx)
 	defer stopAgent()
-	start = time.Now()
-	s = newAgent(relay)
+	start := time.Now()
+	s := newAgent(relay)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(agentCtx) }()
 	defer func() { stopAgent(); <-done }()
@@ -235,18 +281,14 @@ func benchApplyReference(b *testing.B, baseRaw, editedRaw []byte) {
 	}
 	b.ReportMetric(time.Since(start).Seconds(), "restore-100-deleted-s")
 
-	// (e) Memory. The peak heap and resident set include this benchmark's
-	// own work (it decodes the output 100 times for the edits, and holds
-	// it encoded); the live heap after a collection is the agent's state
-	// (its view, applied set and latest output) plus the encoded outputs.
+	// This process's memory, for comparison with the agent's own
+	// (agent-VmHWM-B): it holds the encoded outputs, and the phases (c)
+	// and (d) agent's state.
 	b.ReportMetric(float64(peak()), "peak-heap-B")
 	runtime.GC()
 	live := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	metrics.Read(live)
 	b.ReportMetric(float64(live[0].Value.Uint64()), "live-heap-B")
-	if hwm := procVmHWM(); hwm > 0 {
-		b.ReportMetric(float64(hwm), "VmHWM-B")
-	}
 	b.ReportMetric(float64(len(base.GetObjects())), "objects")
 	b.StartTimer()
 }
@@ -270,30 +312,6 @@ func changedObjects(a, b *snapshotv1.OutputSnapshot) []domain.ObjectKey {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out
-}
-
-func wantDigests(snap *snapshotv1.OutputSnapshot, keys []domain.ObjectKey) map[domain.ObjectKey]string {
-	out := map[domain.ObjectKey]string{}
-	for _, d := range domain.Desire(snap.GetObjects(), install, snap.GetCluster()) {
-		if slices.Contains(keys, d.Key) {
-			out[d.Key] = d.Digest
-		}
-	}
-	return out
-}
-
-func readDigest(b *testing.B, dyn dynamic.Interface, k domain.ObjectKey) string {
-	for _, ok := range outputKinds {
-		if ok.kind == k.Kind {
-			u, err := dyn.Resource(ok.gvr).Namespace(k.Namespace).Get(b.Context(), k.Name, metav1.GetOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			return u.GetAnnotations()[snapshots.AnnotationDigest]
-		}
-	}
-	b.Fatalf("no output kind %s", k.Kind)
-	return ""
 }
 
 // samplePeakHeap samples the heap in use every 5 ms until the returned

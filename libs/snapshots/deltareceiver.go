@@ -1,0 +1,216 @@
+package snapshots
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+)
+
+// DeltaReceiver holds the whole output snapshot an agent received last and
+// makes the next version from a delta, as ApplyDelta does, with the same
+// check: the state it makes must hash to the version the delta names, or
+// it is refused, and the receiver then holds nothing (the agent asks for
+// the whole snapshot). What it computed for the version it holds is kept
+// for the next one, which shares all but the changed objects and
+// statuses: their key hashes, and the bytes each one adds to the content
+// hash (for an object, with its body digest). So a delta that changes one
+// object of 21,000 costs hashing the output's encoding from those bytes,
+// not encoding and digesting every object again. The zero value holds
+// nothing; it is safe for concurrent use.
+type DeltaReceiver struct {
+	mu   sync.Mutex
+	held *snapshotv1.OutputSnapshot
+	// objects and statuses index the held snapshot by key hash, and
+	// objEnc and stEnc hold the encodings of its objects and statuses in
+	// its order (nil when the fast encoding does not cover it); nil until
+	// the first delta from it.
+	objects       map[uint64]*snapshotv1.Object
+	statuses      map[uint64]*snapshotv1.ResourceStatus
+	objEnc, stEnc [][]byte
+}
+
+// Hold makes s, a whole snapshot, the one deltas apply to.
+func (r *DeltaReceiver) Hold(s *snapshotv1.OutputSnapshot) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hold(s)
+}
+
+func (r *DeltaReceiver) hold(s *snapshotv1.OutputSnapshot) {
+	r.held, r.objects, r.statuses, r.objEnc, r.stEnc = s, nil, nil, nil, nil
+}
+
+// Drop forgets the held snapshot: the next delta is refused.
+func (r *DeltaReceiver) Drop() { r.Hold(nil) }
+
+// Version returns the version of the held snapshot, "" when none.
+func (r *DeltaReceiver) Version() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held.GetVersion()
+}
+
+// Apply makes the version d names from the held snapshot and holds it.
+// An error wraps ErrDeltaMismatch, and the receiver then holds nothing.
+// The result shares the held snapshot's objects and statuses and d's,
+// none of which may be modified.
+func (r *DeltaReceiver) Apply(d *snapshotv1.OutputDelta) (*snapshotv1.OutputSnapshot, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out, err := r.apply(d)
+	if err != nil {
+		r.hold(nil)
+		return nil, err
+	}
+	return out, nil
+}
+
+func (r *DeltaReceiver) apply(d *snapshotv1.OutputDelta) (*snapshotv1.OutputSnapshot, error) {
+	base := r.held
+	if base == nil {
+		return nil, fmt.Errorf("%w: it is from version %s, and no whole snapshot is held", ErrDeltaMismatch, d.GetBaseVersion())
+	}
+	if err := checkDelta(base, d); err != nil {
+		return nil, err
+	}
+	if r.objects == nil {
+		r.objects = make(map[uint64]*snapshotv1.Object, len(base.GetObjects()))
+		for _, o := range base.GetObjects() {
+			r.objects[ObjectKeyHash(o)] = o
+		}
+		r.statuses = make(map[uint64]*snapshotv1.ResourceStatus, len(base.GetStatuses()))
+		for _, s := range base.GetStatuses() {
+			r.statuses[StatusKeyHash(s)] = s
+		}
+	}
+	objs, objFrom, objKeys := mergeSorted(base.GetObjects(), d.GetObjects(), d.GetRemovedObjects(), r.objects, ObjectKeyHash, CompareObjects)
+	sts, stFrom, stKeys := mergeSorted(base.GetStatuses(), d.GetStatuses(), d.GetRemovedStatuses(), r.statuses, StatusKeyHash, CompareStatuses)
+	out := ShallowCopy(d.GetRest())
+	out.Objects, out.Statuses = objs, sts
+	// In order already, unless the base was not or the delta holds two
+	// objects of one key; then it is sorted and hashed from scratch.
+	var objEnc, stEnc [][]byte
+	v, ok := "", false
+	if strictlySorted(objs) && statusesStrictlySorted(sts) {
+		objEnc, stEnc = reuse(r.objEnc, objFrom), reuse(r.stEnc, stFrom)
+		v, ok = partsVersion(out, objEnc, stEnc)
+	}
+	if !ok {
+		objEnc, stEnc = nil, nil
+		SortOutput(out)
+		v = OutputVersion(out)
+	}
+	if v != d.GetVersion() {
+		return nil, fmt.Errorf("%w: the state it makes from %s is version %s, not %s", ErrDeltaMismatch, base.GetVersion(), v, d.GetVersion())
+	}
+	out.Version = v
+	for _, k := range d.GetRemovedObjects() {
+		delete(r.objects, k)
+	}
+	for i, o := range d.GetObjects() {
+		r.objects[objKeys[i]] = o
+	}
+	for _, k := range d.GetRemovedStatuses() {
+		delete(r.statuses, k)
+	}
+	for i, s := range d.GetStatuses() {
+		r.statuses[stKeys[i]] = s
+	}
+	r.held, r.objEnc, r.stEnc = out, objEnc, stEnc
+	return out, nil
+}
+
+// reuse returns the encodings of a merged list: those of the base
+// elements it holds, nil for the others. held may be nil (none known).
+func reuse(held [][]byte, from []int) [][]byte {
+	out := make([][]byte, len(from))
+	if held == nil {
+		return out
+	}
+	for i, j := range from {
+		if j >= 0 {
+			out[i] = held[j]
+		}
+	}
+	return out
+}
+
+func statusesStrictlySorted(sts []*snapshotv1.ResourceStatus) bool {
+	for i := 1; i < len(sts); i++ {
+		if CompareStatuses(sts[i-1], sts[i]) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// checkDelta checks what ApplyDelta checks before it merges.
+func checkDelta(base *snapshotv1.OutputSnapshot, d *snapshotv1.OutputDelta) error {
+	if base.GetVersion() != d.GetBaseVersion() || base.GetVersion() == "" {
+		return fmt.Errorf("%w: it is from version %q, the agent holds %q", ErrDeltaMismatch, d.GetBaseVersion(), base.GetVersion())
+	}
+	if d.GetRest() == nil || d.GetVersion() == "" {
+		return fmt.Errorf("%w: it has no version or no rest", ErrDeltaMismatch)
+	}
+	if d.GetRest().GetCluster() != base.GetCluster() {
+		return fmt.Errorf("%w: it is for cluster %q, the base for %q", ErrDeltaMismatch, d.GetRest().GetCluster(), base.GetCluster())
+	}
+	return nil
+}
+
+// mergeSorted returns base, which is in cmp order, without the removed
+// keys and the keys of changed, plus changed, in cmp order; byKey indexes
+// base by key hash. It also returns, per element of the result, its
+// index in base or -1 for one of changed, and the key hashes of changed.
+func mergeSorted[T comparable](base, changed []T, removed []uint64, byKey map[uint64]T, key func(T) uint64, cmp func(a, b T) int) (out []T, from []int, keys []uint64) {
+	drop := make(map[T]bool, len(removed)+len(changed))
+	for _, k := range removed {
+		if b, ok := byKey[k]; ok {
+			drop[b] = true
+		}
+	}
+	keys = make([]uint64, len(changed))
+	for i, c := range changed {
+		keys[i] = key(c)
+		if b, ok := byKey[keys[i]]; ok {
+			drop[b] = true
+		}
+	}
+	add := slices.Clone(changed)
+	slices.SortStableFunc(add, cmp)
+	out = make([]T, 0, len(base)+len(changed))
+	from = make([]int, 0, len(base)+len(changed))
+	j := 0
+	for i, b := range base {
+		if len(drop) > 0 && drop[b] {
+			continue
+		}
+		for j < len(add) && cmp(add[j], b) < 0 {
+			out, from = append(out, add[j]), append(from, -1)
+			j++
+		}
+		out, from = append(out, b), append(from, i)
+	}
+	for ; j < len(add); j++ {
+		out, from = append(out, add[j]), append(from, -1)
+	}
+	return out, from, keys
+}
+
+// CompareStatuses orders the statuses of an output as SortOutput does: by
+// API version, kind, namespace and name of their resource.
+func CompareStatuses(a, b *snapshotv1.ResourceStatus) int {
+	if c := strings.Compare(a.GetApiVersion(), b.GetApiVersion()); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.GetKind(), b.GetKind()); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.GetNamespace(), b.GetNamespace()); c != 0 {
+		return c
+	}
+	return strings.Compare(a.GetName(), b.GetName())
+}
