@@ -274,7 +274,7 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 		// Only its push stream is used: watches and acks go through relay.
 		pusher.FailOverTo(connectrpc.NewRelay(ic, dists, platform.Version))
 	}
-	syncer := app.NewSyncer(relay, kubeadapter.NewApplier(dyn, clients.Metadata, mapper, a.cfg.Install, a.cfg.Cluster), a.metrics, a.log)
+	syncer := app.NewSyncer(relay, kubeadapter.NewApplier(clients.Metadata, mapper, a.cfg.Install, a.cfg.Cluster), a.metrics, a.log)
 	syncer.SetApplyOptions(app.ApplyOptions{Install: a.cfg.Install, Cluster: a.cfg.Cluster, Workers: a.cfg.ApplyWorkers})
 	syncer.SetStatusWriter(kubeadapter.NewStatusWriter(dyn, mapper))
 	syncer.SetLeadership(lead)

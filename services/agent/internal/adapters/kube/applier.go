@@ -14,10 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -46,7 +44,6 @@ var outputKinds = []outputKind{
 // object of those kinds, not only Meshplane's, so that a user's object of
 // the same name is found without a read.
 type Applier struct {
-	dyn     dynamic.Interface
 	md      metadata.Interface
 	mapper  meta.RESTMapper
 	install string
@@ -67,9 +64,9 @@ var (
 )
 
 // NewApplier returns an applier for this install and cluster.
-func NewApplier(dyn dynamic.Interface, md metadata.Interface, mapper meta.RESTMapper, install, cluster string) *Applier {
+func NewApplier(md metadata.Interface, mapper meta.RESTMapper, install, cluster string) *Applier {
 	return &Applier{
-		dyn: dyn, md: md, mapper: mapper, install: install, cluster: cluster,
+		md: md, mapper: mapper, install: install, cluster: cluster,
 		pending: map[domain.ObjectID]app.ObjectChange{}, changed: make(chan struct{}, 1),
 	}
 }
@@ -312,7 +309,10 @@ func (a *Applier) Apply(ctx context.Context, d domain.DesiredObject, live *domai
 	if err != nil {
 		return domain.LiveObject{}, err
 	}
-	client := a.dyn.Resource(gvr).Namespace(o.GetNamespace())
+	// The metadata client: the API server answers with the object's
+	// metadata only, which is all the applier keeps, rather than the whole
+	// object for the agent to decode and drop.
+	client := a.md.Resource(gvr).Namespace(o.GetNamespace())
 	annotations := make(map[string]string, len(o.GetAnnotations())+1)
 	maps.Copy(annotations, o.GetAnnotations())
 	annotations[snapshots.AnnotationDigest] = d.Digest
@@ -335,7 +335,7 @@ func (a *Applier) Apply(ctx context.Context, d domain.DesiredObject, live *domai
 	return a.live(a.kindOf(gvr.Group, o.GetKind()), got), nil
 }
 
-func (a *Applier) patch(ctx context.Context, client dynamic.ResourceInterface, body applyBody, force bool) (*metav1.ObjectMeta, error) {
+func (a *Applier) patch(ctx context.Context, client metadata.ResourceInterface, body applyBody, force bool) (*metav1.ObjectMeta, error) {
 	data, err := json.Marshal(body)
 	if err != nil {
 		return nil, fmt.Errorf("encode: %w", err)
@@ -344,12 +344,12 @@ func (a *Applier) patch(ctx context.Context, client dynamic.ResourceInterface, b
 	if err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
-	return objectMeta(got), nil
+	return &got.ObjectMeta, nil
 }
 
 // settle reads an object whose apply conflicted, and applies it again when
 // it is Meshplane's.
-func (a *Applier) settle(ctx context.Context, client dynamic.ResourceInterface, key domain.ObjectKey, body applyBody) (*metav1.ObjectMeta, error) {
+func (a *Applier) settle(ctx context.Context, client metadata.ResourceInterface, key domain.ObjectKey, body applyBody) (*metav1.ObjectMeta, error) {
 	existing, err := client.Get(ctx, key.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -369,14 +369,6 @@ func (a *Applier) conflict(key domain.ObjectKey) error {
 		snapshots.LabelManagedBy, a.install, snapshots.LabelCluster, a.cluster)
 }
 
-func objectMeta(u *unstructured.Unstructured) *metav1.ObjectMeta {
-	m := &metav1.ObjectMeta{
-		Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
-		Generation: u.GetGeneration(), Labels: u.GetLabels(), Annotations: u.GetAnnotations(), ManagedFields: u.GetManagedFields(),
-	}
-	return m
-}
-
 // Delete implements app.Applier: an owned object, only while it is the
 // object live describes. One already gone is not an error.
 func (a *Applier) Delete(ctx context.Context, live domain.LiveObject) error {
@@ -387,7 +379,7 @@ func (a *Applier) Delete(ctx context.Context, live domain.LiveObject) error {
 	if err != nil {
 		return err
 	}
-	client := a.dyn.Resource(gvr).Namespace(live.Key.Namespace)
+	client := a.md.Resource(gvr).Namespace(live.Key.Namespace)
 	for attempt := 0; ; attempt++ {
 		pre := &metav1.Preconditions{}
 		if live.UID != "" {

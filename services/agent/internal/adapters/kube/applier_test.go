@@ -113,7 +113,7 @@ func TestApplier(t *testing.T) {
 	c := kubetest.Start(t, kubetest.Options{Name: "east"})
 	createNamespace(t, c.Clientset(), ns)
 	dyn := c.Dynamic()
-	a := NewApplier(dyn, metadataClient(t, c), c.Mapper(), install, "east")
+	a := NewApplier(metadataClient(t, c), c.Mapper(), install, "east")
 	apply := func(t *testing.T, obj *snapshotv1.Object) error {
 		t.Helper()
 		return applyVia(t, a, obj, install, "east")
@@ -303,7 +303,7 @@ spec: {host: reviews.staging.example}
 			return slices.Equal(ownedKeys(a), want), nil
 		}, "Owned = %v, want %v", ownedKeys(a), want)
 		// Another cluster's agent of the same install sees only its own.
-		westA := NewApplier(dyn, metadataClient(t, c), c.Mapper(), install, "west")
+		westA := NewApplier(metadataClient(t, c), c.Mapper(), install, "west")
 		if err := westA.Sync(t.Context()); err != nil {
 			t.Fatal(err)
 		}

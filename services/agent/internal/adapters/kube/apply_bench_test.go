@@ -26,7 +26,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 )
 
@@ -138,10 +137,6 @@ func benchApplyReference(b *testing.B, baseRaw, editedRaw []byte) {
 	}
 	cfg := c.RESTConfig()
 	cfg.QPS, cfg.Burst = benchQPS, benchBurst
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
 	md, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -153,7 +148,7 @@ func benchApplyReference(b *testing.B, baseRaw, editedRaw []byte) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s := app.NewSyncer(relay, NewApplier(dyn, md, mapper, install, base.GetCluster()), nil, nopLog)
+		s := app.NewSyncer(relay, NewApplier(md, mapper, install, base.GetCluster()), nil, nopLog)
 		s.SetApplyOptions(app.ApplyOptions{Install: install, Cluster: base.GetCluster(), Workers: benchWorkers})
 		return s
 	}

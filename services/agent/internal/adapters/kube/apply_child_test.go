@@ -81,7 +81,7 @@ func applyChild(dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s := app.NewSyncer(&ackRelay{}, NewApplier(dyn, md, mapper, install, string(cluster)), nil, nopLog)
+	s := app.NewSyncer(&ackRelay{}, NewApplier(md, mapper, install, string(cluster)), nil, nopLog)
 	s.SetApplyOptions(app.ApplyOptions{Install: install, Cluster: string(cluster), Workers: benchWorkers})
 	if err := s.Sync(ctx); err != nil {
 		return err

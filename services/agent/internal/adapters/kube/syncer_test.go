@@ -181,7 +181,7 @@ func sealed(objs ...*snapshotv1.Object) *snapshotv1.OutputSnapshot {
 }
 
 func newSyncer(t *testing.T, c *kubetest.Cluster, relay app.Relay, m app.Metrics, log io.Writer) (*app.Syncer, *Applier) {
-	a := NewApplier(c.Dynamic(), metadataClient(t, c), c.Mapper(), install, "east")
+	a := NewApplier(metadataClient(t, c), c.Mapper(), install, "east")
 	if log == nil {
 		log = io.Discard
 	}
