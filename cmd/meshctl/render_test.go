@@ -51,6 +51,9 @@ func TestRenderGolden(t *testing.T) {
 		{"golden-invalid-policy", []string{"-f", "../../services/translation/testdata/golden/invalid-policy/input.yaml"}, 0},
 		// WasmPlugins, and the statuses of WasmDeploymentPolicies.
 		{"golden-wasm-deployment", []string{"-f", "../../services/translation/testdata/golden/wasm-deployment/input.yaml", "--show-status"}, 0},
+		// A federating VirtualMesh: its status holds a list of
+		// destinations, and its per-mesh warnings go to stderr.
+		{"golden-federation-selective", []string{"-f", "../../services/translation/testdata/golden/federation-selective/input.yaml", "--show-status"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := meshctlOffline(t, append([]string{"render"}, tc.args...)...)
