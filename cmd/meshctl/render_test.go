@@ -47,6 +47,10 @@ func TestRenderGolden(t *testing.T) {
 		{"bookinfo", []string{"-f", "testdata/render/bookinfo", "--show-status"}, 0},
 		{"bookinfo-east", []string{"-f", "testdata/render/bookinfo", "--cluster", "east"}, 0},
 		{"bookinfo-strict", []string{"-f", "testdata/render/bookinfo", "--cluster", "west", "--strict"}, 1},
+		// Plain Kubernetes manifests per cluster (istiod, its mesh config,
+		// a gateway, application Deployments and Services), discovered by
+		// the agent's own code, then translated (issue 16 item 4).
+		{"manifests", []string{"-f", "testdata/render/manifests", "--show-status"}, 0},
 		// A translation golden input, as it is.
 		{"golden-invalid-policy", []string{"-f", "../../services/translation/testdata/golden/invalid-policy/input.yaml"}, 0},
 		// WasmPlugins, and the statuses of WasmDeploymentPolicies.

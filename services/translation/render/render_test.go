@@ -77,7 +77,8 @@ func decodeDirectly(t *testing.T, data []byte) map[string]*snapshotv1.InputSnaps
 }
 
 // TestLoadDir: the cluster of a manifest comes from its annotation, else
-// from its subdirectory; other kinds are skipped; the result translates.
+// from its subdirectory; other kinds are kept by cluster for discovery;
+// the result translates.
 func TestLoadDir(t *testing.T) {
 	dir := t.TempDir()
 	write := func(rel, content string) {
@@ -127,7 +128,10 @@ spec:
 	if got := in.Snapshots["west"].GetDestinations(); len(got) != 1 || got[0].GetMetadata().GetCluster() != "west" {
 		t.Errorf("west destinations = %v, want ratings by annotation", got)
 	}
-	if len(in.Skipped) != 1 || !strings.Contains(in.Skipped[0], "Deployment default/reviews-v1") {
+	if objs := in.Objects["east"]; len(objs) != 1 || !strings.Contains(objs[0].Where, "reviews.yaml") || !strings.Contains(string(objs[0].JSON), `"reviews-v1"`) {
+		t.Errorf("Objects[east] = %v, want the Deployment, for discovery", objs)
+	}
+	if len(in.Skipped) != 0 {
 		t.Errorf("Skipped = %q", in.Skipped)
 	}
 	out, err := render.Translate(in.Snapshots, render.Options{})

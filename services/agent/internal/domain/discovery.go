@@ -27,6 +27,7 @@ const (
 	DefaultTrustDomain   = "cluster.local"
 	DefaultTLSPortName   = "tls"
 	defaultRevisionLabel = "default"
+	discoveryContainer   = "discovery"
 )
 
 // Service is the part of a Kubernetes Service that discovery uses.

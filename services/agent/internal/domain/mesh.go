@@ -255,3 +255,34 @@ func (ix *index) nodeAddress(pods []*Pod) string {
 	}
 	return ""
 }
+
+// Container is the part of a pod's container that discovery reads.
+type Container struct {
+	Name  string
+	Image string
+	// Init and RestartAlways describe an init container; one that restarts
+	// always is a native sidecar, running beside the others.
+	Init, RestartAlways bool
+}
+
+// HasSidecar says whether a pod with these containers carries Istio's
+// sidecar: an istio-proxy container, or an istio-proxy native sidecar.
+func HasSidecar(containers []Container) bool {
+	for _, c := range containers {
+		if c.Name == SidecarContainerName && (!c.Init || c.RestartAlways) {
+			return true
+		}
+	}
+	return false
+}
+
+// IstiodImage is the image istiod's version is read from: that of the
+// container named "discovery", which only istiod has.
+func IstiodImage(containers []Container) string {
+	for _, c := range containers {
+		if c.Name == discoveryContainer && !c.Init {
+			return c.Image
+		}
+	}
+	return ""
+}
