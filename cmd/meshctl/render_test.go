@@ -51,6 +51,10 @@ func TestRenderGolden(t *testing.T) {
 		// a gateway, application Deployments and Services), discovered by
 		// the agent's own code, then translated (issue 16 item 4).
 		{"manifests", []string{"-f", "testdata/render/manifests", "--show-status"}, 0},
+		// A user's VirtualService in cluster east, read as the agent reads
+		// it (userIstioObjects), conflicts with a TrafficPolicy (issue 16
+		// item 14).
+		{"user-istio", []string{"-f", "testdata/render/manifests", "-f", "testdata/render/user-istio", "--cluster", "east"}, 0},
 		// A translation golden input, as it is.
 		{"golden-invalid-policy", []string{"-f", "../../services/translation/testdata/golden/invalid-policy/input.yaml"}, 0},
 		// WasmPlugins, and the statuses of WasmDeploymentPolicies.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/services/agent/internal/domain"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discov1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 )
@@ -38,13 +40,16 @@ const (
 
 // FromManifests discovers one cluster from its objects, with the rules
 // the agent runs on its API server, and returns the discovered part of an
-// input snapshot (meshes, workloads, destinations) and the manifests it
+// input snapshot (meshes, workloads, destinations, user Istio objects) and the manifests it
 // does not read (other kinds, ConfigMaps other than Istio's mesh config),
 // as "where: Kind namespace/name (apiVersion)".
 //
 // It reads Services, Pods, Deployments, ReplicaSets, StatefulSets,
 // DaemonSets, EndpointSlices, ConfigMaps (Istio's mesh config), Nodes and
-// Namespaces. Manifests hold what users apply, not what the API server
+// Namespaces, and the users' Istio VirtualServices and DestinationRules
+// (the snapshot's userIstioObjects, which translation checks its own
+// objects against; those labelled meshplane.dev/managed-by with the
+// install are Meshplane's and left out, as the agent leaves them out). Manifests hold what users apply, not what the API server
 // makes of it, so when they hold no Pod at all, each Deployment,
 // StatefulSet, DaemonSet and ReplicaSet without a controller stands for the
 // pods it would create (spec.replicas of them, one per Node for a
@@ -105,6 +110,8 @@ func FromManifests(id Identity, opts Options, manifests []Manifest) (*snapshotv1
 		case *corev1.Namespace:
 			d.Namespaces = append(d.Namespaces, domain.Namespace{Name: o.Name, Labels: o.Labels})
 			nsLabels[o.Name] = o.Labels
+		case *unstructured.Unstructured:
+			d.IstioObjects = append(d.IstioObjects, IstioObject(o.GetKind(), o))
 		default:
 			skipped = append(skipped, m.Where+": "+what)
 		}
@@ -117,6 +124,7 @@ func FromManifests(id Identity, opts Options, manifests []Manifest) (*snapshotv1
 	s := domain.BuildInputSnapshot(id, d)
 	return &snapshotv1.InputSnapshot{
 		Cluster: s.GetCluster(), Meshes: s.GetMeshes(), Workloads: s.GetWorkloads(), Destinations: s.GetDestinations(),
+		UserIstioObjects: s.GetUserIstioObjects(),
 	}, skipped, nil
 }
 
@@ -139,6 +147,17 @@ func decodeManifest(m Manifest) (runtime.Object, string, error) {
 		id = probe.Kind + " " + probe.Metadata.Namespace + "/" + probe.Metadata.Name
 	}
 	id += " (" + probe.APIVersion + ")"
+	group, _, _ := strings.Cut(probe.APIVersion, "/")
+	if group == istioGroup && (probe.Kind == domain.KindVirtualService || probe.Kind == domain.KindDestinationRule) {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(m.JSON); err != nil {
+			return nil, "", fmt.Errorf("%s: %s: %w", m.Where, id, err)
+		}
+		if u.GetNamespace() == "" {
+			u.SetNamespace(metav1.NamespaceDefault)
+		}
+		return u, id, nil
+	}
 	if !readKinds[probe.APIVersion+", "+probe.Kind] {
 		return nil, id, nil
 	}
@@ -152,6 +171,10 @@ func decodeManifest(m Manifest) (runtime.Object, string, error) {
 	}
 	return obj, id, nil
 }
+
+// istioGroup holds the Istio kinds read for conflict checks, in any of
+// its versions (v1, v1beta1, v1alpha3), as the agent reads them.
+const istioGroup = "networking.istio.io"
 
 var readKinds = map[string]bool{
 	"v1, Service": true, "v1, Pod": true, "v1, ConfigMap": true, "v1, Node": true, "v1, Namespace": true,

@@ -12,6 +12,7 @@ import (
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/services/agent/discovery"
+	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 )
 
@@ -139,6 +140,29 @@ func TestFromManifests(t *testing.T) {
 			check: func(t *testing.T, s *snapshotv1.InputSnapshot, _ []string) {
 				if workload(s, "web-default-east") != nil || destination(s, "web-default-east") != nil {
 					t.Errorf("workloads %v, destinations %v: the namespace has no injection label", names(s.GetWorkloads()), names(s.GetDestinations()))
+				}
+			},
+		},
+		{
+			name:  "the users' VirtualServices and DestinationRules, not Meshplane's (issue 16 item 14)",
+			files: []string{"user-istio.yaml"},
+			check: func(t *testing.T, s *snapshotv1.InputSnapshot, skipped []string) {
+				want := []*snapshotv1.UserIstioObject{
+					{Kind: "DestinationRule", Namespace: "default", Name: "ratings-user", Hosts: []string{"ratings.bookinfo.svc.cluster.local"}},
+					{Kind: "VirtualService", Namespace: "bookinfo", Name: "reviews-canary", Hosts: []string{"reviews"}, ExportTo: []string{"."}},
+				}
+				got := s.GetUserIstioObjects()
+				slices.SortFunc(got, func(a, b *snapshotv1.UserIstioObject) int { return strings.Compare(a.GetKind(), b.GetKind()) })
+				if len(got) != len(want) {
+					t.Fatalf("user Istio objects %v, want %v", got, want)
+				}
+				for i := range want {
+					if !proto.Equal(got[i], want[i]) {
+						t.Errorf("user Istio object %d: %v, want %v", i, got[i], want[i])
+					}
+				}
+				if len(skipped) != 1 || !strings.Contains(skipped[0], "Gateway bookinfo/not-read") {
+					t.Errorf("skipped %q, want the Gateway", skipped)
 				}
 			},
 		},
