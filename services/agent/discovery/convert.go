@@ -83,7 +83,7 @@ func Pod(p *corev1.Pod) domain.Pod {
 		containers = append(containers, domain.Container{Name: c.Name, Image: c.Image, Init: true, RestartAlways: restartAlways})
 	}
 	out.Sidecar = domain.HasSidecar(containers)
-	out.DiscoveryImage = domain.IstiodImage(containers)
+	out.DiscoveryImage = domain.PodIstiodImage(p.Labels, containers)
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 			out.Ready = p.DeletionTimestamp == nil

@@ -2,6 +2,7 @@ package discovery_test
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -163,6 +164,20 @@ func TestFromManifests(t *testing.T) {
 				}
 				if len(skipped) != 1 || !strings.Contains(skipped[0], "Gateway bookinfo/not-read") {
 					t.Errorf("skipped %q, want the Gateway", skipped)
+				}
+			},
+		},
+		{
+			name:  "istiod's version from its only container, and the legacy istio-pilot (issue 16 item 6)",
+			files: []string{"istiod-renamed.yaml"},
+			check: func(t *testing.T, s *snapshotv1.InputSnapshot, _ []string) {
+				got := map[string]string{}
+				for _, m := range s.GetMeshes() {
+					got[m.GetMetadata().GetName()] = m.GetSpec().GetIstio().GetInstallation().GetVersion()
+				}
+				want := map[string]string{"istiod-istio-system-east": "1.23.1", "istio-pilot-legacy-istio-east": "1.4.10"}
+				if !maps.Equal(got, want) {
+					t.Errorf("mesh versions %v, want %v", got, want)
 				}
 			},
 		},

@@ -77,8 +77,8 @@ type Pod struct {
 	// SidecarRevision is the revision named in the sidecar.istio.io/status
 	// annotation that the injector writes, "" when absent.
 	SidecarRevision string
-	// DiscoveryImage is the image of a container named "discovery", which
-	// only istiod has.
+	// DiscoveryImage is istiod's image when the pod is istiod (see
+	// PodIstiodImage), "" for any other pod.
 	DiscoveryImage string
 	Ready          bool
 	IP             string
@@ -100,6 +100,8 @@ type Deployment struct {
 	Labels         map[string]string
 	PodLabels      map[string]string
 	ServiceAccount string
+	// DiscoveryImage is the image istiod's version is read from (see
+	// IstiodImage).
 	DiscoveryImage string
 }
 

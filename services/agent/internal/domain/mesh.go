@@ -29,9 +29,20 @@ func meshName(istiod, namespace, cluster string) string {
 }
 
 // IsIstiod reports whether a Deployment or pod with this name and labels is
-// an istiod: named istiod or istiod-<revision>, or labelled app=istiod.
+// an istiod: named istiod or istiod-<revision>, or labelled app=istiod; or
+// the control plane of Istio before 1.5, the Deployment istio-pilot
+// (labelled app=pilot).
 func IsIstiod(name string, labels map[string]string) bool {
-	return name == "istiod" || strings.HasPrefix(name, "istiod-") || labels["app"] == "istiod"
+	return name == "istiod" || strings.HasPrefix(name, "istiod-") || name == legacyPilot || isIstiodPod(labels)
+}
+
+// legacyPilot is the Deployment of Istio's control plane before istiod.
+const legacyPilot = "istio-pilot"
+
+// isIstiodPod says whether a pod's labels are those of istiod's pods, or of
+// the legacy istio-pilot's.
+func isIstiodPod(labels map[string]string) bool {
+	return labels["app"] == "istiod" || labels["app"] == "pilot"
 }
 
 // IstioVersion returns the tag of an image reference, without a digest and
@@ -77,7 +88,7 @@ func (ix *index) controlPlanes(pods []*Pod) []*controlPlane {
 		})
 	}
 	for _, p := range pods {
-		if p.DiscoveryImage == "" || p.Labels["app"] != "istiod" {
+		if p.DiscoveryImage == "" || !isIstiodPod(p.Labels) {
 			continue
 		}
 		top := ix.topController(p)
@@ -276,13 +287,38 @@ func HasSidecar(containers []Container) bool {
 	return false
 }
 
-// IstiodImage is the image istiod's version is read from: that of the
-// container named "discovery", which only istiod has.
+// IstiodImage is the image an istiod Deployment's version is read from:
+// that of the container named "discovery", else that of its only
+// container (an install that renamed it). Only Deployments that IsIstiod
+// are asked.
 func IstiodImage(containers []Container) string {
+	var only []Container
+	for _, c := range containers {
+		if c.Init {
+			continue
+		}
+		if c.Name == discoveryContainer {
+			return c.Image
+		}
+		only = append(only, c)
+	}
+	if len(only) == 1 {
+		return only[0].Image
+	}
+	return ""
+}
+
+// PodIstiodImage is the image of a pod that is istiod, "" for any other
+// pod: the container named "discovery" (only istiod has one), else, for a
+// pod labelled as istiod's, its only container.
+func PodIstiodImage(labels map[string]string, containers []Container) string {
 	for _, c := range containers {
 		if c.Name == discoveryContainer && !c.Init {
 			return c.Image
 		}
+	}
+	if isIstiodPod(labels) {
+		return IstiodImage(containers)
 	}
 	return ""
 }
