@@ -82,7 +82,8 @@ func Pod(p *corev1.Pod) domain.Pod {
 		restartAlways := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 		containers = append(containers, domain.Container{Name: c.Name, Image: c.Image, Init: true, RestartAlways: restartAlways})
 	}
-	out.Sidecar = domain.HasSidecar(containers)
+	_, injected := p.Annotations[domain.AnnotationSidecar]
+	out.Sidecar = domain.HasSidecar(containers, injected)
 	out.DiscoveryImage = domain.PodIstiodImage(p.Labels, containers)
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {

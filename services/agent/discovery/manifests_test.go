@@ -182,6 +182,27 @@ func TestFromManifests(t *testing.T) {
 			},
 		},
 		{
+			name:  "sidecars by injector annotation and native sidecar, in a cluster without istiod (issue 16 item 7)",
+			files: []string{"sidecars-no-istiod.yaml"},
+			check: func(t *testing.T, s *snapshotv1.InputSnapshot, _ []string) {
+				if got := names(s.GetWorkloads()); !slices.Equal(got, []string{"cart-annotated-shop-east", "cart-native-shop-east"}) {
+					t.Errorf("workloads %v, want the annotated and the native-sidecar pods", got)
+				}
+				for _, w := range s.GetWorkloads() {
+					if w.GetSpec().GetMesh() != nil {
+						t.Errorf("workload %s has mesh %v; no istiod is in the cluster", w.GetMetadata().GetName(), w.GetSpec().GetMesh())
+					}
+				}
+				d := destination(s, "cart-shop-east")
+				if d == nil || d.GetSpec().GetMesh() != nil {
+					t.Fatalf("destination cart %v, want one without a mesh", d)
+				}
+				if vs := d.GetSpec().GetKubeService().GetSubsets()["variant"].GetValues(); !slices.Equal(vs, []string{"annotated", "native"}) {
+					t.Errorf("cart subsets %v: only the sidecar pods' workloads count", vs)
+				}
+			},
+		},
+		{
 			name:  "a live dump: pods, ReplicaSet ownership, endpoints and locality",
 			files: []string{"istio.yaml", "ratings-live.yaml"},
 			check: func(t *testing.T, s *snapshotv1.InputSnapshot, _ []string) {

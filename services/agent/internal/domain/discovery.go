@@ -71,8 +71,7 @@ type Pod struct {
 	ServiceAccount string
 	// Controller is the pod's controlling owner; empty for a bare pod.
 	Controller OwnerRef
-	// Sidecar says the pod carries an istio-proxy container, or an
-	// istio-proxy native sidecar (an init container that restarts always).
+	// Sidecar says the pod carries Istio's sidecar (see HasSidecar).
 	Sidecar bool
 	// SidecarRevision is the revision named in the sidecar.istio.io/status
 	// annotation that the injector writes, "" when absent.

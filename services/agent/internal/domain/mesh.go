@@ -276,9 +276,15 @@ type Container struct {
 	Init, RestartAlways bool
 }
 
-// HasSidecar says whether a pod with these containers carries Istio's
-// sidecar: an istio-proxy container, or an istio-proxy native sidecar.
-func HasSidecar(containers []Container) bool {
+// HasSidecar says whether a pod carries Istio's sidecar: the injector
+// recorded one (the sidecar.istio.io/status annotation, whatever the
+// container is called), or it has an istio-proxy container, or an
+// istio-proxy native sidecar (an init container that restarts always, as
+// Istio injects on Kubernetes 1.29 and later).
+func HasSidecar(containers []Container, injectorStatus bool) bool {
+	if injectorStatus {
+		return true
+	}
 	for _, c := range containers {
 		if c.Name == SidecarContainerName && (!c.Init || c.RestartAlways) {
 			return true
