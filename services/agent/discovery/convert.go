@@ -31,7 +31,7 @@ func ControllerOf(m *metav1.ObjectMeta) domain.OwnerRef {
 func Service(s *corev1.Service) domain.Service {
 	out := domain.Service{
 		Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, Selector: s.Spec.Selector, Type: string(s.Spec.Type),
-		Discover: s.Annotations[domain.AnnotationDiscover],
+		Discover: s.Annotations[domain.AnnotationDiscover], ExternalIPs: s.Spec.ExternalIPs,
 	}
 	if out.Type == "" {
 		out.Type = string(corev1.ServiceTypeClusterIP)
@@ -165,13 +165,17 @@ func Node(n *corev1.Node) domain.Node {
 			if out.ExternalIP == "" {
 				out.ExternalIP = a.Address
 			}
+		case corev1.NodeExternalDNS:
+			if out.ExternalDNS == "" {
+				out.ExternalDNS = a.Address
+			}
 		}
 	}
 	return out
 }
 
 // NodeAddressTypes are the node address types that Node reads.
-var NodeAddressTypes = []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP}
+var NodeAddressTypes = []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP, corev1.NodeExternalDNS}
 
 // EndpointSlice converts an EndpointSlice.
 func EndpointSlice(es *discov1.EndpointSlice) domain.EndpointSlice {

@@ -203,6 +203,23 @@ func TestFromManifests(t *testing.T) {
 			},
 		},
 		{
+			name:  "gateway addresses from spec.externalIPs and a node's ExternalDNS (issue 16 item 5)",
+			files: []string{"gateway-addresses.yaml"},
+			check: func(t *testing.T, s *snapshotv1.InputSnapshot, _ []string) {
+				if len(s.GetMeshes()) != 1 {
+					t.Fatalf("meshes %v, want one", s.GetMeshes())
+				}
+				is := s.GetMeshes()[0].GetSpec().GetIstio()
+				ew, in := is.GetEastWestGateways(), is.GetIngressGateways()
+				if len(ew) != 1 || ew[0].GetExternalAddress() != "192.0.2.5" || ew[0].GetExternalTlsPort() != 15443 || ew[0].GetTlsContainerPort() != 15444 {
+					t.Errorf("east-west gateways %v, want 192.0.2.5:15443 (the first external IP, the Service port)", ew)
+				}
+				if len(in) != 1 || in[0].GetExternalAddress() != "node-a.east.example" || in[0].GetExternalTlsPort() != 31443 {
+					t.Errorf("ingress gateways %v, want node-a.east.example:31443 (ExternalDNS over InternalIP, the node port)", in)
+				}
+			},
+		},
+		{
 			name:  "a live dump: pods, ReplicaSet ownership, endpoints and locality",
 			files: []string{"istio.yaml", "ratings-live.yaml"},
 			check: func(t *testing.T, s *snapshotv1.InputSnapshot, _ []string) {

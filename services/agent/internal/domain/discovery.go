@@ -44,6 +44,9 @@ type Service struct {
 	Discover string
 	// LoadBalancer holds the IPs or hostnames of status.loadBalancer.ingress.
 	LoadBalancer []string
+	// ExternalIPs is spec.externalIPs: addresses, routed to the nodes by
+	// the network, on which kube-proxy serves the Service's ports.
+	ExternalIPs []string
 }
 
 // ServicePort is one port of a Service.
@@ -126,6 +129,8 @@ type Node struct {
 	Labels     map[string]string
 	InternalIP string
 	ExternalIP string
+	// ExternalDNS is the node's first ExternalDNS address, a hostname.
+	ExternalDNS string
 }
 
 // EndpointSlice is the part of a discovery.k8s.io/v1 EndpointSlice that

@@ -214,7 +214,11 @@ func (ix *index) gateways() map[*controlPlane]meshGateways {
 }
 
 // gateway computes where other clusters reach a gateway: the load
-// balancer's address, else a node's address and the node port.
+// balancer's address and the Service port; else the first of
+// spec.externalIPs and the Service port (kube-proxy serves the Service's
+// own ports there, for any Service type); else, for a LoadBalancer still
+// waiting for its address or a NodePort Service, a node's address and the
+// node port.
 func (ix *index) gateway(svc *Service, pods []*Pod) *discoveryv1.MeshSpec_Gateway {
 	gw := &discoveryv1.MeshSpec_Gateway{
 		WorkloadLabels: cloneLabels(svc.Selector),
@@ -236,6 +240,11 @@ func (ix *index) gateway(svc *Service, pods []*Pod) *discoveryv1.MeshSpec_Gatewa
 		if tls != nil {
 			gw.ExternalTlsPort = tls.Port
 		}
+	case len(svc.ExternalIPs) > 0:
+		gw.ExternalAddress = svc.ExternalIPs[0]
+		if tls != nil {
+			gw.ExternalTlsPort = tls.Port
+		}
 	case svc.Type == "LoadBalancer" || svc.Type == "NodePort":
 		gw.ExternalAddress = ix.nodeAddress(pods)
 		if tls != nil {
@@ -246,9 +255,10 @@ func (ix *index) gateway(svc *Service, pods []*Pod) *discoveryv1.MeshSpec_Gatewa
 }
 
 // nodeAddress prefers the node a gateway pod runs on, then the first node
-// by name, and an external address over an internal one.
+// by name; and of a node's addresses its ExternalIP, then its ExternalDNS
+// name, then its InternalIP.
 func (ix *index) nodeAddress(pods []*Pod) string {
-	addr := func(n *Node) string { return cmp.Or(n.ExternalIP, n.InternalIP) }
+	addr := func(n *Node) string { return cmp.Or(n.ExternalIP, n.ExternalDNS, n.InternalIP) }
 	for _, p := range pods {
 		if n := ix.nodes[p.NodeName]; n != nil && addr(n) != "" {
 			return addr(n)
