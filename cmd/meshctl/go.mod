@@ -37,6 +37,7 @@ require (
 	github.com/meshplane/meshplane/libs/pki v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/libs/platform v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/libs/snapshots v0.0.0-00010101000000-000000000000
+	github.com/meshplane/meshplane/services/agent v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/services/distribution v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/services/ingest v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/services/registration v0.0.0-00010101000000-000000000000
@@ -164,7 +165,7 @@ require (
 	google.golang.org/api v0.308.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261012220534-4341edf3f941 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
-	google.golang.org/grpc v1.84.0 // indirect
+	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/grpc/cmd/protoc-gen-go-grpc v1.5.1 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect

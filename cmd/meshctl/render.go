@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/agent/discovery"
 	"github.com/meshplane/meshplane/services/translation/render"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -43,20 +45,26 @@ called. This is for GitOps and CI review of policy changes.
 
 -f takes a directory (read recursively: every .yaml, .yml and .json file,
 skipping names that start with a dot), a file, or - for standard input, and
-may be repeated. A file
-holds either
+may be repeated. A file holds
 
   - Kubernetes manifests of Meshplane resources (VirtualMesh, TrafficPolicy,
     AccessPolicy, VirtualDestination, Settings) and discovered objects
-    (Mesh, Workload, Destination), separated by "---" or in a kind: List, or
+    (Mesh, Workload, Destination), separated by "---" or in a kind: List,
   - a list of input snapshots, as 'meshctl snapshot dump --input' prints
-    them and the translation golden tests hold them.
+    them and the translation golden tests hold them, or
+  - plain Kubernetes manifests of a workload cluster (Namespaces,
+    Deployments, StatefulSets, DaemonSets, ReplicaSets, Pods, Services,
+    EndpointSlices, Nodes, Istio's mesh config ConfigMap), which the
+    agent's own discovery turns into the cluster's Mesh, Workload and
+    Destination objects. Without Pods, each controller stands for its pods,
+    with Istio's sidecar where the injector would add one (see
+    docs/meshctl.md).
 
 A manifest's cluster is its meshplane.dev/cluster annotation, else the
 first directory under DIR that holds the file: DIR/east/mesh.yaml is in
 cluster east. Resources applied in the management cluster go in
-DIR/<install>/ (DIR/meshplane/ by default). Manifests of other kinds
-(Deployments, Services, ...) are skipped and counted on stderr.
+DIR/<install>/ (DIR/meshplane/ by default). Manifests of kinds that
+neither translation nor discovery reads are skipped and counted on stderr.
 
 The output is one YAML stream per cluster, each headed by a comment naming
 the cluster, with the objects as an agent would apply them. Statuses of
@@ -105,6 +113,10 @@ FAILED.`,
 				return err
 			}
 		}
+		skipped, err := discoverObjects(in, opts)
+		if err != nil {
+			return err
+		}
 		outputs, err := render.Translate(in.Snapshots, opts)
 		if err != nil {
 			return err
@@ -123,8 +135,8 @@ FAILED.`,
 			names = slices.DeleteFunc(names, func(c string) bool { return !slices.Contains(clusters, c) })
 		}
 		stderr := cmd.ErrOrStderr()
-		if len(in.Skipped) > 0 {
-			fmt.Fprintf(stderr, "render: skipped %d object(s) that are not Meshplane resources, e.g. %s\n", len(in.Skipped), in.Skipped[0])
+		if len(skipped) > 0 {
+			fmt.Fprintf(stderr, "render: skipped %d object(s) that neither translation nor discovery reads, e.g. %s\n", len(skipped), skipped[0])
 		}
 		bad := reportStatuses(stderr, outputs)
 		if outDir != "" {
@@ -167,6 +179,12 @@ func loadPath(path string, in *render.Inputs) error {
 		if in.Snapshots == nil {
 			in.Snapshots = map[string]*snapshotv1.InputSnapshot{}
 		}
+		for c, objs := range got.Objects {
+			if in.Objects == nil {
+				in.Objects = map[string][]render.Object{}
+			}
+			in.Objects[c] = append(in.Objects[c], objs...)
+		}
 		for c, s := range got.Snapshots {
 			if old := in.Snapshots[c]; old != nil {
 				mergeInput(old, s)
@@ -182,6 +200,28 @@ func loadPath(path string, in *render.Inputs) error {
 		return err
 	}
 	return render.Load(path, "", data, in)
+}
+
+// discoverObjects runs the agent's discovery on each cluster's Kubernetes
+// objects and adds what it finds to the cluster's input snapshot, and
+// returns every object that was read by neither.
+func discoverObjects(in *render.Inputs, opts render.Options) ([]string, error) {
+	skipped := slices.Clone(in.Skipped)
+	for _, c := range slices.Sorted(maps.Keys(in.Objects)) {
+		objs := in.Objects[c]
+		ms := make([]discovery.Manifest, 0, len(objs))
+		for _, o := range objs {
+			ms = append(ms, discovery.Manifest{Where: o.Where, JSON: o.JSON})
+		}
+		id := discovery.Identity{Cluster: c, ClusterDomain: opts.ClusterDomain, Install: opts.Install}
+		s, sk, err := discovery.FromManifests(id, discovery.Options{}, ms)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", c, err)
+		}
+		mergeInput(in.Snapshots[c], s)
+		skipped = append(skipped, sk...)
+	}
+	return skipped, nil
 }
 
 func mergeInput(dst, src *snapshotv1.InputSnapshot) {

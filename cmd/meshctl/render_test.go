@@ -47,10 +47,21 @@ func TestRenderGolden(t *testing.T) {
 		{"bookinfo", []string{"-f", "testdata/render/bookinfo", "--show-status"}, 0},
 		{"bookinfo-east", []string{"-f", "testdata/render/bookinfo", "--cluster", "east"}, 0},
 		{"bookinfo-strict", []string{"-f", "testdata/render/bookinfo", "--cluster", "west", "--strict"}, 1},
+		// Plain Kubernetes manifests per cluster (istiod, its mesh config,
+		// a gateway, application Deployments and Services), discovered by
+		// the agent's own code, then translated (issue 16 item 4).
+		{"manifests", []string{"-f", "testdata/render/manifests", "--show-status"}, 0},
+		// A user's VirtualService in cluster east, read as the agent reads
+		// it (userIstioObjects), conflicts with a TrafficPolicy (issue 16
+		// item 14).
+		{"user-istio", []string{"-f", "testdata/render/manifests", "-f", "testdata/render/user-istio", "--cluster", "east"}, 0},
 		// A translation golden input, as it is.
 		{"golden-invalid-policy", []string{"-f", "../../services/translation/testdata/golden/invalid-policy/input.yaml"}, 0},
 		// WasmPlugins, and the statuses of WasmDeploymentPolicies.
 		{"golden-wasm-deployment", []string{"-f", "../../services/translation/testdata/golden/wasm-deployment/input.yaml", "--show-status"}, 0},
+		// A federating VirtualMesh: its status holds a list of
+		// destinations, and its per-mesh warnings go to stderr.
+		{"golden-federation-selective", []string{"-f", "../../services/translation/testdata/golden/federation-selective/input.yaml", "--show-status"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := meshctlOffline(t, append([]string{"render"}, tc.args...)...)

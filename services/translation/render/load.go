@@ -32,10 +32,22 @@ const AnnotationCluster = snapshots.LabelCluster
 // what was left out.
 type Inputs struct {
 	Snapshots map[string]*snapshotv1.InputSnapshot
-	// Skipped names the objects that are not Meshplane resources (a
-	// Deployment in the same GitOps directory, say), as "file: kind
-	// namespace/name".
+	// Objects are, by cluster, the Kubernetes objects that are not
+	// Meshplane resources (Deployments, Services, ...), for the caller to
+	// run discovery on: meshctl runs the agent's. Their clusters have a
+	// snapshot, empty when nothing else is in them.
+	Objects map[string][]Object
+	// Skipped names the objects that are not Meshplane resources and have
+	// no cluster, or are the management cluster's KubernetesCluster
+	// mirror, as "file: kind namespace/name".
 	Skipped []string
+}
+
+// Object is a Kubernetes manifest that is not a Meshplane resource.
+type Object struct {
+	// Where names the file and document, for messages.
+	Where string
+	JSON  []byte
 }
 
 // kind is one resource kind that render reads from a manifest.
@@ -309,10 +321,23 @@ func (l *loader) object(where, dirCluster string, js []byte) error {
 	}
 	k, ok := lookup(m.Kind)
 	group, _, _ := strings.Cut(m.APIVersion, "/")
+	cluster := m.Metadata.Annotations[AnnotationCluster]
+	if cluster == "" {
+		cluster = dirCluster
+	}
 	switch {
+	case !strings.HasSuffix(group, "meshplane.dev") && cluster != "":
+		// A Deployment, Service, ... of a workload cluster: an input of
+		// discovery.
+		if l.in.Objects == nil {
+			l.in.Objects = map[string][]Object{}
+		}
+		l.in.Objects[cluster] = append(l.in.Objects[cluster], Object{Where: where, JSON: js})
+		l.snapshot(cluster)
+		return nil
 	case !strings.HasSuffix(group, "meshplane.dev") || group == "multicluster.meshplane.dev":
-		// Not an input of translation: a Deployment in the same GitOps
-		// directory, or the KubernetesCluster mirror.
+		// Not an input of translation: the KubernetesCluster mirror, or
+		// an object of no cluster.
 		l.in.Skipped = append(l.in.Skipped, fmt.Sprintf("%s: %s (%s)", where, id, m.APIVersion))
 		return nil
 	case !ok:
@@ -322,10 +347,6 @@ func (l *loader) object(where, dirCluster string, js []byte) error {
 	}
 	if m.Metadata.Name == "" {
 		return fmt.Errorf("%s: %s: field metadata.name is empty", where, m.Kind)
-	}
-	cluster := m.Metadata.Annotations[AnnotationCluster]
-	if cluster == "" {
-		cluster = dirCluster
 	}
 	if cluster == "" {
 		return fmt.Errorf("%s: %s: no cluster: put the file in DIR/<cluster>/ or set the annotation %s", where, id, AnnotationCluster)

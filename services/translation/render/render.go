@@ -90,43 +90,62 @@ type Status struct {
 	Status     json.RawMessage `json:"status"`
 }
 
-// statusBlock is the part of every status that render summarises: the
-// ResourceStatus shape of policies, whose destinations carry warnings.
-type statusBlock struct {
-	State        string   `json:"state"`
-	Errors       []string `json:"errors"`
-	Warnings     []string `json:"warnings"`
-	Destinations map[string]struct {
-		Warnings []string `json:"warnings"`
-	} `json:"destinations"`
-}
-
 // Statuses returns the statuses of out with their state, errors and
-// warnings read out.
+// warnings read out. Status shapes differ by kind (a policy's destinations
+// are a map, a VirtualMesh's are a list and its per-mesh states a map), so
+// each status is read field by field: a field of an unexpected shape is
+// left out of the summary, never the status itself. Errors and warnings of
+// per-target entries (a map of ApprovalStatus: a policy's destinations, a
+// VirtualMesh's or VirtualDestination's meshes) are summarised too, each
+// prefixed with its target.
 func Statuses(out *snapshotv1.OutputSnapshot) []Status {
 	list := make([]Status, 0, len(out.GetStatuses()))
 	for _, s := range out.GetStatuses() {
 		raw := json.RawMessage(s.GetStatus())
-		var b statusBlock
-		if len(raw) == 0 || json.Unmarshal(raw, &b) != nil {
+		var fields map[string]json.RawMessage
+		if len(raw) == 0 || json.Unmarshal(raw, &fields) != nil {
 			raw = json.RawMessage("{}")
 		}
-		if b.State == "" {
-			b.State = "PENDING"
+		var st Status
+		_ = json.Unmarshal(fields["state"], &st.State)
+		_ = json.Unmarshal(fields["errors"], &st.Errors)
+		_ = json.Unmarshal(fields["warnings"], &st.Warnings)
+		if st.State == "" {
+			st.State = "PENDING"
 		}
-		warnings := slices.Clone(b.Warnings)
-		for _, key := range sortedKeys(b.Destinations) {
-			for _, w := range b.Destinations[key].Warnings {
-				warnings = append(warnings, "destination "+key+": "+w)
+		for _, f := range sortedKeys(fields) {
+			var targets map[string]struct {
+				Errors   []string `json:"errors"`
+				Warnings []string `json:"warnings"`
+			}
+			if json.Unmarshal(fields[f], &targets) != nil {
+				continue
+			}
+			what := targetNames[f]
+			if what == "" {
+				what = f
+			}
+			for _, key := range sortedKeys(targets) {
+				for _, e := range targets[key].Errors {
+					// Policies repeat their per-destination errors at the
+					// top, prefixed the same way.
+					if e = what + " " + key + ": " + e; !slices.Contains(st.Errors, e) {
+						st.Errors = append(st.Errors, e)
+					}
+				}
+				for _, w := range targets[key].Warnings {
+					st.Warnings = append(st.Warnings, what+" "+key+": "+w)
+				}
 			}
 		}
-		list = append(list, Status{
-			Cluster: out.GetCluster(), APIVersion: s.GetApiVersion(), Kind: s.GetKind(), Namespace: s.GetNamespace(), Name: s.GetName(),
-			State: b.State, Errors: b.Errors, Warnings: warnings, Status: raw,
-		})
+		st.Cluster, st.APIVersion, st.Kind, st.Namespace, st.Name, st.Status = out.GetCluster(), s.GetApiVersion(), s.GetKind(), s.GetNamespace(), s.GetName(), raw
+		list = append(list, st)
 	}
 	return list
 }
+
+// targetNames name one entry of a status's per-target map.
+var targetNames = map[string]string{"destinations": "destination", "meshes": "mesh"}
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

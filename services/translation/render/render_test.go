@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,7 +77,8 @@ func decodeDirectly(t *testing.T, data []byte) map[string]*snapshotv1.InputSnaps
 }
 
 // TestLoadDir: the cluster of a manifest comes from its annotation, else
-// from its subdirectory; other kinds are skipped; the result translates.
+// from its subdirectory; other kinds are kept by cluster for discovery;
+// the result translates.
 func TestLoadDir(t *testing.T) {
 	dir := t.TempDir()
 	write := func(rel, content string) {
@@ -126,7 +128,10 @@ spec:
 	if got := in.Snapshots["west"].GetDestinations(); len(got) != 1 || got[0].GetMetadata().GetCluster() != "west" {
 		t.Errorf("west destinations = %v, want ratings by annotation", got)
 	}
-	if len(in.Skipped) != 1 || !strings.Contains(in.Skipped[0], "Deployment default/reviews-v1") {
+	if objs := in.Objects["east"]; len(objs) != 1 || !strings.Contains(objs[0].Where, "reviews.yaml") || !strings.Contains(string(objs[0].JSON), `"reviews-v1"`) {
+		t.Errorf("Objects[east] = %v, want the Deployment, for discovery", objs)
+	}
+	if len(in.Skipped) != 0 {
 		t.Errorf("Skipped = %q", in.Skipped)
 	}
 	out, err := render.Translate(in.Snapshots, render.Options{})
@@ -194,5 +199,51 @@ func TestLoadDirEmpty(t *testing.T) {
 	}
 	if _, err := render.LoadDir(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Fatal("LoadDir of a missing directory succeeded")
+	}
+}
+
+// TestStatusesFederatingVirtualMesh: a VirtualMesh's status holds its
+// federated destinations as a list and its per-mesh warnings in a map;
+// both survive, and the warnings are summarised (issue 16 item 12).
+func TestStatusesFederatingVirtualMesh(t *testing.T) {
+	data, err := os.ReadFile("../testdata/golden/federation-selective/input.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &render.Inputs{}
+	if err := render.Load("input.yaml", "", data, in); err != nil {
+		t.Fatal(err)
+	}
+	out, err := render.Translate(in.Snapshots, render.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vm *render.Status
+	for c := range out {
+		for _, s := range render.Statuses(out[c]) {
+			if s.Kind == "VirtualMesh" {
+				vm = &s
+			}
+		}
+	}
+	if vm == nil {
+		t.Fatal("no VirtualMesh status")
+	}
+	if vm.State != "ACCEPTED" {
+		t.Errorf("state %q, want ACCEPTED", vm.State)
+	}
+	var st struct {
+		Destinations []struct{ Name, Cluster string } `json:"destinations"`
+		Meshes       map[string]json.RawMessage       `json:"meshes"`
+	}
+	if err := json.Unmarshal(vm.Status, &st); err != nil {
+		t.Fatalf("status %s: %v", vm.Status, err)
+	}
+	if len(st.Destinations) == 0 || len(st.Meshes) == 0 {
+		t.Errorf("status %s lost its destinations or meshes", vm.Status)
+	}
+	want := "mesh istiod-istio-system-north.istio-system: istiod's DNS proxying (ISTIO_META_DNS_CAPTURE) is off"
+	if !slices.ContainsFunc(vm.Warnings, func(w string) bool { return strings.HasPrefix(w, want) }) {
+		t.Errorf("warnings %q lack %q", vm.Warnings, want)
 	}
 }

@@ -27,6 +27,7 @@ const (
 	DefaultTrustDomain   = "cluster.local"
 	DefaultTLSPortName   = "tls"
 	defaultRevisionLabel = "default"
+	discoveryContainer   = "discovery"
 )
 
 // Service is the part of a Kubernetes Service that discovery uses.
@@ -43,6 +44,9 @@ type Service struct {
 	Discover string
 	// LoadBalancer holds the IPs or hostnames of status.loadBalancer.ingress.
 	LoadBalancer []string
+	// ExternalIPs is spec.externalIPs: addresses, routed to the nodes by
+	// the network, on which kube-proxy serves the Service's ports.
+	ExternalIPs []string
 }
 
 // ServicePort is one port of a Service.
@@ -70,14 +74,13 @@ type Pod struct {
 	ServiceAccount string
 	// Controller is the pod's controlling owner; empty for a bare pod.
 	Controller OwnerRef
-	// Sidecar says the pod carries an istio-proxy container, or an
-	// istio-proxy native sidecar (an init container that restarts always).
+	// Sidecar says the pod carries Istio's sidecar (see HasSidecar).
 	Sidecar bool
 	// SidecarRevision is the revision named in the sidecar.istio.io/status
 	// annotation that the injector writes, "" when absent.
 	SidecarRevision string
-	// DiscoveryImage is the image of a container named "discovery", which
-	// only istiod has.
+	// DiscoveryImage is istiod's image when the pod is istiod (see
+	// PodIstiodImage), "" for any other pod.
 	DiscoveryImage string
 	Ready          bool
 	IP             string
@@ -99,6 +102,8 @@ type Deployment struct {
 	Labels         map[string]string
 	PodLabels      map[string]string
 	ServiceAccount string
+	// DiscoveryImage is the image istiod's version is read from (see
+	// IstiodImage).
 	DiscoveryImage string
 }
 
@@ -124,6 +129,8 @@ type Node struct {
 	Labels     map[string]string
 	InternalIP string
 	ExternalIP string
+	// ExternalDNS is the node's first ExternalDNS address, a hostname.
+	ExternalDNS string
 }
 
 // EndpointSlice is the part of a discovery.k8s.io/v1 EndpointSlice that

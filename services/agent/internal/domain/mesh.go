@@ -29,9 +29,20 @@ func meshName(istiod, namespace, cluster string) string {
 }
 
 // IsIstiod reports whether a Deployment or pod with this name and labels is
-// an istiod: named istiod or istiod-<revision>, or labelled app=istiod.
+// an istiod: named istiod or istiod-<revision>, or labelled app=istiod; or
+// the control plane of Istio before 1.5, the Deployment istio-pilot
+// (labelled app=pilot).
 func IsIstiod(name string, labels map[string]string) bool {
-	return name == "istiod" || strings.HasPrefix(name, "istiod-") || labels["app"] == "istiod"
+	return name == "istiod" || strings.HasPrefix(name, "istiod-") || name == legacyPilot || isIstiodPod(labels)
+}
+
+// legacyPilot is the Deployment of Istio's control plane before istiod.
+const legacyPilot = "istio-pilot"
+
+// isIstiodPod says whether a pod's labels are those of istiod's pods, or of
+// the legacy istio-pilot's.
+func isIstiodPod(labels map[string]string) bool {
+	return labels["app"] == "istiod" || labels["app"] == "pilot"
 }
 
 // IstioVersion returns the tag of an image reference, without a digest and
@@ -77,7 +88,7 @@ func (ix *index) controlPlanes(pods []*Pod) []*controlPlane {
 		})
 	}
 	for _, p := range pods {
-		if p.DiscoveryImage == "" || p.Labels["app"] != "istiod" {
+		if p.DiscoveryImage == "" || !isIstiodPod(p.Labels) {
 			continue
 		}
 		top := ix.topController(p)
@@ -203,7 +214,11 @@ func (ix *index) gateways() map[*controlPlane]meshGateways {
 }
 
 // gateway computes where other clusters reach a gateway: the load
-// balancer's address, else a node's address and the node port.
+// balancer's address and the Service port; else the first of
+// spec.externalIPs and the Service port (kube-proxy serves the Service's
+// own ports there, for any Service type); else, for a LoadBalancer still
+// waiting for its address or a NodePort Service, a node's address and the
+// node port.
 func (ix *index) gateway(svc *Service, pods []*Pod) *discoveryv1.MeshSpec_Gateway {
 	gw := &discoveryv1.MeshSpec_Gateway{
 		WorkloadLabels: cloneLabels(svc.Selector),
@@ -225,6 +240,11 @@ func (ix *index) gateway(svc *Service, pods []*Pod) *discoveryv1.MeshSpec_Gatewa
 		if tls != nil {
 			gw.ExternalTlsPort = tls.Port
 		}
+	case len(svc.ExternalIPs) > 0:
+		gw.ExternalAddress = svc.ExternalIPs[0]
+		if tls != nil {
+			gw.ExternalTlsPort = tls.Port
+		}
 	case svc.Type == "LoadBalancer" || svc.Type == "NodePort":
 		gw.ExternalAddress = ix.nodeAddress(pods)
 		if tls != nil {
@@ -235,9 +255,10 @@ func (ix *index) gateway(svc *Service, pods []*Pod) *discoveryv1.MeshSpec_Gatewa
 }
 
 // nodeAddress prefers the node a gateway pod runs on, then the first node
-// by name, and an external address over an internal one.
+// by name; and of a node's addresses its ExternalIP, then its ExternalDNS
+// name, then its InternalIP.
 func (ix *index) nodeAddress(pods []*Pod) string {
-	addr := func(n *Node) string { return cmp.Or(n.ExternalIP, n.InternalIP) }
+	addr := func(n *Node) string { return cmp.Or(n.ExternalIP, n.ExternalDNS, n.InternalIP) }
 	for _, p := range pods {
 		if n := ix.nodes[p.NodeName]; n != nil && addr(n) != "" {
 			return addr(n)
@@ -252,6 +273,68 @@ func (ix *index) nodeAddress(pods []*Pod) string {
 		if a := addr(ix.nodes[name]); a != "" {
 			return a
 		}
+	}
+	return ""
+}
+
+// Container is the part of a pod's container that discovery reads.
+type Container struct {
+	Name  string
+	Image string
+	// Init and RestartAlways describe an init container; one that restarts
+	// always is a native sidecar, running beside the others.
+	Init, RestartAlways bool
+}
+
+// HasSidecar says whether a pod carries Istio's sidecar: the injector
+// recorded one (the sidecar.istio.io/status annotation, whatever the
+// container is called), or it has an istio-proxy container, or an
+// istio-proxy native sidecar (an init container that restarts always, as
+// Istio injects on Kubernetes 1.29 and later).
+func HasSidecar(containers []Container, injectorStatus bool) bool {
+	if injectorStatus {
+		return true
+	}
+	for _, c := range containers {
+		if c.Name == SidecarContainerName && (!c.Init || c.RestartAlways) {
+			return true
+		}
+	}
+	return false
+}
+
+// IstiodImage is the image an istiod Deployment's version is read from:
+// that of the container named "discovery", else that of its only
+// container (an install that renamed it). Only Deployments that IsIstiod
+// are asked.
+func IstiodImage(containers []Container) string {
+	var only []Container
+	for _, c := range containers {
+		if c.Init {
+			continue
+		}
+		if c.Name == discoveryContainer {
+			return c.Image
+		}
+		only = append(only, c)
+	}
+	if len(only) == 1 {
+		return only[0].Image
+	}
+	return ""
+}
+
+// PodIstiodImage is the image of a pod that is istiod, "" for any other
+// pod: the container named "discovery" (only istiod has one), else, for a
+// pod labelled as istiod's, its only container.
+func PodIstiodImage(labels map[string]string, containers []Container) string {
+	for _, c := range containers {
+		if c.Name == discoveryContainer && !c.Init {
+			return c.Image
+		}
+	}
+	if isIstiodPod(labels) {
+		return IstiodImage(containers)
 	}
 	return ""
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/meshplane/meshplane/services/agent/discovery"
 	"github.com/meshplane/meshplane/services/agent/internal/app"
 	"github.com/meshplane/meshplane/services/agent/internal/domain"
 	corev1 "k8s.io/api/core/v1"
@@ -48,10 +49,10 @@ func (m *MeshPods) List(ctx context.Context) ([]domain.BouncePod, error) {
 			}
 			for i := range list.Items {
 				p := &list.Items[i]
-				c := slimPod(p)
+				c := discovery.Pod(p)
 				out = append(out, domain.BouncePod{
 					Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Labels: p.Labels,
-					Controller: controllerOf(&p.ObjectMeta), Sidecar: c.Sidecar, SidecarRevision: c.SidecarRevision,
+					Controller: c.Controller, Sidecar: c.Sidecar, SidecarRevision: c.SidecarRevision,
 					Istiod: c.DiscoveryImage != "", Ready: c.Ready, Terminating: p.DeletionTimestamp != nil,
 					Finished:  p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
 					CreatedAt: p.CreationTimestamp.Time,

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshplane/meshplane/services/agent/discovery"
 	"github.com/meshplane/meshplane/services/agent/internal/app"
 	"github.com/meshplane/meshplane/services/agent/internal/domain"
 	corev1 "k8s.io/api/core/v1"
@@ -335,11 +336,11 @@ func (r *Reader) Discover() (domain.Discovered, error) {
 	svcs, err := r.services.List(labels.Everything())
 	listErr("services", err)
 	for _, s := range svcs {
-		if isSystemService(s) {
+		if discovery.IsSystemService(s) {
 			continue
 		}
 		scope(s.Namespace)
-		d.Services = append(d.Services, toService(s))
+		d.Services = append(d.Services, discovery.Service(s))
 	}
 	pods := r.pods.List()
 	d.Pods = make([]domain.Pod, 0, len(pods))
@@ -358,23 +359,23 @@ func (r *Reader) Discover() (domain.Discovered, error) {
 	listErr("replicasets", err)
 	for _, o := range rsObjs {
 		if m, ok := o.(*metav1.PartialObjectMetadata); ok {
-			d.ReplicaSets = append(d.ReplicaSets, domain.ReplicaSet{Name: m.Name, Namespace: m.Namespace, Controller: controllerOf(&m.ObjectMeta)})
+			d.ReplicaSets = append(d.ReplicaSets, domain.ReplicaSet{Name: m.Name, Namespace: m.Namespace, Controller: discovery.ControllerOf(&m.ObjectMeta)})
 		}
 	}
 	deps, err := r.deployments.List(labels.Everything())
 	listErr("deployments", err)
 	for _, dep := range deps {
-		if looksLikeIstiod(dep) {
-			d.Deployments = append(d.Deployments, toDeployment(dep))
+		if discovery.MayBeIstiod(dep) {
+			d.Deployments = append(d.Deployments, discovery.Deployment(dep))
 		}
 	}
 	cms, err := r.configMaps.List(labels.Everything())
 	listErr("configmaps", err)
 	for _, cm := range cms {
-		if _, ok := cm.Data["mesh"]; !ok || !isMeshConfig(cm.Name) {
+		if _, ok := cm.Data["mesh"]; !ok || !discovery.IsMeshConfig(cm.Name) {
 			continue
 		}
-		mc, err := toMeshConfig(cm)
+		mc, err := discovery.MeshConfig(cm)
 		if err != nil {
 			r.warnOnce("configmap/"+cm.Namespace+"/"+cm.Name, cm.ResourceVersion, "mesh config does not parse; using defaults",
 				"configmap", cm.Namespace+"/"+cm.Name, "error", err)
@@ -384,13 +385,13 @@ func (r *Reader) Discover() (domain.Discovered, error) {
 	nodes, err := r.nodes.List(labels.Everything())
 	listErr("nodes", err)
 	for _, n := range nodes {
-		d.Nodes = append(d.Nodes, toNode(n))
+		d.Nodes = append(d.Nodes, discovery.Node(n))
 	}
 	esl, err := r.endpointSlices.List(labels.Everything())
 	listErr("endpointslices", err)
 	for _, es := range esl {
 		scope(es.Namespace)
-		d.EndpointSlices = append(d.EndpointSlices, toEndpointSlice(es))
+		d.EndpointSlices = append(d.EndpointSlices, discovery.EndpointSlice(es))
 	}
 	r.mu.Lock()
 	resources := slices.Clone(r.resources)
@@ -431,9 +432,4 @@ func (r *Reader) warnOnce(key, resourceVersion, msg string, args ...any) {
 	if !seen {
 		r.log.Warn(msg, args...)
 	}
-}
-
-// isSystemService leaves out the API server's own Service.
-func isSystemService(s *corev1.Service) bool {
-	return s.Namespace == metav1.NamespaceDefault && s.Name == "kubernetes"
 }

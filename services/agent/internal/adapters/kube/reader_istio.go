@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/agent/discovery"
 	"github.com/meshplane/meshplane/services/agent/internal/domain"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -126,13 +126,7 @@ func (r *Reader) discoverIstio() ([]domain.IstioObject, error) {
 			if !ok {
 				continue
 			}
-			obj := domain.IstioObject{Kind: inf.kind, Namespace: u.GetNamespace(), Name: u.GetName(), ManagedBy: u.GetLabels()[snapshots.LabelManagedBy]}
-			obj.Hosts, _, _ = unstructured.NestedStringSlice(u.Object, "spec", "hosts")
-			if h, ok, _ := unstructured.NestedString(u.Object, "spec", "host"); ok && h != "" {
-				obj.Hosts = append(obj.Hosts, h)
-			}
-			obj.ExportTo, _, _ = unstructured.NestedStringSlice(u.Object, "spec", "exportTo")
-			out = append(out, obj)
+			out = append(out, discovery.IstioObject(inf.kind, u))
 		}
 	}
 	return out, nil

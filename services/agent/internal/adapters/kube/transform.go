@@ -1,10 +1,10 @@
 package kube
 
 import (
-	"encoding/json"
-	"strings"
+	"slices"
 
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/agent/discovery"
 	"github.com/meshplane/meshplane/services/agent/internal/domain"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,8 +17,6 @@ import (
 // The informers' transforms keep only what discovery reads, so that the
 // caches of a large cluster stay small: a full Pod is several kilobytes, a
 // cachedPod a few hundred bytes.
-
-const discoveryContainer = "discovery"
 
 // slimMeta keeps the identity, labels and controller of an object.
 func slimMeta(m metav1.ObjectMeta, keepLabels bool) metav1.ObjectMeta {
@@ -82,17 +80,12 @@ func keep(m map[string]string, keys ...string) map[string]string {
 
 // cachedPod is what the pod cache holds instead of a Pod: a corev1.Pod is
 // more than a kilobyte even when empty, and pods are most of a cluster.
+// Pod holds what discovery.Pod read from it when it was cached.
 type cachedPod struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
-	ServiceAccount  string
-	NodeName        string
-	IP              string
-	Phase           corev1.PodPhase
-	DiscoveryImage  string
-	SidecarRevision string
-	Sidecar         bool
-	Ready           bool
+	Phase corev1.PodPhase
+	Pod   domain.Pod
 }
 
 var _ runtime.Object = (*cachedPod)(nil)
@@ -100,84 +93,33 @@ var _ runtime.Object = (*cachedPod)(nil)
 func (p *cachedPod) DeepCopyObject() runtime.Object {
 	c := *p
 	p.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	c.Pod.Labels = c.Labels
 	return &c
 }
 
 func slimPod(p *corev1.Pod) *cachedPod {
-	out := &cachedPod{
-		ObjectMeta:      slimMeta(p.ObjectMeta, true),
-		ServiceAccount:  p.Spec.ServiceAccountName,
-		NodeName:        p.Spec.NodeName,
-		IP:              p.Status.PodIP,
-		Phase:           p.Status.Phase,
-		SidecarRevision: sidecarRevision(p.Annotations[domain.AnnotationSidecar]),
-	}
-	for _, c := range p.Spec.Containers {
-		switch c.Name {
-		case domain.SidecarContainerName:
-			out.Sidecar = true
-		case discoveryContainer:
-			out.DiscoveryImage = c.Image
-		}
-	}
-	for _, c := range p.Spec.InitContainers {
-		// A native sidecar: an init container that keeps running.
-		if c.Name == domain.SidecarContainerName && c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			out.Sidecar = true
-		}
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			out.Ready = p.DeletionTimestamp == nil
-		}
-	}
+	out := &cachedPod{ObjectMeta: slimMeta(p.ObjectMeta, true), Phase: p.Status.Phase, Pod: discovery.Pod(p)}
+	// The metadata is the cached ObjectMeta's; toPod puts it back.
+	out.Pod.Name, out.Pod.Namespace, out.Pod.Labels, out.Pod.Controller = "", "", nil, domain.OwnerRef{}
 	return out
 }
 
-// sidecarRevision reads the revision from the injector's status annotation.
-func sidecarRevision(status string) string {
-	if status == "" {
-		return ""
-	}
-	var s struct {
-		Revision string `json:"revision"`
-	}
-	if json.Unmarshal([]byte(status), &s) != nil {
-		return ""
-	}
-	return s.Revision
-}
-
-// looksLikeIstiod says whether a Deployment may be istiod; the domain
-// decides, but every other Deployment is cached as a name only.
-func looksLikeIstiod(d *appsv1.Deployment) bool {
-	return domain.IsIstiod(d.Name, d.Spec.Template.Labels) || d.Labels["app"] == "istiod"
-}
-
 func slimDeployment(d *appsv1.Deployment) *appsv1.Deployment {
-	if !looksLikeIstiod(d) {
+	if !discovery.MayBeIstiod(d) {
 		return &appsv1.Deployment{ObjectMeta: slimMeta(d.ObjectMeta, false)}
 	}
 	out := &appsv1.Deployment{ObjectMeta: slimMeta(d.ObjectMeta, true)}
 	out.Spec.Template.Labels = d.Spec.Template.Labels
 	out.Spec.Template.Spec.ServiceAccountName = d.Spec.Template.Spec.ServiceAccountName
 	for _, c := range d.Spec.Template.Spec.Containers {
-		if c.Name == discoveryContainer {
-			out.Spec.Template.Spec.Containers = []corev1.Container{{Name: c.Name, Image: c.Image}}
-		}
+		out.Spec.Template.Spec.Containers = append(out.Spec.Template.Spec.Containers, corev1.Container{Name: c.Name, Image: c.Image})
 	}
 	return out
 }
 
-// isMeshConfig says whether a ConfigMap name is that of an Istio mesh
-// config: istio, or istio-<revision>.
-func isMeshConfig(name string) bool {
-	return name == "istio" || strings.HasPrefix(name, "istio-")
-}
-
 func slimConfigMap(c *corev1.ConfigMap) *corev1.ConfigMap {
 	out := &corev1.ConfigMap{ObjectMeta: slimMeta(c.ObjectMeta, false)}
-	if isMeshConfig(c.Name) {
+	if discovery.IsMeshConfig(c.Name) {
 		if m, ok := c.Data["mesh"]; ok {
 			out.Data = map[string]string{"mesh": m}
 		}
@@ -194,7 +136,7 @@ func slimNode(n *corev1.Node) *corev1.Node {
 	out := &corev1.Node{ObjectMeta: slimMeta(n.ObjectMeta, false)}
 	out.Labels = keep(n.Labels, nodeLabels...)
 	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP {
+		if slices.Contains(discovery.NodeAddressTypes, a.Type) {
 			out.Status.Addresses = append(out.Status.Addresses, a)
 		}
 	}
