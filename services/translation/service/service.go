@@ -298,6 +298,7 @@ func newOutput() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{
 // services may call it.
 func (s *Service) Mount(srv *platform.Server) {
 	srv.Handle(translationv1connect.NewTranslationServiceHandler(s.handler, srv.HandlerOptions()...))
+	srv.Handle(s.handler.NotifyHandler(srv.HandlerOptions()...))
 	srv.RegisterServices(translationv1connect.TranslationServiceName)
 	srv.AddAccessPolicy(platform.AccessPolicy{"/" + translationv1connect.TranslationServiceName + "/": platform.AllowService})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/translation/service"
+	"google.golang.org/protobuf/proto"
 )
 
 const (
@@ -119,6 +120,56 @@ func (e *env) client(t *testing.T, id string, protoOpts []connect.ClientOption) 
 	}
 	t.Cleanup(hc.CloseIdleConnections)
 	return translationv1connect.NewTranslationServiceClient(hc, platform.BaseURL(o), append(platform.DefaultClientOptions(o), protoOpts...)...)
+}
+
+// encodedNotify is a client of the Notify procedure that sends the
+// snapshot as bytes, as ingest does (EncodedNotifyRequest).
+func (e *env) encodedNotify(t *testing.T, id string, protoOpts []connect.ClientOption) *connect.Client[translationv1.EncodedNotifyRequest, translationv1.NotifyResponse] {
+	t.Helper()
+	cert := e.ca.ClientCert(t, id)
+	o := e.ca.ClientOptions(t, e.addr, &cert)
+	o.Timeout = 10 * time.Second
+	hc, err := platform.NewHTTPClient(o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hc.CloseIdleConnections)
+	return connect.NewClient[translationv1.EncodedNotifyRequest, translationv1.NotifyResponse](hc,
+		platform.BaseURL(o)+translationv1connect.TranslationServiceNotifyProcedure, append(platform.DefaultClientOptions(o), protoOpts...)...)
+}
+
+// Ingest notifies with the bytes it stored. A version translation already
+// holds (read from the store first) is not decoded again; a new one is,
+// and bytes that do not decode are refused.
+func TestNotifyEncoded(t *testing.T) {
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			e := newEnv(t)
+			notify := e.encodedNotify(t, ingestID, p.opts)
+			in := input("east", "reviews", "ratings")
+			raw, err := proto.Marshal(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := notify.CallUnary(t.Context(), connect.NewRequest(&translationv1.EncodedNotifyRequest{Cluster: "east", Version: in.GetVersion(), Snapshot: raw})); err != nil {
+				t.Fatalf("Notify: %v", err)
+			}
+			ingest := e.client(t, ingestID, p.opts)
+			if out := waitOutput(t, ingest, "east", 2); out.GetInputVersions()["east"] != in.GetVersion() {
+				t.Fatalf("output from inputs %v, want east at %s", out.GetInputVersions(), in.GetVersion())
+			}
+			// Held already: the bytes are not looked at.
+			if _, err := notify.CallUnary(t.Context(), connect.NewRequest(&translationv1.EncodedNotifyRequest{Cluster: "east", Version: in.GetVersion(), Snapshot: []byte("not a snapshot")})); err != nil {
+				t.Fatalf("Notify of the held version: %v", err)
+			}
+			// A new version is decoded, and refused when it does not decode.
+			_, err = notify.CallUnary(t.Context(), connect.NewRequest(&translationv1.EncodedNotifyRequest{Cluster: "east", Version: "sha256:new", Snapshot: []byte("not a snapshot")}))
+			wantCode(t, err, connect.CodeInvalidArgument)
+			// Only the management services may call it.
+			_, err = e.encodedNotify(t, eastID, p.opts).CallUnary(t.Context(), connect.NewRequest(&translationv1.EncodedNotifyRequest{Cluster: "east", Version: in.GetVersion(), Snapshot: raw}))
+			wantCode(t, err, connect.CodePermissionDenied)
+		})
+	}
 }
 
 func wantCode(t *testing.T, err error, want connect.Code) {

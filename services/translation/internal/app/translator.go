@@ -427,6 +427,22 @@ func (t *Translator) Submit(cluster string, in *snapshotv1.InputSnapshot) error 
 	return nil
 }
 
+// Holds reports whether the translator already holds version of cluster's
+// input. When it does, the notice counts as the cluster having reported,
+// as Submit of that snapshot would: the caller need not decode it.
+func (t *Translator) Holds(cluster, version string) bool {
+	if cluster == "" || version == "" {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.inputs[cluster].GetVersion() != version {
+		return false
+	}
+	t.reportedLocked(cluster)
+	return true
+}
+
 // Output returns the latest output of a cluster.
 func (t *Translator) Output(cluster string) (*snapshotv1.OutputSnapshot, bool) {
 	t.mu.RLock()

@@ -4,12 +4,16 @@ package connectrpc
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 
 	"connectrpc.com/connect"
+	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	translationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1/translationv1connect"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
+	"google.golang.org/protobuf/proto"
 )
 
 // Handler implements TranslationService.
@@ -22,6 +26,35 @@ var _ translationv1connect.TranslationServiceHandler = (*Handler)(nil)
 
 // NewHandler returns a handler over the translator.
 func NewHandler(t *app.Translator) *Handler { return &Handler{t: t} }
+
+// NotifyEncoded is Notify with the snapshot left in its wire encoding
+// (EncodedNotifyRequest is NotifyRequest on the wire). Ingest stores a
+// snapshot before it notifies, so translation has often read it from the
+// store already: then it is not decoded a second time (2 MB of policies
+// at the reference estate).
+func (h *Handler) NotifyEncoded(ctx context.Context, req *connect.Request[translationv1.EncodedNotifyRequest]) (*connect.Response[translationv1.NotifyResponse], error) {
+	m := req.Msg
+	if len(m.GetSnapshot()) > 0 && h.t.Holds(m.GetCluster(), m.GetVersion()) {
+		return connect.NewResponse(&translationv1.NotifyResponse{}), nil
+	}
+	decoded := &translationv1.NotifyRequest{Cluster: m.GetCluster(), Version: m.GetVersion()}
+	if len(m.GetSnapshot()) > 0 {
+		decoded.Snapshot = &snapshotv1.InputSnapshot{}
+		if err := proto.Unmarshal(m.GetSnapshot(), decoded.Snapshot); err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("decode the snapshot: %w", err))
+		}
+	}
+	return h.Notify(ctx, connect.NewRequest(decoded))
+}
+
+// NotifyHandler serves the Notify procedure with NotifyEncoded. Mount it
+// at translationv1connect.TranslationServiceNotifyProcedure, beside the
+// generated handler (which it takes precedence over, being the longer
+// path).
+func (h *Handler) NotifyHandler(opts ...connect.HandlerOption) (string, http.Handler) {
+	p := translationv1connect.TranslationServiceNotifyProcedure
+	return p, connect.NewUnaryHandler(p, h.NotifyEncoded, opts...)
+}
 
 func (h *Handler) Notify(ctx context.Context, req *connect.Request[translationv1.NotifyRequest]) (*connect.Response[translationv1.NotifyResponse], error) {
 	var err error
