@@ -135,6 +135,21 @@ func (d *durablePlane) check(ctx context.Context) (checkReport, string, error) {
 	return rep, out, err
 }
 
+// waitHealthy waits until meshctl check passes, failing the test with the
+// last check printed when it does not within 90 s.
+func (d *durablePlane) waitHealthy(ctx context.Context, what string) {
+	d.t.Helper()
+	var last string
+	err := harness.Wait(ctx, 90*time.Second, what, func(ctx context.Context) (bool, error) {
+		rep, out, err := d.check(ctx)
+		last = out
+		return err == nil && rep.OK, nil
+	}, d.procs()...)
+	if err != nil {
+		d.t.Fatalf("%v; last check:\n%s", err, last)
+	}
+}
+
 // owned returns kind/name -> UID of the objects Meshplane wrote in c's
 // bookinfo namespace.
 func owned(t *testing.T, ctx context.Context, c *kubetest.Cluster) map[string]string {
@@ -266,14 +281,7 @@ func TestRedisLossWithAClusterDownDeletesNothing(t *testing.T) {
 	// East returns: outputs are complete, check passes, nothing was
 	// deleted or made again.
 	d.startAgent(d.east)
-	err = harness.Wait(ctx, 90*time.Second, "meshctl check to pass once east is back", func(ctx context.Context) (bool, error) {
-		rep, out, err := d.check(ctx)
-		last = out
-		return err == nil && rep.OK, nil
-	}, d.procs()...)
-	if err != nil {
-		t.Fatalf("%v; last check:\n%s", err, last)
-	}
+	d.waitHealthy(ctx, "meshctl check to pass once east is back")
 	for name, c := range map[string]*kubetest.Cluster{"east": d.east, "west": d.west} {
 		if after := owned(t, ctx, c); !maps.Equal(after, before[name]) {
 			t.Fatalf("%s's Meshplane objects changed after east returned:\nbefore %v\nafter  %v", name, before[name], after)
@@ -293,25 +301,13 @@ func TestRedisLossWithEveryAgentUpEndsHealthy(t *testing.T) {
 	ctx := t.Context()
 	d.applyCrossClusterPolicy(ctx)
 	d.waitMirrored(ctx)
-	var last string
-	healthy := func(what string) {
-		t.Helper()
-		err := harness.Wait(ctx, 90*time.Second, what, func(ctx context.Context) (bool, error) {
-			rep, out, err := d.check(ctx)
-			last = out
-			return err == nil && rep.OK, nil
-		}, d.procs()...)
-		if err != nil {
-			t.Fatalf("%v; last check:\n%s", err, last)
-		}
-	}
-	healthy("meshctl check to pass")
+	d.waitHealthy(ctx, "meshctl check to pass")
 	before := map[string]map[string]string{"east": ownedVersions(t, ctx, d.east), "west": ownedVersions(t, ctx, d.west)}
 
 	if err := d.plane.Restart(ctx, true, func() error { return d.redis.Client(t).FlushAll(ctx).Err() }); err != nil {
 		t.Fatalf("restart with Redis flushed: %v", err)
 	}
-	healthy("meshctl check to pass again after Redis was emptied")
+	d.waitHealthy(ctx, "meshctl check to pass again after Redis was emptied")
 	for name, c := range map[string]*kubetest.Cluster{"east": d.east, "west": d.west} {
 		if after := ownedVersions(t, ctx, c); !maps.Equal(after, before[name]) {
 			t.Fatalf("%s's Meshplane objects were written or deleted though the output did not change:\nbefore %v\nafter  %v", name, before[name], after)

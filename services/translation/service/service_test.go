@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -111,20 +112,13 @@ func newEnvWith(t *testing.T, cfg service.Config, opts ...service.Option) *env {
 
 func (e *env) client(t *testing.T, id string, protoOpts []connect.ClientOption) translationv1connect.TranslationServiceClient {
 	t.Helper()
-	cert := e.ca.ClientCert(t, id)
-	o := e.ca.ClientOptions(t, e.addr, &cert)
-	o.Timeout = 10 * time.Second
-	hc, err := platform.NewHTTPClient(o, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(hc.CloseIdleConnections)
-	return translationv1connect.NewTranslationServiceClient(hc, platform.BaseURL(o), append(platform.DefaultClientOptions(o), protoOpts...)...)
+	hc, base, opts := e.dial(t, id, protoOpts)
+	return translationv1connect.NewTranslationServiceClient(hc, base, opts...)
 }
 
-// encodedNotify is a client of the Notify procedure that sends the
-// snapshot as bytes, as ingest does (EncodedNotifyRequest).
-func (e *env) encodedNotify(t *testing.T, id string, protoOpts []connect.ClientOption) *connect.Client[translationv1.EncodedNotifyRequest, translationv1.NotifyResponse] {
+// dial returns an HTTP client with id's certificate, the server's base
+// URL and the client options, protoOpts included.
+func (e *env) dial(t *testing.T, id string, protoOpts []connect.ClientOption) (*http.Client, string, []connect.ClientOption) {
 	t.Helper()
 	cert := e.ca.ClientCert(t, id)
 	o := e.ca.ClientOptions(t, e.addr, &cert)
@@ -134,8 +128,15 @@ func (e *env) encodedNotify(t *testing.T, id string, protoOpts []connect.ClientO
 		t.Fatal(err)
 	}
 	t.Cleanup(hc.CloseIdleConnections)
-	return connect.NewClient[translationv1.EncodedNotifyRequest, translationv1.NotifyResponse](hc,
-		platform.BaseURL(o)+translationv1connect.TranslationServiceNotifyProcedure, append(platform.DefaultClientOptions(o), protoOpts...)...)
+	return hc, platform.BaseURL(o), append(platform.DefaultClientOptions(o), protoOpts...)
+}
+
+// encodedNotify is a client of the Notify procedure that sends the
+// snapshot as bytes, as ingest does (EncodedNotifyRequest).
+func (e *env) encodedNotify(t *testing.T, id string, protoOpts []connect.ClientOption) *connect.Client[translationv1.EncodedNotifyRequest, translationv1.NotifyResponse] {
+	t.Helper()
+	hc, base, opts := e.dial(t, id, protoOpts)
+	return connect.NewClient[translationv1.EncodedNotifyRequest, translationv1.NotifyResponse](hc, base+translationv1connect.TranslationServiceNotifyProcedure, opts...)
 }
 
 // Ingest notifies with the bytes it stored. A version translation already
