@@ -83,6 +83,11 @@ func (in *Incremental) Translate(inputs map[string]*snapshotv1.InputSnapshot, la
 		}
 	}
 	in.full++
+	// A full translation makes every policy anew: no kept encoding names
+	// the source of one any more, and those of deleted policies must not
+	// hold their messages.
+	clear(in.trafficEnc)
+	clear(in.accessEnc)
 	r, st, err := translateAll(inputs, in.opts, last)
 	if err != nil {
 		in.st = nil
