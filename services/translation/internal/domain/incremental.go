@@ -283,22 +283,9 @@ func diffPolicies[P keyedPolicy, R interface {
 // update is the incremental path; ok is false when it does not apply.
 func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Result, bool, error) {
 	prev := in.st
-	if len(inputs) != len(prev.inputs) {
+	changedClusters, ok := changedInputs(prev.inputs, inputs)
+	if !ok {
 		return nil, false, nil
-	}
-	var changedClusters []string
-	for c, n := range inputs {
-		o, ok := prev.inputs[c]
-		if !ok {
-			return nil, false, nil
-		}
-		if o == n {
-			continue
-		}
-		if !samePolicyless(o, n) {
-			return nil, false, nil
-		}
-		changedClusters = append(changedClusters, c)
 	}
 	if len(changedClusters) == 0 {
 		return prev.result, true, nil
@@ -433,6 +420,55 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 
 	// AccessPolicies: the destinations they select get their lists, the
 	// statuses for them and their AuthorizationPolicies made again.
+	aTouched, newAPObjs, aOrder, err := a.rebuildAccess(aAffected, aChanged, aFresh, opts)
+	if err != nil {
+		return nil, true, err
+	}
+	for _, k := range aOrder {
+		outClusters[k.Cluster] = true
+	}
+
+	// Statuses of the touched policies, and of none for deleted ones.
+	sc, next, err := policyStatuses(prev.result.LastGood, deleted, aDeleted, touched, aTouched, newByKey, accessByKey, len(aChanged) > 0)
+	if err != nil {
+		return nil, true, err
+	}
+	for c := range sc.drop {
+		outClusters[c] = true
+	}
+
+	// New outputs for the clusters concerned; the others are reused.
+	outputs := maps.Clone(prev.result.Outputs)
+	destObjs := prev.destObjs
+	for c := range outClusters {
+		outputs[c] = prev.rebuildOutput(c, inputs[c].GetVersion(), order, aOrder, newObjs, newAPObjs, sc)
+	}
+	for _, k := range order {
+		destObjs[k] = newObjs[k]
+	}
+	for _, k := range aOrder {
+		if o := newAPObjs[k]; o != nil {
+			prev.apObjs[k] = o
+		} else {
+			delete(prev.apObjs, k)
+		}
+	}
+
+	applied := *a
+	applied.inputs = inputs
+	applied.policies = policies
+	applied.accessPs = accessPs
+	res := &Result{Outputs: outputs, LastGood: next, Applied: &applied}
+	prev.inputs = inputs
+	prev.result = res
+	return res, true, nil
+}
+
+// rebuildAccess gives each destination that changed AccessPolicies select
+// (affected) its list, statuses and AuthorizationPolicy again. It returns
+// the policies whose status changes, the new AuthorizationPolicies and the
+// destinations in order.
+func (a *Applied) rebuildAccess(aAffected map[ObjectKey]bool, aChanged map[*accessPolicy]bool, aFresh []*accessPolicy, opts Options) (map[*accessPolicy]bool, map[ObjectKey]*snapshotv1.Object, []ObjectKey, error) {
 	access := a.access
 	for k := range aAffected {
 		applied := slices.DeleteFunc(slices.Clone(access.applied[k]), func(p *accessPolicy) bool { return aChanged[p] })
@@ -460,55 +496,92 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 		for _, p := range access.applied[k] {
 			aTouched[p] = true
 		}
-		outClusters[k.Cluster] = true
 		ap, parents := access.policy(d)
 		if ap == nil {
 			continue
 		}
 		raw, err := MarshalSpec(ap)
 		if err != nil {
-			return nil, true, err
+			return nil, nil, nil, err
 		}
 		newAPObjs[k] = makeObject(SecurityV1, KindAuthorizationPolicy, k, parents, raw, opts)
 	}
+	return aTouched, newAPObjs, aOrder, nil
+}
 
-	// Statuses of the touched policies, and of none for deleted ones.
-	newStatuses := map[string][]*snapshotv1.ResourceStatus{}
-	dropStatus := map[string]map[[3]string]bool{}
-	dropKey := func(kind string, key ObjectKey) {
-		c := key.Cluster
-		if dropStatus[c] == nil {
-			dropStatus[c] = map[[3]string]bool{}
-		}
-		dropStatus[c][[3]string{kind, key.Namespace, key.Name}] = true
-		outClusters[c] = true
+// changedInputs returns the clusters whose input differs from the last
+// translation's, and false when the incremental path does not apply: a
+// cluster came or went, or an input changed beyond its policies.
+func changedInputs(prev, inputs map[string]*snapshotv1.InputSnapshot) ([]string, bool) {
+	if len(inputs) != len(prev) {
+		return nil, false
 	}
-	drop := func(p *trafficPolicy) { dropKey(KindTrafficPolicy, p.Key) }
+	var changed []string
+	for c, n := range inputs {
+		o, ok := prev[c]
+		if !ok {
+			return nil, false
+		}
+		if o == n {
+			continue
+		}
+		if !samePolicyless(o, n) {
+			return nil, false
+		}
+		changed = append(changed, c)
+	}
+	return changed, true
+}
+
+// statusChanges are the policy statuses an incremental translation makes
+// again, by cluster, and those it drops from the last outputs (by kind,
+// namespace and name).
+type statusChanges struct {
+	statuses map[string][]*snapshotv1.ResourceStatus
+	drop     map[string]map[[3]string]bool
+}
+
+func (sc *statusChanges) dropKey(kind string, key ObjectKey) {
+	c := key.Cluster
+	if sc.drop[c] == nil {
+		sc.drop[c] = map[[3]string]bool{}
+	}
+	sc.drop[c][[3]string{kind, key.Namespace, key.Name}] = true
+}
+
+// policyStatuses makes the statuses of the touched policies that are
+// current (byKey, accessByKey), drops those of the deleted ones, and
+// returns the last valid versions that follow from them, last's for every
+// other policy.
+func policyStatuses(last LastGood, deleted []*trafficPolicy, aDeleted []*accessPolicy, touched map[*trafficPolicy]bool, aTouched map[*accessPolicy]bool,
+	byKey map[ObjectKey]*trafficPolicy, accessByKey map[ObjectKey]*accessPolicy, accessChanged bool,
+) (statusChanges, LastGood, error) {
+	sc := statusChanges{statuses: map[string][]*snapshotv1.ResourceStatus{}, drop: map[string]map[[3]string]bool{}}
 	// Only TrafficPolicies and AccessPolicies change here: the other
 	// kinds' last valid versions carry over as they are.
-	next := prev.result.LastGood
+	next := last
 	next.Traffic = maps.Clone(next.Traffic)
-	if len(aChanged) > 0 {
+	if accessChanged {
 		next.Access = maps.Clone(next.Access)
 	}
 	for _, p := range deleted {
-		drop(p)
+		sc.dropKey(KindTrafficPolicy, p.Key)
 		delete(next.Traffic, p.Key)
 	}
 	for _, p := range aDeleted {
-		dropKey(KindAccessPolicy, p.Key)
+		sc.dropKey(KindAccessPolicy, p.Key)
 		delete(next.Access, p.Key)
 	}
 	for _, p := range slices.SortedFunc(maps.Keys(aTouched), func(x, y *accessPolicy) int { return x.Key.compare(y.Key) }) {
 		if accessByKey[p.Key] != p {
 			continue
 		}
-		dropKey(KindAccessPolicy, p.Key)
+		sc.dropKey(KindAccessPolicy, p.Key)
 		st, err := accessPolicyStatus(p)
 		if err != nil {
-			return nil, true, err
+			return sc, next, err
 		}
-		newStatuses[p.Key.Cluster] = append(newStatuses[p.Key.Cluster], st)
+		sc.statuses[p.Key.Cluster] = append(sc.statuses[p.Key.Cluster], st)
 		if g, ok := p.goodVersion(); ok {
 			next.Access[p.Key] = g
 		} else {
@@ -516,19 +589,19 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 		}
 	}
 	for _, p := range slices.SortedFunc(maps.Keys(touched), func(x, y *trafficPolicy) int { return x.Key.compare(y.Key) }) {
-		if newByKey[p.Key] != p {
+		if byKey[p.Key] != p {
 			continue
 		}
-		drop(p)
+		sc.dropKey(KindTrafficPolicy, p.Key)
 		st, err := trafficPolicyStatus(p)
 		if err != nil {
-			return nil, true, err
+			return sc, next, err
 		}
-		newStatuses[p.Key.Cluster] = append(newStatuses[p.Key.Cluster], st)
+		sc.statuses[p.Key.Cluster] = append(sc.statuses[p.Key.Cluster], st)
 		if p.lastGood == nil && len(p.heldOn) == 0 {
 			// Not prepared again: its prior version may be one the last
 			// valid versions have moved past since.
-			p.findPrior(prev.result.LastGood.Traffic)
+			p.findPrior(last.Traffic)
 		}
 		if g, ok := p.goodVersion(); ok {
 			next.Traffic[p.Key] = g
@@ -536,76 +609,58 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 			delete(next.Traffic, p.Key)
 		}
 	}
+	return sc, next, nil
+}
 
-	// New outputs for the clusters concerned; the others are reused.
-	outputs := maps.Clone(prev.result.Outputs)
-	destObjs := prev.destObjs
-	for c := range outClusters {
-		old := prev.result.Outputs[c]
-		stale := map[*snapshotv1.Object]bool{}
-		var added []*snapshotv1.Object
-		for _, k := range order {
-			if k.Cluster != c {
-				continue
-			}
-			for _, o := range destObjs[k] {
-				stale[o] = true
-			}
-			added = append(added, newObjs[k]...)
-		}
-		for _, k := range aOrder {
-			if k.Cluster != c {
-				continue
-			}
-			if o := prev.apObjs[k]; o != nil {
-				stale[o] = true
-			}
-			if o := newAPObjs[k]; o != nil {
-				added = append(added, o)
-			}
-		}
-		out := &snapshotv1.OutputSnapshot{
-			Cluster:            c,
-			InputVersions:      map[string]string{c: inputs[c].GetVersion()},
-			IssuedCertificates: old.GetIssuedCertificates(),
-			WasmFilters:        old.GetWasmFilters(),
-			AccessLogPolicies:  old.GetAccessLogPolicies(),
-			Objects:            make([]*snapshotv1.Object, 0, len(old.GetObjects())+len(added)),
-			Statuses:           make([]*snapshotv1.ResourceStatus, 0, len(old.GetStatuses())+len(newStatuses[c])),
-		}
-		for _, o := range old.GetObjects() {
-			if !stale[o] {
-				out.Objects = append(out.Objects, o)
-			}
-		}
-		out.Objects = append(out.Objects, added...)
-		for _, s := range old.GetStatuses() {
-			if s.GetApiVersion() == NetworkingV1 && dropStatus[c][[3]string{s.GetKind(), s.GetNamespace(), s.GetName()}] {
-				continue
-			}
-			out.Statuses = append(out.Statuses, s)
-		}
-		out.Statuses = append(out.Statuses, newStatuses[c]...)
-		prev.sealer.Seal(out)
-		outputs[c] = out
-	}
+// rebuildOutput makes cluster c's new output from its last one: the objects
+// of the recomputed destinations (order, aOrder) replaced by the new ones,
+// and the statuses sc names replaced; then seals it.
+func (st *incState) rebuildOutput(c, inputVersion string, order, aOrder []ObjectKey, newObjs map[ObjectKey][]*snapshotv1.Object, newAPObjs map[ObjectKey]*snapshotv1.Object, sc statusChanges) *snapshotv1.OutputSnapshot {
+	old := st.result.Outputs[c]
+	stale := map[*snapshotv1.Object]bool{}
+	var added []*snapshotv1.Object
 	for _, k := range order {
-		destObjs[k] = newObjs[k]
+		if k.Cluster != c {
+			continue
+		}
+		for _, o := range st.destObjs[k] {
+			stale[o] = true
+		}
+		added = append(added, newObjs[k]...)
 	}
 	for _, k := range aOrder {
+		if k.Cluster != c {
+			continue
+		}
+		if o := st.apObjs[k]; o != nil {
+			stale[o] = true
+		}
 		if o := newAPObjs[k]; o != nil {
-			prev.apObjs[k] = o
-		} else {
-			delete(prev.apObjs, k)
+			added = append(added, o)
 		}
 	}
-
-	applied := *a
-	applied.inputs = inputs
-	applied.policies = policies
-	applied.accessPs = accessPs
-	res := &Result{Outputs: outputs, LastGood: next, Applied: &applied}
-	prev.inputs = inputs
-	prev.result = res
-	return res, true, nil
+	out := &snapshotv1.OutputSnapshot{
+		Cluster:            c,
+		InputVersions:      map[string]string{c: inputVersion},
+		IssuedCertificates: old.GetIssuedCertificates(),
+		WasmFilters:        old.GetWasmFilters(),
+		AccessLogPolicies:  old.GetAccessLogPolicies(),
+		Objects:            make([]*snapshotv1.Object, 0, len(old.GetObjects())+len(added)),
+		Statuses:           make([]*snapshotv1.ResourceStatus, 0, len(old.GetStatuses())+len(sc.statuses[c])),
+	}
+	for _, o := range old.GetObjects() {
+		if !stale[o] {
+			out.Objects = append(out.Objects, o)
+		}
+	}
+	out.Objects = append(out.Objects, added...)
+	for _, s := range old.GetStatuses() {
+		if s.GetApiVersion() == NetworkingV1 && sc.drop[c][[3]string{s.GetKind(), s.GetNamespace(), s.GetName()}] {
+			continue
+		}
+		out.Statuses = append(out.Statuses, s)
+	}
+	out.Statuses = append(out.Statuses, sc.statuses[c]...)
+	st.sealer.Seal(out)
+	return out
 }
