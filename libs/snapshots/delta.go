@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"google.golang.org/protobuf/proto"
@@ -59,29 +58,16 @@ func StatusKeyHash(s *snapshotv1.ResourceStatus) uint64 {
 	return keyHash(s.GetApiVersion(), s.GetKind(), s.GetNamespace(), s.GetName())
 }
 
-func contentHash(m proto.Message) uint64 {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-	if err != nil {
-		b = []byte("marshal error: " + err.Error())
-	}
-	return hash8(b)
-}
-
-// IndexOutput returns the index of an output.
+// IndexOutput returns the index of an output: the one ScanOutput finds in
+// any encoding of it.
 func IndexOutput(s *snapshotv1.OutputSnapshot) OutputIndex {
 	idx := OutputIndex{Objects: make(map[uint64]uint64, len(s.GetObjects())), Statuses: make(map[uint64]uint64, len(s.GetStatuses()))}
-	// An object's content hash is its digest, the one the agent writes on
-	// the object and the output version hashes, cut to 8 bytes.
-	var d ObjectDigester
+	var c contentHasher
 	for _, o := range s.GetObjects() {
-		h, err := strconv.ParseUint(d.Digest(o)[:16], 16, 64)
-		if err != nil {
-			panic(fmt.Sprintf("snapshots: an object digest is not hex: %v", err))
-		}
-		idx.Objects[ObjectKeyHash(o)] = h
+		idx.Objects[ObjectKeyHash(o)] = encodedContentHash(&c, o, objectMapFields)
 	}
 	for _, st := range s.GetStatuses() {
-		idx.Statuses[StatusKeyHash(st)] = contentHash(st)
+		idx.Statuses[StatusKeyHash(st)] = encodedContentHash(&c, st, nil)
 	}
 	return idx
 }
@@ -129,36 +115,22 @@ func DecodeIndex(b []byte) (OutputIndex, error) {
 }
 
 // Diff returns the delta that makes next from the version base indexes,
-// and next's own index. next must be sealed.
-func Diff(baseVersion string, base OutputIndex, next *snapshotv1.OutputSnapshot) (*snapshotv1.OutputDelta, OutputIndex) {
-	idx := IndexOutput(next)
-	d := &snapshotv1.OutputDelta{BaseVersion: baseVersion, Version: next.GetVersion()}
-	for _, o := range next.GetObjects() {
-		if h, ok := base.Objects[ObjectKeyHash(o)]; !ok || h != idx.Objects[ObjectKeyHash(o)] {
-			d.Objects = append(d.Objects, o)
-		}
+// and next's own index: what distribution cuts from next's encoding
+// (ScanOutput, AppendDelta), decoded.
+func Diff(baseVersion string, base OutputIndex, next *snapshotv1.OutputSnapshot) (*snapshotv1.OutputDelta, OutputIndex, error) {
+	b, err := proto.Marshal(next)
+	if err != nil {
+		return nil, OutputIndex{}, fmt.Errorf("encode the output: %w", err)
 	}
-	for k := range base.Objects {
-		if _, ok := idx.Objects[k]; !ok {
-			d.RemovedObjects = append(d.RemovedObjects, k)
-		}
+	scan, err := ScanOutput(b)
+	if err != nil {
+		return nil, OutputIndex{}, err
 	}
-	for _, st := range next.GetStatuses() {
-		if h, ok := base.Statuses[StatusKeyHash(st)]; !ok || h != idx.Statuses[StatusKeyHash(st)] {
-			d.Statuses = append(d.Statuses, st)
-		}
+	d := &snapshotv1.OutputDelta{}
+	if err := proto.Unmarshal(scan.AppendDelta(nil, baseVersion, base), d); err != nil {
+		return nil, OutputIndex{}, fmt.Errorf("decode the delta: %w", err)
 	}
-	for k := range base.Statuses {
-		if _, ok := idx.Statuses[k]; !ok {
-			d.RemovedStatuses = append(d.RemovedStatuses, k)
-		}
-	}
-	slices.Sort(d.RemovedObjects)
-	slices.Sort(d.RemovedStatuses)
-	rest := ShallowCopy(next)
-	rest.Objects, rest.Statuses = nil, nil
-	d.Rest = rest
-	return d, idx
+	return d, scan.Index, nil
 }
 
 // ErrDeltaMismatch is returned by ApplyDelta when the state a delta makes

@@ -15,8 +15,20 @@ import (
 func deltaObject(kind string, i int, spec string) *snapshotv1.Object {
 	return &snapshotv1.Object{
 		ApiVersion: "networking.istio.io/v1", Kind: kind, Namespace: "bookinfo", Name: fmt.Sprintf("o-%d", i),
-		Labels: map[string]string{snapshots.LabelManagedBy: "meshplane"}, Spec: []byte(spec),
+		Labels:      map[string]string{snapshots.LabelManagedBy: "meshplane", "app": "reviews", "version": "v1"},
+		Annotations: map[string]string{"meshplane.dev/policies": "p", "meshplane.dev/digest": "d", "z": "1"},
+		Spec:        []byte(spec),
 	}
+}
+
+// diff is snapshots.Diff, failing the test on an error.
+func diff(t testing.TB, base *snapshotv1.OutputSnapshot, next *snapshotv1.OutputSnapshot) (*snapshotv1.OutputDelta, snapshots.OutputIndex) {
+	t.Helper()
+	d, idx, err := snapshots.Diff(base.GetVersion(), snapshots.IndexOutput(base), next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, idx
 }
 
 func deltaStatus(i int, state string) *snapshotv1.ResourceStatus {
@@ -52,7 +64,10 @@ func TestDeltaMakesTheNextVersion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, nextIdx := snapshots.Diff(base.GetVersion(), decoded, next)
+		d, nextIdx, err := snapshots.Diff(base.GetVersion(), decoded, next)
+		if err != nil {
+			t.Fatal(err)
+		}
 		got, err := snapshots.ApplyDelta(base, d)
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
@@ -84,7 +99,7 @@ func TestDeltaOfOneEdit(t *testing.T) {
 	}
 	next.Objects = slices.DeleteFunc(next.Objects, func(o *snapshotv1.Object) bool { return o.Name == "o-7" })
 	snapshots.SealOutput(next)
-	d, _ := snapshots.Diff(base.GetVersion(), snapshots.IndexOutput(base), next)
+	d, _ := diff(t, base, next)
 	if len(d.GetObjects()) != 1 || d.GetObjects()[0].GetName() != "o-500" || len(d.GetRemovedObjects()) != 1 {
 		t.Fatalf("delta carries %d objects and %d removals, want o-500 and one removal", len(d.GetObjects()), len(d.GetRemovedObjects()))
 	}
@@ -102,7 +117,7 @@ func TestDeltaThatDoesNotCheckOut(t *testing.T) {
 		next = randomOutput(r, 30)
 	}
 	fresh := func() *snapshotv1.OutputDelta {
-		d, _ := snapshots.Diff(base.GetVersion(), snapshots.IndexOutput(base), next)
+		d, _ := diff(t, base, next)
 		return d
 	}
 	for name, tamper := range map[string]func(d *snapshotv1.OutputDelta){
@@ -157,7 +172,7 @@ func TestDecodeIndexRefusesBadInput(t *testing.T) {
 func FuzzApplyDelta(f *testing.F) {
 	r := rand.New(rand.NewPCG(7, 8))
 	base, next := randomOutput(r, 8), randomOutput(r, 8)
-	d, _ := snapshots.Diff(base.GetVersion(), snapshots.IndexOutput(base), next)
+	d, _ := diff(f, base, next)
 	seed, _ := proto.Marshal(d)
 	f.Add(seed)
 	f.Add([]byte{})
@@ -193,8 +208,7 @@ func FuzzDecodeIndex(f *testing.F) {
 	})
 }
 
-// The index's content hash of an object changes with every field the
-// agent applies (it is the object's digest, cut to 8 bytes).
+// The index's content hash of an object changes with every field of it.
 func TestObjectHashCovers(t *testing.T) {
 	base := deltaObject("VirtualService", 1, `{"a":1}`)
 	seen := map[uint64]string{}
@@ -243,7 +257,7 @@ func TestDeltaReceiverAcrossVersions(t *testing.T) {
 			}
 			snapshots.SealOutput(next)
 		}
-		d, _ := snapshots.Diff(held.GetVersion(), snapshots.IndexOutput(held), next)
+		d, _ := diff(t, held, next)
 		if i%10 == 9 {
 			d.Rest.MissingClusters = append(d.Rest.MissingClusters, "tampered")
 			if _, err := recv.Apply(d); !errors.Is(err, snapshots.ErrDeltaMismatch) {

@@ -42,6 +42,7 @@ func NewMemory[T proto.Message](newT func() T) *Memory[T] {
 var (
 	_ Store[proto.Message]         = (*Memory[proto.Message])(nil)
 	_ EncodedPutter[proto.Message] = (*Memory[proto.Message])(nil)
+	_ EncodedGetter[proto.Message] = (*Memory[proto.Message])(nil)
 )
 
 func (m *Memory[T]) Put(ctx context.Context, cluster, version string, v T) error {
@@ -74,6 +75,18 @@ func (m *Memory[T]) Get(_ context.Context, cluster string) (Entry[T], error) {
 		return Entry[T]{}, err
 	}
 	return Entry[T]{Cluster: cluster, Version: e.version, Value: v}, nil
+}
+
+// GetEncoded returns the kept encoding of the cluster's snapshot, shared:
+// nobody may modify it.
+func (m *Memory[T]) GetEncoded(_ context.Context, cluster string) (Encoded[T], error) {
+	m.mu.RLock()
+	e, ok := m.data[cluster]
+	m.mu.RUnlock()
+	if !ok {
+		return Encoded[T]{}, ErrNotFound
+	}
+	return Encoded[T]{Version: e.version, Data: e.data}, nil
 }
 
 func (m *Memory[T]) Version(_ context.Context, cluster string) (string, error) {

@@ -83,3 +83,28 @@ func PutEncoded[T proto.Message](ctx context.Context, s Store[T], cluster string
 	}
 	return s.Put(ctx, cluster, e.Version, v)
 }
+
+// EncodedGetter is a store that can return a snapshot in its wire
+// encoding, without decoding it.
+type EncodedGetter[T proto.Message] interface {
+	// GetEncoded returns the cluster's snapshot with Data set and no
+	// Value, or ErrNotFound.
+	GetEncoded(ctx context.Context, cluster string) (Encoded[T], error)
+}
+
+// GetEncoded returns the cluster's snapshot from s in its wire encoding:
+// the stored bytes when s keeps them, else an encoding of what s returns.
+func GetEncoded[T proto.Message](ctx context.Context, s Store[T], cluster string) (Encoded[T], error) {
+	if eg, ok := s.(EncodedGetter[T]); ok {
+		return eg.GetEncoded(ctx, cluster)
+	}
+	e, err := s.Get(ctx, cluster)
+	if err != nil {
+		return Encoded[T]{}, err
+	}
+	b, err := proto.Marshal(e.Value)
+	if err != nil {
+		return Encoded[T]{}, fmt.Errorf("encode snapshot of cluster %q: %w", cluster, err)
+	}
+	return Encoded[T]{Version: e.Version, Data: b}, nil
+}

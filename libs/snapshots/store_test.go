@@ -50,6 +50,14 @@ func runContract(t *testing.T, newStore func(t *testing.T) snapshots.Store[*snap
 		if e.Version != a.GetVersion() || !proto.Equal(e.Value, a) {
 			t.Fatalf("Get(a) = %v %v, want %v", e.Version, e.Value, a)
 		}
+		enc, err := snapshots.GetEncoded(ctx, s, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromBytes := &snapshotv1.OutputSnapshot{}
+		if err := proto.Unmarshal(enc.Data, fromBytes); err != nil || enc.Version != a.GetVersion() || !proto.Equal(fromBytes, a) {
+			t.Fatalf("GetEncoded(a) = %v, %v, want the encoding of %v", enc.Version, err, a)
+		}
 		v, err := s.Version(ctx, "b")
 		if err != nil || v != b.GetVersion() {
 			t.Fatalf("Version(b) = %q, %v", v, err)
@@ -66,6 +74,9 @@ func runContract(t *testing.T, newStore func(t *testing.T) snapshots.Store[*snap
 		}
 		if _, err := s.Get(ctx, "a"); !errors.Is(err, snapshots.ErrNotFound) {
 			t.Fatalf("Get after Delete: %v", err)
+		}
+		if _, err := snapshots.GetEncoded(ctx, s, "a"); !errors.Is(err, snapshots.ErrNotFound) {
+			t.Fatalf("GetEncoded after Delete: %v", err)
 		}
 	})
 	t.Run("stored value is isolated from the caller", func(t *testing.T) {

@@ -44,6 +44,7 @@ func NewWriteThrough[T proto.Message](remote Store[T], local *Memory[T], log *sl
 var (
 	_ Store[proto.Message]         = (*WriteThrough[proto.Message])(nil)
 	_ EncodedPutter[proto.Message] = (*WriteThrough[proto.Message])(nil)
+	_ EncodedGetter[proto.Message] = (*WriteThrough[proto.Message])(nil)
 )
 
 // Put never fails because the shared store is down.
@@ -95,6 +96,19 @@ func (w *WriteThrough[T]) Get(ctx context.Context, cluster string) (Entry[T], er
 		return e, err
 	}
 	return w.local.Get(ctx, cluster)
+}
+
+// GetEncoded is Get without decoding, where the layer read keeps the
+// encoding.
+func (w *WriteThrough[T]) GetEncoded(ctx context.Context, cluster string) (Encoded[T], error) {
+	if w.isPending(cluster) {
+		return GetEncoded[T](ctx, w.local, cluster)
+	}
+	e, err := GetEncoded(ctx, w.remote, cluster)
+	if err == nil || errors.Is(err, ErrNotFound) && !w.hasLocal(cluster) {
+		return e, err
+	}
+	return GetEncoded[T](ctx, w.local, cluster)
 }
 
 func (w *WriteThrough[T]) hasLocal(cluster string) bool {

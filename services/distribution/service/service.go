@@ -176,7 +176,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		s.closeRedis()
 		return nil, err
 	}
-	dist = app.NewDistributor(d.outputs, acks, m, s.log)
+	dist = app.NewDistributor(outputSource{d.outputs}, acks, m, s.log)
 	dist.SetMaxSendBytes(cfg.MaxSendBytes)
 	if cfg.Deltas {
 		dist.SetIndexes(indexes)
@@ -184,6 +184,16 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.dist = dist
 	s.handler = connectrpc.NewHandler(s.dist)
 	return s, nil
+}
+
+// outputSource is the output store as distribution reads it: the stored
+// bytes, where the store keeps them.
+type outputSource struct {
+	snapshots.Store[*snapshotv1.OutputSnapshot]
+}
+
+func (s outputSource) GetEncoded(ctx context.Context, cluster string) (snapshots.Encoded[*snapshotv1.OutputSnapshot], error) {
+	return snapshots.GetEncoded(ctx, s.Store, cluster)
 }
 
 // RevocationChecker is the shared revocation set, for the server in front
@@ -200,6 +210,7 @@ func (s *Service) RevocationChecker() platform.RevocationChecker {
 func (s *Service) Mount(srv *platform.Server) {
 	opts := append(srv.HandlerOptions(), connect.WithCompressMinBytes(s.cfg.CompressMinBytes))
 	srv.Handle(distributionv1connect.NewDistributionServiceHandler(s.handler, opts...))
+	srv.Handle(s.handler.WatchHandler(opts...))
 	srv.HandleAdmin(debughttp.SnapshotsPath, debughttp.Snapshots(s.dist.Snapshot, s.log))
 	srv.RegisterServices(distributionv1connect.DistributionServiceName)
 	srv.AddAccessPolicy(platform.AccessPolicy{

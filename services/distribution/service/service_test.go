@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -103,6 +104,14 @@ func newEnvCA(t testing.TB, ca *platformtest.CA, cfg service.Config, opts ...ser
 
 func (e *env) client(t testing.TB, id string, protoOpts []connect.ClientOption) distributionv1connect.DistributionServiceClient {
 	t.Helper()
+	hc, base, opts := e.httpClient(t, id)
+	return distributionv1connect.NewDistributionServiceClient(hc, base, append(opts, protoOpts...)...)
+}
+
+// httpClient is the HTTP client, base URL and client options of id's
+// client.
+func (e *env) httpClient(t testing.TB, id string) (*http.Client, string, []connect.ClientOption) {
+	t.Helper()
 	cert := e.ca.ClientCert(t, id)
 	o := e.ca.ClientOptions(t, e.addr, &cert)
 	o.Timeout = 10 * time.Second
@@ -114,7 +123,7 @@ func (e *env) client(t testing.TB, id string, protoOpts []connect.ClientOption) 
 	if e.wrap != nil {
 		hc.Transport = e.wrap(hc.Transport)
 	}
-	return distributionv1connect.NewDistributionServiceClient(hc, platform.BaseURL(o), append(platform.DefaultClientOptions(o), protoOpts...)...)
+	return hc, platform.BaseURL(o), platform.DefaultClientOptions(o)
 }
 
 func (e *env) put(t *testing.T, o *snapshotv1.OutputSnapshot) {
@@ -355,5 +364,44 @@ func TestWatchThroughRedis(t *testing.T) {
 		case <-deadline:
 			t.Fatal("no snapshot sent after Redis restarted")
 		}
+	}
+}
+
+// Watch sends the output as translation stored it: the bytes, not a
+// decoding of them encoded again. The stored encoding has its version
+// after its objects, which protobuf-go never writes.
+func TestWatchSendsTheStoredBytes(t *testing.T) {
+	e := newEnv(t)
+	o := output("east", "a", "b")
+	objects, err := proto.Marshal(&snapshotv1.OutputSnapshot{Objects: o.GetObjects()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := proto.Marshal(&snapshotv1.OutputSnapshot{Cluster: o.GetCluster(), Version: o.GetVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := append(objects, head...)
+	if err := snapshots.PutEncoded(t.Context(), e.outputs, "east", snapshots.Encoded[*snapshotv1.OutputSnapshot]{Version: o.GetVersion(), Data: stored}); err != nil {
+		t.Fatal(err)
+	}
+	hc, base, opts := e.httpClient(t, eastID)
+	c := connect.NewClient[distributionv1.WatchRequest, distributionv1.EncodedWatchResponse](hc, base+distributionv1connect.DistributionServiceWatchProcedure, opts...)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	stream, err := c.CallServerStream(ctx, connect.NewRequest(&distributionv1.WatchRequest{AgentVersion: "test"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if !stream.Receive() {
+		t.Fatalf("watch ended: %v", stream.Err())
+	}
+	if got := stream.Msg().GetSnapshot(); !bytes.Equal(got, stored) {
+		t.Fatalf("watch sent %d bytes that are not the %d stored", len(got), len(stored))
+	}
+	// The generated client reads the same message.
+	if got := next(t, watchStream(t, e.client(t, eastID, nil), "")); !proto.Equal(got, o) {
+		t.Fatalf("the generated client read %v, want %v", got, o)
 	}
 }

@@ -69,7 +69,10 @@ func TestSyncerAppliesOnlyWhatADeltaChanged(t *testing.T) {
 	}
 	next.Objects = append(next.Objects, object("VirtualService", "f"))
 	snapshots.SealOutput(next)
-	d, _ := snapshots.Diff(v1.GetVersion(), snapshots.IndexOutput(v1), next)
+	d, _, err := snapshots.Diff(v1.GetVersion(), snapshots.IndexOutput(v1), next)
+	if err != nil {
+		t.Fatal(err)
+	}
 	v2, err := snapshots.ApplyDelta(v1, d)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 // OutputSource is where output snapshots come from: the shared store.
 type OutputSource interface {
 	Get(ctx context.Context, cluster string) (snapshots.Entry[*snapshotv1.OutputSnapshot], error)
+	// GetEncoded is Get without decoding: the bytes translation stored.
+	GetEncoded(ctx context.Context, cluster string) (snapshots.Encoded[*snapshotv1.OutputSnapshot], error)
 	Version(ctx context.Context, cluster string) (string, error)
 	Subscribe(ctx context.Context) (<-chan snapshots.Change, error)
 }

@@ -453,7 +453,11 @@ func BenchmarkDeltaBytes(b *testing.B) {
 	var delta *snapshotv1.OutputDelta
 	b.ResetTimer()
 	for b.Loop() {
-		delta, _ = snapshots.Diff(base.GetVersion(), baseIdx[cluster], next)
+		var err error
+		delta, _, err = snapshots.Diff(base.GetVersion(), baseIdx[cluster], next)
+		if err != nil {
+			b.Fatal(err)
+		}
 		made, err := snapshots.ApplyDelta(base, delta)
 		if err != nil || made.GetVersion() != next.GetVersion() {
 			b.Fatalf("the delta does not make the new version: %v", err)

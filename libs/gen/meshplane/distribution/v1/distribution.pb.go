@@ -153,6 +153,64 @@ func (x *WatchResponse) GetDelta() *v1.OutputDelta {
 	return nil
 }
 
+// EncodedWatchResponse is WatchResponse with the snapshot and the delta left
+// in their wire encoding; on the wire the two are the same message.
+// Distribution sends it, so that it forwards the bytes translation stored
+// (or a delta cut from them) without decoding and encoding the output again.
+type EncodedWatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An encoded meshplane.snapshot.v1.OutputSnapshot.
+	Snapshot []byte `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// An encoded meshplane.snapshot.v1.OutputDelta.
+	Delta         []byte `protobuf:"bytes,2,opt,name=delta,proto3" json:"delta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EncodedWatchResponse) Reset() {
+	*x = EncodedWatchResponse{}
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EncodedWatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EncodedWatchResponse) ProtoMessage() {}
+
+func (x *EncodedWatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EncodedWatchResponse.ProtoReflect.Descriptor instead.
+func (*EncodedWatchResponse) Descriptor() ([]byte, []int) {
+	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *EncodedWatchResponse) GetSnapshot() []byte {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+func (x *EncodedWatchResponse) GetDelta() []byte {
+	if x != nil {
+		return x.Delta
+	}
+	return nil
+}
+
 type AckRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Version string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -172,7 +230,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[2]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -184,7 +242,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[2]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -197,7 +255,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{2}
+	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AckRequest) GetVersion() string {
@@ -232,7 +290,7 @@ type AckCounts struct {
 
 func (x *AckCounts) Reset() {
 	*x = AckCounts{}
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[3]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -244,7 +302,7 @@ func (x *AckCounts) String() string {
 func (*AckCounts) ProtoMessage() {}
 
 func (x *AckCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[3]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -257,7 +315,7 @@ func (x *AckCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckCounts.ProtoReflect.Descriptor instead.
 func (*AckCounts) Descriptor() ([]byte, []int) {
-	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{3}
+	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AckCounts) GetApplied() uint32 {
@@ -282,7 +340,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[4]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +352,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[4]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +365,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{4}
+	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{5}
 }
 
 type ListAcksRequest struct {
@@ -318,7 +376,7 @@ type ListAcksRequest struct {
 
 func (x *ListAcksRequest) Reset() {
 	*x = ListAcksRequest{}
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[5]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -330,7 +388,7 @@ func (x *ListAcksRequest) String() string {
 func (*ListAcksRequest) ProtoMessage() {}
 
 func (x *ListAcksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[5]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -343,7 +401,7 @@ func (x *ListAcksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAcksRequest.ProtoReflect.Descriptor instead.
 func (*ListAcksRequest) Descriptor() ([]byte, []int) {
-	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{5}
+	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{6}
 }
 
 type ListAcksResponse struct {
@@ -355,7 +413,7 @@ type ListAcksResponse struct {
 
 func (x *ListAcksResponse) Reset() {
 	*x = ListAcksResponse{}
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[6]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +425,7 @@ func (x *ListAcksResponse) String() string {
 func (*ListAcksResponse) ProtoMessage() {}
 
 func (x *ListAcksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[6]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +438,7 @@ func (x *ListAcksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAcksResponse.ProtoReflect.Descriptor instead.
 func (*ListAcksResponse) Descriptor() ([]byte, []int) {
-	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{6}
+	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListAcksResponse) GetClusters() []*ClusterAck {
@@ -411,7 +469,7 @@ type ClusterAck struct {
 
 func (x *ClusterAck) Reset() {
 	*x = ClusterAck{}
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[7]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +481,7 @@ func (x *ClusterAck) String() string {
 func (*ClusterAck) ProtoMessage() {}
 
 func (x *ClusterAck) ProtoReflect() protoreflect.Message {
-	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[7]
+	mi := &file_meshplane_distribution_v1_distribution_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +494,7 @@ func (x *ClusterAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterAck.ProtoReflect.Descriptor instead.
 func (*ClusterAck) Descriptor() ([]byte, []int) {
-	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{7}
+	return file_meshplane_distribution_v1_distribution_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ClusterAck) GetCluster() string {
@@ -501,7 +559,10 @@ const file_meshplane_distribution_v1_distribution_proto_rawDesc = "" +
 	"delta_base\x18\x04 \x01(\tR\tdeltaBase\"\x8c\x01\n" +
 	"\rWatchResponse\x12A\n" +
 	"\bsnapshot\x18\x01 \x01(\v2%.meshplane.snapshot.v1.OutputSnapshotR\bsnapshot\x128\n" +
-	"\x05delta\x18\x02 \x01(\v2\".meshplane.snapshot.v1.OutputDeltaR\x05delta\"\xa2\x01\n" +
+	"\x05delta\x18\x02 \x01(\v2\".meshplane.snapshot.v1.OutputDeltaR\x05delta\"H\n" +
+	"\x14EncodedWatchResponse\x12\x1a\n" +
+	"\bsnapshot\x18\x01 \x01(\fR\bsnapshot\x12\x14\n" +
+	"\x05delta\x18\x02 \x01(\fR\x05delta\"\xa2\x01\n" +
 	"\n" +
 	"AckRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12<\n" +
@@ -541,34 +602,35 @@ func file_meshplane_distribution_v1_distribution_proto_rawDescGZIP() []byte {
 	return file_meshplane_distribution_v1_distribution_proto_rawDescData
 }
 
-var file_meshplane_distribution_v1_distribution_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_meshplane_distribution_v1_distribution_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_meshplane_distribution_v1_distribution_proto_goTypes = []any{
 	(*WatchRequest)(nil),          // 0: meshplane.distribution.v1.WatchRequest
 	(*WatchResponse)(nil),         // 1: meshplane.distribution.v1.WatchResponse
-	(*AckRequest)(nil),            // 2: meshplane.distribution.v1.AckRequest
-	(*AckCounts)(nil),             // 3: meshplane.distribution.v1.AckCounts
-	(*AckResponse)(nil),           // 4: meshplane.distribution.v1.AckResponse
-	(*ListAcksRequest)(nil),       // 5: meshplane.distribution.v1.ListAcksRequest
-	(*ListAcksResponse)(nil),      // 6: meshplane.distribution.v1.ListAcksResponse
-	(*ClusterAck)(nil),            // 7: meshplane.distribution.v1.ClusterAck
-	(*v1.OutputSnapshot)(nil),     // 8: meshplane.snapshot.v1.OutputSnapshot
-	(*v1.OutputDelta)(nil),        // 9: meshplane.snapshot.v1.OutputDelta
-	(*v1.ApplyResult)(nil),        // 10: meshplane.snapshot.v1.ApplyResult
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*EncodedWatchResponse)(nil),  // 2: meshplane.distribution.v1.EncodedWatchResponse
+	(*AckRequest)(nil),            // 3: meshplane.distribution.v1.AckRequest
+	(*AckCounts)(nil),             // 4: meshplane.distribution.v1.AckCounts
+	(*AckResponse)(nil),           // 5: meshplane.distribution.v1.AckResponse
+	(*ListAcksRequest)(nil),       // 6: meshplane.distribution.v1.ListAcksRequest
+	(*ListAcksResponse)(nil),      // 7: meshplane.distribution.v1.ListAcksResponse
+	(*ClusterAck)(nil),            // 8: meshplane.distribution.v1.ClusterAck
+	(*v1.OutputSnapshot)(nil),     // 9: meshplane.snapshot.v1.OutputSnapshot
+	(*v1.OutputDelta)(nil),        // 10: meshplane.snapshot.v1.OutputDelta
+	(*v1.ApplyResult)(nil),        // 11: meshplane.snapshot.v1.ApplyResult
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_meshplane_distribution_v1_distribution_proto_depIdxs = []int32{
-	8,  // 0: meshplane.distribution.v1.WatchResponse.snapshot:type_name -> meshplane.snapshot.v1.OutputSnapshot
-	9,  // 1: meshplane.distribution.v1.WatchResponse.delta:type_name -> meshplane.snapshot.v1.OutputDelta
-	10, // 2: meshplane.distribution.v1.AckRequest.results:type_name -> meshplane.snapshot.v1.ApplyResult
-	3,  // 3: meshplane.distribution.v1.AckRequest.counts:type_name -> meshplane.distribution.v1.AckCounts
-	7,  // 4: meshplane.distribution.v1.ListAcksResponse.clusters:type_name -> meshplane.distribution.v1.ClusterAck
-	11, // 5: meshplane.distribution.v1.ClusterAck.acked_at:type_name -> google.protobuf.Timestamp
+	9,  // 0: meshplane.distribution.v1.WatchResponse.snapshot:type_name -> meshplane.snapshot.v1.OutputSnapshot
+	10, // 1: meshplane.distribution.v1.WatchResponse.delta:type_name -> meshplane.snapshot.v1.OutputDelta
+	11, // 2: meshplane.distribution.v1.AckRequest.results:type_name -> meshplane.snapshot.v1.ApplyResult
+	4,  // 3: meshplane.distribution.v1.AckRequest.counts:type_name -> meshplane.distribution.v1.AckCounts
+	8,  // 4: meshplane.distribution.v1.ListAcksResponse.clusters:type_name -> meshplane.distribution.v1.ClusterAck
+	12, // 5: meshplane.distribution.v1.ClusterAck.acked_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: meshplane.distribution.v1.DistributionService.Watch:input_type -> meshplane.distribution.v1.WatchRequest
-	2,  // 7: meshplane.distribution.v1.DistributionService.Ack:input_type -> meshplane.distribution.v1.AckRequest
-	5,  // 8: meshplane.distribution.v1.DistributionService.ListAcks:input_type -> meshplane.distribution.v1.ListAcksRequest
+	3,  // 7: meshplane.distribution.v1.DistributionService.Ack:input_type -> meshplane.distribution.v1.AckRequest
+	6,  // 8: meshplane.distribution.v1.DistributionService.ListAcks:input_type -> meshplane.distribution.v1.ListAcksRequest
 	1,  // 9: meshplane.distribution.v1.DistributionService.Watch:output_type -> meshplane.distribution.v1.WatchResponse
-	4,  // 10: meshplane.distribution.v1.DistributionService.Ack:output_type -> meshplane.distribution.v1.AckResponse
-	6,  // 11: meshplane.distribution.v1.DistributionService.ListAcks:output_type -> meshplane.distribution.v1.ListAcksResponse
+	5,  // 10: meshplane.distribution.v1.DistributionService.Ack:output_type -> meshplane.distribution.v1.AckResponse
+	7,  // 11: meshplane.distribution.v1.DistributionService.ListAcks:output_type -> meshplane.distribution.v1.ListAcksResponse
 	9,  // [9:12] is the sub-list for method output_type
 	6,  // [6:9] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
@@ -587,7 +649,7 @@ func file_meshplane_distribution_v1_distribution_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshplane_distribution_v1_distribution_proto_rawDesc), len(file_meshplane_distribution_v1_distribution_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -68,8 +68,14 @@ func relayOutput(names ...string) *snapshotv1.OutputSnapshot {
 func TestRelayAppliesAndChecksDeltas(t *testing.T) {
 	v1, v2 := relayOutput("a", "b", "c"), relayOutput("a", "b", "d")
 	v3 := relayOutput("a", "e")
-	good, _ := snapshots.Diff(v1.GetVersion(), snapshots.IndexOutput(v1), v2)
-	bad, _ := snapshots.Diff(v2.GetVersion(), snapshots.IndexOutput(v2), v3)
+	good, _, err := snapshots.Diff(v1.GetVersion(), snapshots.IndexOutput(v1), v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, _, err := snapshots.Diff(v2.GetVersion(), snapshots.IndexOutput(v2), v3)
+	if err != nil {
+		t.Fatal(err)
+	}
 	bad.Objects = nil // leaves out e: the state it makes is not v3
 	dist := &scriptedDistribution{script: []*distributionv1.WatchResponse{
 		{Snapshot: v1}, {Delta: good}, {Delta: bad}, {Snapshot: v3},

@@ -71,7 +71,10 @@ func referenceOutputs(b *testing.B) (base, edited []byte) {
 // encodeDelta returns the wire encoding of the delta distribution sends
 // an agent that holds from for the version to.
 func encodeDelta(b *testing.B, from, to *snapshotv1.OutputSnapshot) []byte {
-	d, _ := snapshots.Diff(from.GetVersion(), snapshots.IndexOutput(from), to)
+	d, _, err := snapshots.Diff(from.GetVersion(), snapshots.IndexOutput(from), to)
+	if err != nil {
+		b.Fatal(err)
+	}
 	raw, err := proto.Marshal(d)
 	if err != nil {
 		b.Fatal(err)

@@ -4,7 +4,9 @@ package connectrpc
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 
 	"connectrpc.com/connect"
@@ -12,6 +14,7 @@ import (
 	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/services/distribution/internal/app"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -26,8 +29,43 @@ var _ distributionv1connect.DistributionServiceHandler = (*Handler)(nil)
 // NewHandler returns a handler over the distributor.
 func NewHandler(d *app.Distributor) *Handler { return &Handler{d: d} }
 
-// Watch serves the caller's own cluster, named by its certificate.
+// Watch serves the caller's own cluster, named by its certificate, with
+// the generated message types. WatchHandler serves the procedure instead;
+// this one is what the generated interface asks for.
 func (h *Handler) Watch(ctx context.Context, req *connect.Request[distributionv1.WatchRequest], stream *connect.ServerStream[distributionv1.WatchResponse]) error {
+	return h.watch(ctx, req.Msg, stream.Send, func(u app.Update) error {
+		m := &distributionv1.WatchResponse{}
+		if err := proto.Unmarshal(encodeUpdate(u), m); err != nil {
+			return fmt.Errorf("decode output version %s: %w", u.Version, err)
+		}
+		return stream.Send(m)
+	})
+}
+
+// WatchEncoded is Watch sending the output as translation stored it, or
+// the delta cut from it, without decoding it (EncodedWatchResponse is
+// WatchResponse on the wire).
+func (h *Handler) WatchEncoded(ctx context.Context, req *connect.Request[distributionv1.WatchRequest], stream *connect.ServerStream[distributionv1.EncodedWatchResponse]) error {
+	return h.watch(ctx, req.Msg, func(*distributionv1.WatchResponse) error { return stream.Send(nil) }, func(u app.Update) error {
+		return stream.Send(&distributionv1.EncodedWatchResponse{Snapshot: u.Snapshot, Delta: u.Delta})
+	})
+}
+
+// WatchHandler serves the Watch procedure with WatchEncoded. Mount it
+// beside the generated handler, which it takes precedence over, being the
+// longer path.
+func (h *Handler) WatchHandler(opts ...connect.HandlerOption) (string, http.Handler) {
+	p := distributionv1connect.DistributionServiceWatchProcedure
+	return p, connect.NewServerStreamHandler(p, h.WatchEncoded, opts...)
+}
+
+// encodeUpdate is the WatchResponse encoding of u.
+func encodeUpdate(u app.Update) []byte {
+	b, _ := proto.Marshal(&distributionv1.EncodedWatchResponse{Snapshot: u.Snapshot, Delta: u.Delta})
+	return b
+}
+
+func (h *Handler) watch(ctx context.Context, req *distributionv1.WatchRequest, flush func(*distributionv1.WatchResponse) error, send func(app.Update) error) error {
 	cluster, err := platform.ClusterFromContext(ctx)
 	if err != nil {
 		return err
@@ -36,14 +74,11 @@ func (h *Handler) Watch(ctx context.Context, req *connect.Request[distributionv1
 	// Watch only once headers arrive, and an agent that already holds the
 	// current version may get no message for hours: without this it would
 	// hang in the call, unable to tell a live watch from a dead dial.
-	if err := stream.Send(nil); err != nil {
+	if err := flush(nil); err != nil {
 		return err
 	}
-	r := app.WatchRequest{Have: req.Msg.GetVersion(), AcceptDelta: req.Msg.GetAcceptDelta(), DeltaBase: req.Msg.GetDeltaBase()}
-	err = h.d.WatchUpdates(ctx, cluster, r, func(u app.Update) error {
-		return stream.Send(&distributionv1.WatchResponse{Snapshot: u.Snapshot, Delta: u.Delta})
-	})
-	if err != nil {
+	r := app.WatchRequest{Have: req.GetVersion(), AcceptDelta: req.GetAcceptDelta(), DeltaBase: req.GetDeltaBase()}
+	if err := h.d.WatchUpdates(ctx, cluster, r, send); err != nil {
 		return toConnect(err)
 	}
 	return nil

@@ -79,6 +79,36 @@ export declare type WatchResponse = Message<"meshplane.distribution.v1.WatchResp
 export declare const WatchResponseSchema: GenMessage<WatchResponse>;
 
 /**
+ * EncodedWatchResponse is WatchResponse with the snapshot and the delta left
+ * in their wire encoding; on the wire the two are the same message.
+ * Distribution sends it, so that it forwards the bytes translation stored
+ * (or a delta cut from them) without decoding and encoding the output again.
+ *
+ * @generated from message meshplane.distribution.v1.EncodedWatchResponse
+ */
+export declare type EncodedWatchResponse = Message<"meshplane.distribution.v1.EncodedWatchResponse"> & {
+  /**
+   * An encoded meshplane.snapshot.v1.OutputSnapshot.
+   *
+   * @generated from field: bytes snapshot = 1;
+   */
+  snapshot: Uint8Array;
+
+  /**
+   * An encoded meshplane.snapshot.v1.OutputDelta.
+   *
+   * @generated from field: bytes delta = 2;
+   */
+  delta: Uint8Array;
+};
+
+/**
+ * Describes the message meshplane.distribution.v1.EncodedWatchResponse.
+ * Use `create(EncodedWatchResponseSchema)` to create a new message.
+ */
+export declare const EncodedWatchResponseSchema: GenMessage<EncodedWatchResponse>;
+
+/**
  * @generated from message meshplane.distribution.v1.AckRequest
  */
 export declare type AckRequest = Message<"meshplane.distribution.v1.AckRequest"> & {
