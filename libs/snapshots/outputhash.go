@@ -419,12 +419,7 @@ func (w *hashWriter) entry(b []byte, num protowire.Number, k, v string) []byte {
 	if !utf8.ValidString(k) || !utf8.ValidString(v) {
 		w.ok = false
 	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(mapEntrySize(k, v)))
-	b = protowire.AppendTag(b, 1, protowire.BytesType)
-	b = protowire.AppendString(b, k)
-	b = protowire.AppendTag(b, 2, protowire.BytesType)
-	return protowire.AppendString(b, v)
+	return appendMapEntry(b, num, k, v)
 }
 
 // object appends o, with its annotations and spec replaced by their

@@ -14,7 +14,6 @@ import (
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
-	"google.golang.org/protobuf/proto"
 )
 
 // ErrInvalidInput is returned for an input that cannot be used.
@@ -726,12 +725,22 @@ func (t *Translator) publishPending(ctx context.Context) {
 		return strings.Compare(a.GetCluster(), b.GetCluster())
 	})
 	for _, o := range pending {
-		if err := t.publish.Put(ctx, o.GetCluster(), o.GetVersion(), o); err != nil {
+		// Encoded once, by hand and deterministically: the store keeps
+		// the bytes, and distribution sends them as they are.
+		data, err := snapshots.EncodeOutput(o)
+		if err == nil {
+			if ep, ok := t.publish.(snapshots.EncodedPutter[*snapshotv1.OutputSnapshot]); ok {
+				err = ep.PutEncoded(ctx, o.GetCluster(), snapshots.Encoded[*snapshotv1.OutputSnapshot]{Version: o.GetVersion(), Value: o, Data: data})
+			} else {
+				err = t.publish.Put(ctx, o.GetCluster(), o.GetVersion(), o)
+			}
+		}
+		if err != nil {
 			t.metrics.ObservePublishError(o.GetCluster())
 			t.log.Warn("publishing an output failed; will retry", "cluster", o.GetCluster(), "version", o.GetVersion(), "error", err)
 			continue
 		}
-		t.metrics.ObserveOutput(o.GetCluster(), len(o.GetObjects()), proto.Size(o))
+		t.metrics.ObserveOutput(o.GetCluster(), len(o.GetObjects()), len(data))
 		t.mu.Lock()
 		t.published[o.GetCluster()] = o.GetVersion()
 		t.mu.Unlock()
