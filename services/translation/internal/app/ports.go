@@ -1,6 +1,6 @@
 // Package app holds the translation use cases: keep every cluster's latest
-// input, translate after a burst of changes settles, and publish the outputs
-// that changed.
+// input, translate each change (a burst of them together), and publish the
+// outputs that changed.
 package app
 
 import (

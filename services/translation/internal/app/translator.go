@@ -23,8 +23,11 @@ var ErrInvalidInput = errors.New("invalid input")
 // Config tunes the translator.
 type Config struct {
 	Domain domain.Options
-	// Debounce is how long a burst of input changes may settle before one
-	// translation runs.
+	// Debounce is the least time between the end of one translation and
+	// the start of the next. A change that arrives when none ran within
+	// it is translated at once; changes during a translation or within
+	// the interval after one are translated together at its end. Zero
+	// translates every change at once.
 	Debounce time.Duration
 	// RetryInterval is how often unpublished outputs are retried.
 	RetryInterval time.Duration
@@ -469,8 +472,8 @@ func (t *Translator) schedule() {
 	}
 }
 
-// Run loads the stored inputs, follows store changes, and translates after
-// each burst of changes until ctx ends.
+// Run loads the stored inputs, follows store changes, and translates each
+// change, or each burst of changes (see debouncer), until ctx ends.
 func (t *Translator) Run(ctx context.Context) error {
 	changes, err := t.source.Subscribe(ctx)
 	if err != nil {
@@ -510,6 +513,8 @@ func (t *Translator) Run(ctx context.Context) error {
 
 	retry := time.NewTicker(t.cfg.RetryInterval)
 	defer retry.Stop()
+	deb := debouncer{interval: t.cfg.Debounce}
+	defer deb.stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -528,10 +533,14 @@ func (t *Translator) Run(ctx context.Context) error {
 			t.loadKnown(ctx)
 			t.publishPending(ctx)
 		case <-t.kick:
-			if !t.settle(ctx) {
-				return nil
+			if deb.due() {
+				t.translate(ctx)
+				deb.ran()
 			}
+		case <-deb.wait:
+			deb.fired()
 			t.translate(ctx)
+			deb.ran()
 		}
 	}
 }
@@ -564,22 +573,47 @@ func (t *Translator) resync(ctx context.Context) {
 	t.publishPending(ctx)
 }
 
-// settle waits until no new kick arrives for the debounce interval.
-func (t *Translator) settle(ctx context.Context) bool {
-	if t.cfg.Debounce <= 0 {
+// debouncer spaces translations at least its interval apart, leading
+// edge first: an isolated change is translated at once, and the changes of
+// a burst after it are translated together once the interval has passed.
+// Only Run's goroutine uses it.
+type debouncer struct {
+	interval time.Duration
+	last     time.Time // when the last translation ended
+	timer    *time.Timer
+	// wait fires when a deferred translation is due; nil when none is.
+	wait <-chan time.Time
+}
+
+// due reports whether a change that has just arrived is translated now.
+// If not, a translation is deferred to the end of the interval (wait),
+// unless one is already.
+func (d *debouncer) due() bool {
+	if d.wait != nil {
+		return false
+	}
+	left := d.interval - time.Since(d.last)
+	if d.last.IsZero() || left <= 0 {
 		return true
 	}
-	timer := time.NewTimer(t.cfg.Debounce)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.kick:
-			// Keep the debounce bounded: one more interval at most.
-		case <-timer.C:
-			return true
-		}
+	if d.timer == nil {
+		d.timer = time.NewTimer(left)
+	} else {
+		d.timer.Reset(left)
+	}
+	d.wait = d.timer.C
+	return false
+}
+
+// fired records that the deferred translation is about to run.
+func (d *debouncer) fired() { d.wait = nil }
+
+// ran records that a translation has ended.
+func (d *debouncer) ran() { d.last = time.Now() }
+
+func (d *debouncer) stop() {
+	if d.timer != nil {
+		d.timer.Stop()
 	}
 }
 
