@@ -111,6 +111,9 @@ type Translator struct {
 	// started is when Run started: publishing waits at most the safe-start
 	// window for the stored last valid versions.
 	started time.Time
+	// decoding are the input versions claimed for decoding (claim.go).
+	// Guarded by mu.
+	decoding map[inputVersion]*decoding
 }
 
 // safeMode holds back publishing until every cluster known to be
@@ -181,6 +184,7 @@ func NewTranslator(cfg Config, source InputSource, publish OutputPublisher, metr
 		outputs:   map[string]*snapshotv1.OutputSnapshot{},
 		published: map[string]string{},
 		failures:  map[string][]domain.ApplyFailure{},
+		decoding:  map[inputVersion]*decoding{},
 	}
 	if cfg.SafeStartWindow > 0 {
 		_, lister := publish.(OutputLister)
@@ -430,22 +434,6 @@ func (t *Translator) Submit(cluster string, in *snapshotv1.InputSnapshot) error 
 	return nil
 }
 
-// Holds reports whether the translator already holds version of cluster's
-// input. When it does, the notice counts as the cluster having reported,
-// as Submit of that snapshot would: the caller need not decode it.
-func (t *Translator) Holds(cluster, version string) bool {
-	if cluster == "" || version == "" {
-		return false
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.inputs[cluster].GetVersion() != version {
-		return false
-	}
-	t.reportedLocked(cluster)
-	return true
-}
-
 // Output returns the latest output of a cluster.
 func (t *Translator) Output(cluster string) (*snapshotv1.OutputSnapshot, bool) {
 	t.mu.RLock()
@@ -638,18 +626,22 @@ func (t *Translator) onStoreChange(ctx context.Context, c snapshots.Change) {
 		// disconnects keeps its outputs (DESIGN.md section 7).
 		return
 	}
-	t.mu.RLock()
-	have := t.inputs[c.Cluster].GetVersion()
-	t.mu.RUnlock()
-	if have == c.Version {
+	// Ingest notifies after it stores, so its Notify of the same version
+	// is often being decoded now: the claim waits for it rather than
+	// decoding the input a second time.
+	claim, err := t.ClaimInput(ctx, c.Cluster, c.Version)
+	if err != nil || claim == nil {
 		return
 	}
+	defer claim.Abandon()
 	e, err := t.source.Get(ctx, c.Cluster)
 	if err != nil {
 		t.log.Warn("reading an input from the store failed", "cluster", c.Cluster, "error", err)
 		return
 	}
-	t.adopt(e.Cluster, e.Value)
+	if err := claim.Submit(e.Value); err != nil {
+		t.log.Warn("ignoring a stored input", "cluster", c.Cluster, "error", err)
+	}
 }
 
 func (t *Translator) adopt(cluster string, in *snapshotv1.InputSnapshot) {
