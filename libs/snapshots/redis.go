@@ -36,6 +36,7 @@ func NewRedis[T proto.Message](client redis.UniversalClient, install string, kin
 var (
 	_ Store[proto.Message]         = (*Redis[proto.Message])(nil)
 	_ EncodedPutter[proto.Message] = (*Redis[proto.Message])(nil)
+	_ EncodedGetter[proto.Message] = (*Redis[proto.Message])(nil)
 )
 
 func (r *Redis[T]) key(cluster string) string { return r.base + ":" + cluster }
@@ -64,20 +65,31 @@ func (r *Redis[T]) PutEncoded(ctx context.Context, cluster string, e Encoded[T])
 }
 
 func (r *Redis[T]) Get(ctx context.Context, cluster string) (Entry[T], error) {
+	e, err := r.GetEncoded(ctx, cluster)
+	if err != nil {
+		return Entry[T]{}, err
+	}
+	return Entry[T]{Cluster: cluster, Version: e.Version, Value: e.Value}, nil
+}
+
+// GetEncoded returns the cluster's snapshot decoded, with the encoding it
+// was decoded from, or ErrNotFound.
+func (r *Redis[T]) GetEncoded(ctx context.Context, cluster string) (Encoded[T], error) {
 	vals, err := r.client.HMGet(ctx, r.key(cluster), "version", "data").Result()
 	if err != nil {
-		return Entry[T]{}, fmt.Errorf("read snapshot of cluster %q from redis: %w", cluster, err)
+		return Encoded[T]{}, fmt.Errorf("read snapshot of cluster %q from redis: %w", cluster, err)
 	}
 	version, _ := vals[0].(string)
 	data, _ := vals[1].(string)
 	if version == "" {
-		return Entry[T]{}, ErrNotFound
+		return Encoded[T]{}, ErrNotFound
 	}
-	v, err := decode(r.newT, cluster, []byte(data))
+	b := []byte(data)
+	v, err := decode(r.newT, cluster, b)
 	if err != nil {
-		return Entry[T]{}, err
+		return Encoded[T]{}, err
 	}
-	return Entry[T]{Cluster: cluster, Version: version, Value: v}, nil
+	return Encoded[T]{Version: version, Value: v, Data: b}, nil
 }
 
 func (r *Redis[T]) Version(ctx context.Context, cluster string) (string, error) {

@@ -72,6 +72,13 @@ type EncodedPutter[T proto.Message] interface {
 	PutEncoded(ctx context.Context, cluster string, e Encoded[T]) error
 }
 
+// EncodedGetter is a store that can return a snapshot with the encoding it
+// decoded it from, for a caller that reads parts of the encoding too
+// (ReadPolicies).
+type EncodedGetter[T proto.Message] interface {
+	GetEncoded(ctx context.Context, cluster string) (Encoded[T], error)
+}
+
 // PutEncoded stores e in s, handing it the encoding when s can take it.
 func PutEncoded[T proto.Message](ctx context.Context, s Store[T], cluster string, e Encoded[T]) error {
 	if ep, ok := s.(EncodedPutter[T]); ok && e.Data != nil {

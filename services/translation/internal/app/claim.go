@@ -88,6 +88,15 @@ func (c *InputClaim) Submit(in *snapshotv1.InputSnapshot) error {
 	return err
 }
 
+// SubmitEncoded is Submit of in, decoded from data: translation keeps the
+// encodings of its policies to tell which are unchanged in the next input
+// without encoding them. data may be nil.
+func (c *InputClaim) SubmitEncoded(in *snapshotv1.InputSnapshot, data []byte) error {
+	err := c.t.submit(c.cluster, in, data)
+	c.end(err == nil)
+	return err
+}
+
 // Abandon ends the claim without an input: a caller waiting for this
 // version decodes it itself.
 func (c *InputClaim) Abandon() { c.end(false) }

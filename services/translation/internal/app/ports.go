@@ -19,6 +19,13 @@ type InputSource interface {
 	Subscribe(ctx context.Context) (<-chan snapshots.Change, error)
 }
 
+// EncodedInputSource is an InputSource that can return an input with the
+// encoding it decoded it from: translation then tells the unchanged
+// policies of the next input of that cluster by their encodings.
+type EncodedInputSource interface {
+	GetEncoded(ctx context.Context, cluster string) (snapshots.Encoded[*snapshotv1.InputSnapshot], error)
+}
+
 // OutputPublisher receives every output snapshot whose version changed.
 type OutputPublisher interface {
 	Put(ctx context.Context, cluster, version string, s *snapshotv1.OutputSnapshot) error

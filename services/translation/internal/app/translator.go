@@ -114,6 +114,12 @@ type Translator struct {
 	// decoding are the input versions claimed for decoding (claim.go).
 	// Guarded by mu.
 	decoding map[inputVersion]*decoding
+	// wire holds the policy encodings of the inputs that arrived encoded
+	// (sourceids.go). Guarded by mu.
+	wire map[string]inputWire
+	// ids are the SourceIDs of each cluster's last stamped input. Only
+	// Run's goroutine uses them.
+	ids map[string]stampedIDs
 }
 
 // safeMode holds back publishing until every cluster known to be
@@ -185,6 +191,8 @@ func NewTranslator(cfg Config, source InputSource, publish OutputPublisher, metr
 		published: map[string]string{},
 		failures:  map[string][]domain.ApplyFailure{},
 		decoding:  map[inputVersion]*decoding{},
+		wire:      map[string]inputWire{},
+		ids:       map[string]stampedIDs{},
 	}
 	if cfg.SafeStartWindow > 0 {
 		_, lister := publish.(OutputLister)
@@ -412,6 +420,12 @@ func (t *Translator) enterSafeModeIfMissing(ctx context.Context) {
 // Submit records a cluster's new input snapshot and schedules a
 // translation. An older or equal version is ignored.
 func (t *Translator) Submit(cluster string, in *snapshotv1.InputSnapshot) error {
+	return t.submit(cluster, in, nil)
+}
+
+// submit is Submit, with the encoding in was decoded from when it came
+// encoded (nil if not).
+func (t *Translator) submit(cluster string, in *snapshotv1.InputSnapshot, data []byte) error {
 	if cluster == "" {
 		return fmt.Errorf("%w: cluster is empty", ErrInvalidInput)
 	}
@@ -425,6 +439,7 @@ func (t *Translator) Submit(cluster string, in *snapshotv1.InputSnapshot) error 
 	changed := t.inputs[cluster].GetVersion() != in.GetVersion() || t.inputs[cluster] == nil
 	if changed {
 		t.inputs[cluster] = in
+		t.keepWireLocked(cluster, in, data)
 	}
 	t.reportedLocked(cluster)
 	t.mu.Unlock()
@@ -634,12 +649,19 @@ func (t *Translator) onStoreChange(ctx context.Context, c snapshots.Change) {
 		return
 	}
 	defer claim.Abandon()
-	e, err := t.source.Get(ctx, c.Cluster)
+	var e snapshots.Encoded[*snapshotv1.InputSnapshot]
+	if encoded, ok := t.source.(EncodedInputSource); ok {
+		e, err = encoded.GetEncoded(ctx, c.Cluster)
+	} else {
+		var entry snapshots.Entry[*snapshotv1.InputSnapshot]
+		entry, err = t.source.Get(ctx, c.Cluster)
+		e.Value = entry.Value
+	}
 	if err != nil {
 		t.log.Warn("reading an input from the store failed", "cluster", c.Cluster, "error", err)
 		return
 	}
-	if err := claim.Submit(e.Value); err != nil {
+	if err := claim.SubmitEncoded(e.Value, e.Data); err != nil {
 		t.log.Warn("ignoring a stored input", "cluster", c.Cluster, "error", err)
 	}
 }
@@ -653,14 +675,19 @@ func (t *Translator) adopt(cluster string, in *snapshotv1.InputSnapshot) {
 func (t *Translator) translate(ctx context.Context) {
 	t.mu.RLock()
 	inputs := maps.Clone(t.inputs)
+	wire := maps.Clone(t.wire)
 	t.mu.RUnlock()
 
 	start := time.Now()
 	// Acceptance order: the time the plane first saw each resource, not the
 	// creation time a workload cluster sends.
 	now := t.now()
+	ids := make(map[string]domain.SourceIDs, len(wire))
 	for c, in := range inputs {
 		inputs[c] = t.seen.stamp(c, in, now)
+		if id, ok := t.sourceIDs(c, in, inputs[c], wire[c]); ok {
+			ids[c] = id
+		}
 	}
 	// Apply failures and the test hook change outputs in place, so they
 	// must be fresh ones: no output reused from the last translation, which
@@ -672,7 +699,7 @@ func (t *Translator) translate(ctx context.Context) {
 	}
 	// The incremental translator updates the state that Describe reads.
 	t.stateMu.Lock()
-	res, err := t.inc.Translate(inputs, t.lastGood)
+	res, err := t.inc.TranslateWithIDs(inputs, ids, t.lastGood)
 	t.stateMu.Unlock()
 	t.metrics.ObserveTranslation(time.Since(start), err)
 	if err != nil {

@@ -49,7 +49,7 @@ func (h *Handler) NotifyEncoded(ctx context.Context, req *connect.Request[transl
 	if err := proto.Unmarshal(m.GetSnapshot(), snap); err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("decode the snapshot: %w", err))
 	}
-	if err := claim.Submit(snap); err != nil {
+	if err := claim.SubmitEncoded(snap, m.GetSnapshot()); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&translationv1.NotifyResponse{}), nil
