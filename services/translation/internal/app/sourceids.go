@@ -28,13 +28,12 @@ type stampedIDs struct {
 	ids     domain.SourceIDs
 }
 
-// keepWireLocked keeps the policy encodings of cluster's new input in,
-// decoded from data (nil when it was not). t.mu is held.
-func (t *Translator) keepWireLocked(cluster string, in *snapshotv1.InputSnapshot, data []byte) {
+// policyWire returns the policy encodings of in, decoded from data (nil
+// when it was not); a zero inputWire when there are none.
+func policyWire(in *snapshotv1.InputSnapshot, data []byte) inputWire {
 	p := snapshots.ReadPolicies(data)
 	if len(p.Traffic) == 0 && len(p.Access) == 0 {
-		delete(t.wire, cluster)
-		return
+		return inputWire{}
 	}
 	size := 0
 	for _, b := range p.Traffic {
@@ -52,7 +51,7 @@ func (t *Translator) keepWireLocked(cluster string, in *snapshotv1.InputSnapshot
 	}
 	own(p.Traffic)
 	own(p.Access)
-	t.wire[cluster] = inputWire{in: in, policy: p}
+	return inputWire{in: in, policy: p}
 }
 
 // sourceIDs returns the SourceIDs of stamped, which firstSeen.stamp made

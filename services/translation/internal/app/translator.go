@@ -435,11 +435,16 @@ func (t *Translator) submit(cluster string, in *snapshotv1.InputSnapshot, data [
 	if in.GetCluster() != cluster {
 		return fmt.Errorf("%w: snapshot names cluster %q, notice names %q", ErrInvalidInput, in.GetCluster(), cluster)
 	}
+	wire := policyWire(in, data)
 	t.mu.Lock()
 	changed := t.inputs[cluster].GetVersion() != in.GetVersion() || t.inputs[cluster] == nil
 	if changed {
 		t.inputs[cluster] = in
-		t.keepWireLocked(cluster, in, data)
+		if wire.in != nil {
+			t.wire[cluster] = wire
+		} else {
+			delete(t.wire, cluster)
+		}
 	}
 	t.reportedLocked(cluster)
 	t.mu.Unlock()
