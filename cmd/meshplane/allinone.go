@@ -67,7 +67,7 @@ func allInOne(args []string) int {
 	f := platform.NewFlags(fs, "")
 	f.String(&s.install, "install", "install name, the value of the meshplane.dev/managed-by label")
 	f.String(&s.clusterDomain, "cluster-domain", "DNS suffix of Services in workload clusters")
-	f.Duration(&s.debounce, "debounce", "how long a burst of input changes may settle before translating")
+	f.Duration(&s.debounce, "debounce", "least time between two translations: a change is translated at once when none ran within it, else with the others of its burst at its end; 0 translates every change at once")
 	s.reg.AddOwnFlags(f)
 	s.ing.AddOwnFlags(f)
 	s.tr.AddOwnFlags(f)

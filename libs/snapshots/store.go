@@ -85,7 +85,8 @@ func PutEncoded[T proto.Message](ctx context.Context, s Store[T], cluster string
 }
 
 // EncodedGetter is a store that can return a snapshot in its wire
-// encoding, without decoding it.
+// encoding, without decoding it: for a caller that sends the bytes on
+// (distribution) or reads parts of them (translation's ReadPolicies).
 type EncodedGetter[T proto.Message] interface {
 	// GetEncoded returns the cluster's snapshot with Data set and no
 	// Value, or ErrNotFound.

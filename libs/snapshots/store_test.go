@@ -206,3 +206,27 @@ func TestWriteThroughSurvivesRedisOutage(t *testing.T) {
 		t.Fatalf("remote Get(b) after write-through = %v, %v", got.Version, err)
 	}
 }
+
+// GetEncoded returns the stored bytes.
+func TestRedisGetEncoded(t *testing.T) {
+	srv := redistest.Start(t)
+	store := snapshots.NewRedis(srv.Client(t), "test", snapshots.Inputs, func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
+	if _, err := store.GetEncoded(t.Context(), "east"); !errors.Is(err, snapshots.ErrNotFound) {
+		t.Fatalf("GetEncoded of nothing: %v, want ErrNotFound", err)
+	}
+	in := withUserResources(discovered("east", "east", "east"))
+	if err := store.Put(t.Context(), "east", in.GetVersion(), in); err != nil {
+		t.Fatal(err)
+	}
+	e, err := store.GetEncoded(t.Context(), "east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := &snapshotv1.InputSnapshot{}
+	if err := proto.Unmarshal(e.Data, again); err != nil {
+		t.Fatal(err)
+	}
+	if e.Version != in.GetVersion() || !proto.Equal(again, in) {
+		t.Fatalf("GetEncoded = version %s, data equal %v; want %s and equal", e.Version, proto.Equal(again, in), in.GetVersion())
+	}
+}

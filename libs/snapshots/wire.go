@@ -221,6 +221,45 @@ func ReadInput(data []byte) (InputHead, error) {
 	return h, nil
 }
 
+// PolicyEncodings are the encodings of an input snapshot's TrafficPolicies
+// and AccessPolicies as they are in the snapshot's encoding: Traffic[i] is
+// the bytes that TrafficPolicies[i] of the decoded snapshot was decoded
+// from, so equal bytes mean equal policies, whatever encoder made them.
+type PolicyEncodings struct {
+	Traffic, Access [][]byte
+}
+
+// ReadPolicies returns the policy encodings of data, an InputSnapshot
+// encoding that proto.Unmarshal accepted (or ReadInput did), without
+// decoding them. The slices alias data.
+func ReadPolicies(data []byte) PolicyEncodings {
+	var p PolicyEncodings
+	for b := data; len(b) > 0; {
+		num, typ, n := consumeTag(b)
+		if n < 0 {
+			return PolicyEncodings{}
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return PolicyEncodings{}
+		}
+		value := b[n : n+m]
+		b = b[n+m:]
+		// Each occurrence is one element; an occurrence of another wire
+		// type is unknown to the decoder, and in no list.
+		if typ != protowire.BytesType || num != inputTrafficPolicies && num != inputAccessPolicies {
+			continue
+		}
+		v, _ := consumeBytes(value)
+		if num == inputTrafficPolicies {
+			p.Traffic = append(p.Traffic, v)
+		} else {
+			p.Access = append(p.Access, v)
+		}
+	}
+	return p
+}
+
 func addDistinct(set []string, v []byte) []string {
 	for _, s := range set {
 		if s == string(v) {

@@ -304,3 +304,63 @@ func BenchmarkReadInput(b *testing.B) {
 		}
 	})
 }
+
+// ReadPolicies finds the bytes each policy of the decoded snapshot was
+// decoded from, wherever its occurrence is in the encoding, and leaves out
+// an occurrence that the decoder keeps as an unknown field.
+func TestReadPoliciesMatchesDecoding(t *testing.T) {
+	s := withUserResources(discovered("east", "east", "east"))
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical := snapshots.ReadPolicies(data)
+	for i, p := range s.GetTrafficPolicies() {
+		want, _ := proto.MarshalOptions{Deterministic: true}.Marshal(p)
+		if string(canonical.Traffic[i]) != string(want) {
+			t.Fatalf("traffic policy %d: %x, its encoding is %x", i, canonical.Traffic[i], want)
+		}
+	}
+	// Occurrences after other fields, and field numbers of the two lists
+	// with a wire type that their kind does not take.
+	late := &networkingv1.AccessPolicy{Metadata: &commonv1.ObjectMeta{Name: "late", Namespace: "ns"}}
+	lateData, _ := proto.Marshal(late)
+	tpNum := protowire.Number(s.ProtoReflect().Descriptor().Fields().ByName("traffic_policies").Number())
+	apNum := protowire.Number(s.ProtoReflect().Descriptor().Fields().ByName("access_policies").Number())
+	mixed := slices.Clone(data)
+	mixed = protowire.AppendTag(mixed, tpNum, protowire.VarintType)
+	mixed = protowire.AppendVarint(mixed, 7)
+	mixed = protowire.AppendTag(mixed, apNum, protowire.BytesType)
+	mixed = protowire.AppendBytes(mixed, lateData)
+	mixed = protowire.AppendTag(mixed, apNum, protowire.Fixed32Type)
+	mixed = protowire.AppendFixed32(mixed, 7)
+	decoded := &snapshotv1.InputSnapshot{}
+	if err := proto.Unmarshal(mixed, decoded); err != nil {
+		t.Fatal(err)
+	}
+	got := snapshots.ReadPolicies(mixed)
+	check := func(kind string, encs [][]byte, want []proto.Message, fresh func() proto.Message) {
+		t.Helper()
+		if len(encs) != len(want) {
+			t.Fatalf("%s: %d encodings for %d decoded", kind, len(encs), len(want))
+		}
+		for i, b := range encs {
+			m := fresh()
+			if err := proto.Unmarshal(b, m); err != nil || !proto.Equal(m, want[i]) {
+				t.Fatalf("%s %d: encoding decodes to %v (%v), the snapshot holds %v", kind, i, m, err, want[i])
+			}
+		}
+	}
+	var tps, aps []proto.Message
+	for _, p := range decoded.GetTrafficPolicies() {
+		tps = append(tps, p)
+	}
+	for _, p := range decoded.GetAccessPolicies() {
+		aps = append(aps, p)
+	}
+	if len(aps) != len(s.GetAccessPolicies())+1 {
+		t.Fatalf("decoded %d access policies, want the late one too", len(aps))
+	}
+	check("traffic policy", got.Traffic, tps, func() proto.Message { return &networkingv1.TrafficPolicy{} })
+	check("access policy", got.Access, aps, func() proto.Message { return &networkingv1.AccessPolicy{} })
+}

@@ -86,7 +86,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags = platform.NewFlags(fs, "")
 	c.flags.String(&c.Install, "install", "install name, the value of the meshplane.dev/managed-by label")
 	c.flags.String(&c.ClusterDomain, "cluster-domain", "DNS suffix of Services in workload clusters")
-	c.flags.Duration(&c.Debounce, "debounce", "how long a burst of input changes may settle before translating")
+	c.flags.Duration(&c.Debounce, "debounce", "least time between two translations: a change is translated at once when none ran within it, else with the others of its burst at its end; 0 translates every change at once")
 	c.flags.Duration(&c.SafeStartWindow, "safe-start-window", "after a start or a store loss, how long publishing may wait for every expected cluster to report, and for the last valid versions to be read (0 disables safe mode)")
 	c.flags.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of the management cluster, for --records-namespace and --clusters-namespace; empty means in-cluster")
 	c.flags.String(&c.KubeContext, "kube-context", "kubeconfig context of the management cluster (default: the current one)")

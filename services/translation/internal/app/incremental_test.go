@@ -8,6 +8,7 @@ import (
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -48,6 +49,41 @@ func TestIncrementalEditsPublishFullResult(t *testing.T) {
 			t.Fatalf("timeout %ds: Describe found %d destinations named reviews", seconds, len(d.Destinations))
 		}
 		applied := d.Destinations[0].GetStatus().GetAppliedTrafficPolicies()
+		if want := map[bool]int{true: 1, false: 0}[seconds > 0]; len(applied) != want || want == 1 && applied[0].GetObservedGeneration() != seconds {
+			t.Fatalf("timeout %ds: applied traffic policies %v", seconds, applied)
+		}
+	}
+}
+
+// Edits that arrive encoded, as from ingest and the store, are told from
+// the unchanged policies by their encodings (with the first-seen time
+// each is stamped with), and publish what a full translation gives.
+func TestEncodedEditsPublishFullResult(t *testing.T) {
+	inputs, outputs := snapshots.NewMemory(newInput), snapshots.NewMemory(newOutput)
+	tr := newTranslator(t, inputs, outputs)
+	run(t, tr)
+	base := input("east", "reviews", "ratings")
+	for _, seconds := range []int64{2, 3, 3, 0, 5, 2} {
+		in := withTimeout(base, seconds)
+		data, err := proto.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded := &snapshotv1.InputSnapshot{}
+		if err := proto.Unmarshal(data, decoded); err != nil {
+			t.Fatal(err)
+		}
+		claim, err := tr.ClaimInput(t.Context(), "east", decoded.GetVersion())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if claim != nil {
+			if err := claim.SubmitEncoded(decoded, data); err != nil {
+				t.Fatalf("SubmitEncoded: %v", err)
+			}
+		}
+		waitVersion(t, outputs, "east", expected(t, in).GetVersion())
+		applied := tr.Describe(domain.Filter{Name: "reviews"}).Destinations[0].GetStatus().GetAppliedTrafficPolicies()
 		if want := map[bool]int{true: 1, false: 0}[seconds > 0]; len(applied) != want || want == 1 && applied[0].GetObservedGeneration() != seconds {
 			t.Fatalf("timeout %ds: applied traffic policies %v", seconds, applied)
 		}

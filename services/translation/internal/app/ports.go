@@ -1,6 +1,6 @@
 // Package app holds the translation use cases: keep every cluster's latest
-// input, translate after a burst of changes settles, and publish the outputs
-// that changed.
+// input, translate each change (a burst of them together), and publish the
+// outputs that changed.
 package app
 
 import (
@@ -17,6 +17,14 @@ type InputSource interface {
 	List(ctx context.Context) ([]snapshots.Entry[*snapshotv1.InputSnapshot], error)
 	Get(ctx context.Context, cluster string) (snapshots.Entry[*snapshotv1.InputSnapshot], error)
 	Subscribe(ctx context.Context) (<-chan snapshots.Change, error)
+}
+
+// EncodedInputSource is an InputSource that can return an input in its
+// encoding (Value may be nil: Encoded.Decoded decodes it): translation
+// then tells the unchanged policies of the next input of that cluster by
+// their encodings.
+type EncodedInputSource interface {
+	GetEncoded(ctx context.Context, cluster string) (snapshots.Encoded[*snapshotv1.InputSnapshot], error)
 }
 
 // OutputPublisher receives every output snapshot whose version changed.

@@ -22,8 +22,11 @@ var ErrInvalidInput = errors.New("invalid input")
 // Config tunes the translator.
 type Config struct {
 	Domain domain.Options
-	// Debounce is how long a burst of input changes may settle before one
-	// translation runs.
+	// Debounce is the least time between the end of one translation and
+	// the start of the next. A change that arrives when none ran within
+	// it is translated at once; changes during a translation or within
+	// the interval after one are translated together at its end. Zero
+	// translates every change at once.
 	Debounce time.Duration
 	// RetryInterval is how often unpublished outputs are retried.
 	RetryInterval time.Duration
@@ -107,6 +110,15 @@ type Translator struct {
 	// started is when Run started: publishing waits at most the safe-start
 	// window for the stored last valid versions.
 	started time.Time
+	// decoding are the input versions claimed for decoding (claim.go).
+	// Guarded by mu.
+	decoding map[inputVersion]*decoding
+	// wire holds the policy encodings of the inputs that arrived encoded
+	// (sourceids.go). Guarded by mu.
+	wire map[string]inputWire
+	// ids are the SourceIDs of each cluster's last stamped input. Only
+	// Run's goroutine uses them.
+	ids map[string]stampedIDs
 }
 
 // safeMode holds back publishing until every cluster known to be
@@ -177,6 +189,9 @@ func NewTranslator(cfg Config, source InputSource, publish OutputPublisher, metr
 		outputs:   map[string]*snapshotv1.OutputSnapshot{},
 		published: map[string]string{},
 		failures:  map[string][]domain.ApplyFailure{},
+		decoding:  map[inputVersion]*decoding{},
+		wire:      map[string]inputWire{},
+		ids:       map[string]stampedIDs{},
 	}
 	if cfg.SafeStartWindow > 0 {
 		_, lister := publish.(OutputLister)
@@ -404,6 +419,12 @@ func (t *Translator) enterSafeModeIfMissing(ctx context.Context) {
 // Submit records a cluster's new input snapshot and schedules a
 // translation. An older or equal version is ignored.
 func (t *Translator) Submit(cluster string, in *snapshotv1.InputSnapshot) error {
+	return t.submit(cluster, in, nil)
+}
+
+// submit is Submit, with the encoding in was decoded from when it came
+// encoded (nil if not).
+func (t *Translator) submit(cluster string, in *snapshotv1.InputSnapshot, data []byte) error {
 	if cluster == "" {
 		return fmt.Errorf("%w: cluster is empty", ErrInvalidInput)
 	}
@@ -413,10 +434,16 @@ func (t *Translator) Submit(cluster string, in *snapshotv1.InputSnapshot) error 
 	if in.GetCluster() != cluster {
 		return fmt.Errorf("%w: snapshot names cluster %q, notice names %q", ErrInvalidInput, in.GetCluster(), cluster)
 	}
+	wire := policyWire(in, data)
 	t.mu.Lock()
 	changed := t.inputs[cluster].GetVersion() != in.GetVersion() || t.inputs[cluster] == nil
 	if changed {
 		t.inputs[cluster] = in
+		if wire.in != nil {
+			t.wire[cluster] = wire
+		} else {
+			delete(t.wire, cluster)
+		}
 	}
 	t.reportedLocked(cluster)
 	t.mu.Unlock()
@@ -424,22 +451,6 @@ func (t *Translator) Submit(cluster string, in *snapshotv1.InputSnapshot) error 
 		t.schedule()
 	}
 	return nil
-}
-
-// Holds reports whether the translator already holds version of cluster's
-// input. When it does, the notice counts as the cluster having reported,
-// as Submit of that snapshot would: the caller need not decode it.
-func (t *Translator) Holds(cluster, version string) bool {
-	if cluster == "" || version == "" {
-		return false
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.inputs[cluster].GetVersion() != version {
-		return false
-	}
-	t.reportedLocked(cluster)
-	return true
 }
 
 // Output returns the latest output of a cluster.
@@ -468,8 +479,8 @@ func (t *Translator) schedule() {
 	}
 }
 
-// Run loads the stored inputs, follows store changes, and translates after
-// each burst of changes until ctx ends.
+// Run loads the stored inputs, follows store changes, and translates each
+// change, or each burst of changes (see debouncer), until ctx ends.
 func (t *Translator) Run(ctx context.Context) error {
 	changes, err := t.source.Subscribe(ctx)
 	if err != nil {
@@ -509,6 +520,8 @@ func (t *Translator) Run(ctx context.Context) error {
 
 	retry := time.NewTicker(t.cfg.RetryInterval)
 	defer retry.Stop()
+	deb := debouncer{interval: t.cfg.Debounce}
+	defer deb.stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -527,10 +540,14 @@ func (t *Translator) Run(ctx context.Context) error {
 			t.loadKnown(ctx)
 			t.publishPending(ctx)
 		case <-t.kick:
-			if !t.settle(ctx) {
-				return nil
+			if deb.due() {
+				t.translate(ctx)
+				deb.ran()
 			}
+		case <-deb.wait:
+			deb.fired()
 			t.translate(ctx)
+			deb.ran()
 		}
 	}
 }
@@ -563,22 +580,47 @@ func (t *Translator) resync(ctx context.Context) {
 	t.publishPending(ctx)
 }
 
-// settle waits until no new kick arrives for the debounce interval.
-func (t *Translator) settle(ctx context.Context) bool {
-	if t.cfg.Debounce <= 0 {
+// debouncer spaces translations at least its interval apart, leading
+// edge first: an isolated change is translated at once, and the changes of
+// a burst after it are translated together once the interval has passed.
+// Only Run's goroutine uses it.
+type debouncer struct {
+	interval time.Duration
+	last     time.Time // when the last translation ended
+	timer    *time.Timer
+	// wait fires when a deferred translation is due; nil when none is.
+	wait <-chan time.Time
+}
+
+// due reports whether a change that has just arrived is translated now.
+// If not, a translation is deferred to the end of the interval (wait),
+// unless one is already.
+func (d *debouncer) due() bool {
+	if d.wait != nil {
+		return false
+	}
+	left := d.interval - time.Since(d.last)
+	if d.last.IsZero() || left <= 0 {
 		return true
 	}
-	timer := time.NewTimer(t.cfg.Debounce)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.kick:
-			// Keep the debounce bounded: one more interval at most.
-		case <-timer.C:
-			return true
-		}
+	if d.timer == nil {
+		d.timer = time.NewTimer(left)
+	} else {
+		d.timer.Reset(left)
+	}
+	d.wait = d.timer.C
+	return false
+}
+
+// fired records that the deferred translation is about to run.
+func (d *debouncer) fired() { d.wait = nil }
+
+// ran records that a translation has ended.
+func (d *debouncer) ran() { d.last = time.Now() }
+
+func (d *debouncer) stop() {
+	if d.timer != nil {
+		d.timer.Stop()
 	}
 }
 
@@ -603,18 +645,31 @@ func (t *Translator) onStoreChange(ctx context.Context, c snapshots.Change) {
 		// disconnects keeps its outputs (DESIGN.md section 7).
 		return
 	}
-	t.mu.RLock()
-	have := t.inputs[c.Cluster].GetVersion()
-	t.mu.RUnlock()
-	if have == c.Version {
+	// Ingest notifies after it stores, so its Notify of the same version
+	// is often being decoded now: the claim waits for it rather than
+	// decoding the input a second time.
+	claim, err := t.ClaimInput(ctx, c.Cluster, c.Version)
+	if err != nil || claim == nil {
 		return
 	}
-	e, err := t.source.Get(ctx, c.Cluster)
+	defer claim.Abandon()
+	var e snapshots.Encoded[*snapshotv1.InputSnapshot]
+	if encoded, ok := t.source.(EncodedInputSource); ok {
+		if e, err = encoded.GetEncoded(ctx, c.Cluster); err == nil {
+			e.Value, err = e.Decoded()
+		}
+	} else {
+		var entry snapshots.Entry[*snapshotv1.InputSnapshot]
+		entry, err = t.source.Get(ctx, c.Cluster)
+		e.Value = entry.Value
+	}
 	if err != nil {
 		t.log.Warn("reading an input from the store failed", "cluster", c.Cluster, "error", err)
 		return
 	}
-	t.adopt(e.Cluster, e.Value)
+	if err := claim.SubmitEncoded(e.Value, e.Data); err != nil {
+		t.log.Warn("ignoring a stored input", "cluster", c.Cluster, "error", err)
+	}
 }
 
 func (t *Translator) adopt(cluster string, in *snapshotv1.InputSnapshot) {
@@ -626,14 +681,19 @@ func (t *Translator) adopt(cluster string, in *snapshotv1.InputSnapshot) {
 func (t *Translator) translate(ctx context.Context) {
 	t.mu.RLock()
 	inputs := maps.Clone(t.inputs)
+	wire := maps.Clone(t.wire)
 	t.mu.RUnlock()
 
 	start := time.Now()
 	// Acceptance order: the time the plane first saw each resource, not the
 	// creation time a workload cluster sends.
 	now := t.now()
+	ids := make(map[string]domain.SourceIDs, len(wire))
 	for c, in := range inputs {
 		inputs[c] = t.seen.stamp(c, in, now)
+		if id, ok := t.sourceIDs(c, in, inputs[c], wire[c]); ok {
+			ids[c] = id
+		}
 	}
 	// Apply failures and the test hook change outputs in place, so they
 	// must be fresh ones: no output reused from the last translation, which
@@ -645,7 +705,7 @@ func (t *Translator) translate(ctx context.Context) {
 	}
 	// The incremental translator updates the state that Describe reads.
 	t.stateMu.Lock()
-	res, err := t.inc.Translate(inputs, t.lastGood)
+	res, err := t.inc.TranslateWithIDs(inputs, ids, t.lastGood)
 	t.stateMu.Unlock()
 	t.metrics.ObserveTranslation(time.Since(start), err)
 	if err != nil {

@@ -346,7 +346,11 @@ func BenchmarkIncrementalEdit(b *testing.B) {
 				// afresh, as translation gets it from ingest, so that no
 				// policy shares its message with the last one.
 				decoded bool
-			}{{"TrafficPolicy", editTP, false}, {"AccessPolicy", editAP, false}, {"TrafficPolicy/decoded", editTP, true}} {
+				// encoded: decoded, and the policies' SourceIDs taken
+				// from the encoding (snapshots.ReadPolicies, timed), as
+				// translation has them for an input it decoded.
+				encoded bool
+			}{{"TrafficPolicy", editTP, false, false}, {"AccessPolicy", editAP, false, false}, {"TrafficPolicy/decoded", editTP, true, false}, {"TrafficPolicy/encoded", editTP, true, true}} {
 				b.Run(kind.name, func(b *testing.B) {
 					_, before := inc.Counts()
 					b.ReportAllocs()
@@ -375,9 +379,14 @@ func BenchmarkIncrementalEdit(b *testing.B) {
 							in["meshplane"] = fresh
 							b.StartTimer()
 						}
+						var ids map[string]domain.SourceIDs
+						if kind.encoded {
+							p := snapshots.ReadPolicies(wire[i%2])
+							ids = map[string]domain.SourceIDs{"meshplane": {Traffic: p.Traffic, Access: p.Access}}
+						}
 						i++
 						last = r
-						r, err = inc.Translate(in, r.LastGood)
+						r, err = inc.TranslateWithIDs(in, ids, r.LastGood)
 						if err != nil {
 							b.Fatal(err)
 						}

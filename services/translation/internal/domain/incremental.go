@@ -69,11 +69,31 @@ func NewIncremental(opts Options) *Incremental {
 // changed the outputs of the last result.
 func (in *Incremental) Invalidate() { in.st = nil }
 
+// SourceIDs identify the policies of one cluster's input by bytes, for a
+// caller that holds the encoding the input was decoded from: Traffic[i]
+// stands for the input's TrafficPolicies[i], and Access[i] for its
+// AccessPolicies[i]. Two equal IDs must mean two equal policies (the
+// bytes a policy was decoded from, with whatever the caller set on it
+// afterwards); two different ones may still be equal policies, which
+// costs a translation. A list whose length is not the input's is not
+// used. The IDs are not modified, and are kept until the next full
+// translation.
+type SourceIDs struct {
+	Traffic, Access [][]byte
+}
+
 // Translate translates inputs. last is the LastGood of the previous result
 // (or the one to start from); inputs must not be modified afterwards.
 func (in *Incremental) Translate(inputs map[string]*snapshotv1.InputSnapshot, last LastGood) (*Result, error) {
+	return in.TranslateWithIDs(inputs, nil, last)
+}
+
+// TranslateWithIDs is Translate with the SourceIDs of the inputs that came
+// with them, by cluster: an incremental translation tells the unchanged
+// policies of those by their IDs instead of encoding each policy.
+func (in *Incremental) TranslateWithIDs(inputs map[string]*snapshotv1.InputSnapshot, ids map[string]SourceIDs, last LastGood) (*Result, error) {
 	if in.st != nil {
-		if r, ok, err := in.update(inputs); ok || err != nil {
+		if r, ok, err := in.update(inputs, ids); ok || err != nil {
 			if err != nil {
 				in.st = nil
 			} else {
@@ -95,7 +115,31 @@ func (in *Incremental) Translate(inputs map[string]*snapshotv1.InputSnapshot, la
 	}
 	st.inputs = inputs
 	in.st = st
+	// The IDs of the policies made now: the next incremental translation
+	// compares with them and encodes none of these.
+	for c, id := range ids {
+		keepIDs(in.trafficEnc, c, inputs[c].GetTrafficPolicies(), id.Traffic)
+		keepIDs(in.accessEnc, c, inputs[c].GetAccessPolicies(), id.Access)
+	}
 	return r, nil
+}
+
+// keepIDs keeps the IDs of a cluster's resources, when they stand for
+// them (as many). Each is used only for the message it names, so one of a
+// resource that made no policy (a duplicate) is never used.
+func keepIDs[R interface {
+	proto.Message
+	GetMetadata() *commonv1.ObjectMeta
+}](enc sourceEncodings, cluster string, list []R, ids [][]byte) {
+	if len(ids) != len(list) {
+		return
+	}
+	for i, r := range list {
+		md := r.GetMetadata()
+		if key := (ObjectKey{Cluster: cluster, Namespace: md.GetNamespace(), Name: md.GetName()}); key.Name != "" {
+			enc[key] = encodedSource{src: r, b: ids[i], id: true}
+		}
+	}
 }
 
 // policyFields are the InputSnapshot fields an incremental translation
@@ -154,36 +198,62 @@ func (p *accessPolicy) key() ObjectKey         { return p.Key }
 func (p *accessPolicy) source() proto.Message  { return p.src }
 
 // sourceEncodings keeps the deterministic encoding of the resource each
-// policy was made from, so that telling whether a cluster's new input
-// holds the same resource costs one encoding instead of a reflective
-// comparison: at the reference estate, proto.Equal over 10,000 policies
-// was a quarter of an edit's CPU. An entry is used only for the message it
-// names; otherwise that message is encoded again.
+// policy was made from, or its SourceID, so that telling whether a
+// cluster's new input holds the same resource costs one encoding, or none,
+// instead of a reflective comparison: at the reference estate, proto.Equal
+// over 10,000 policies was a quarter of an edit's CPU, and encoding them
+// a half. An entry is used only for the message it names; otherwise that
+// message is encoded again.
 type sourceEncodings map[ObjectKey]encodedSource
 
 type encodedSource struct {
 	src proto.Message
 	b   []byte
+	// id: b is a SourceID, comparable only with SourceIDs.
+	id bool
 }
 
 var deterministic = proto.MarshalOptions{Deterministic: true}
 
 // same reports whether r, the resource of key in a new input, is the same
-// as src, the one its policy was made from, and keeps r's encoding for the
-// next comparison (as src's when they are the same: the policy keeps src).
-// Equal encodings mean equal messages; messages that are equal but encode
-// differently count as changed, which costs a translation, never a
-// missed change.
-func (e sourceEncodings) same(key ObjectKey, src, r proto.Message) bool {
+// as src, the one its policy was made from, and keeps r's encoding (or
+// id, r's SourceID, when not nil) for the next comparison, as src's when
+// they are the same: the policy keeps src. Equal encodings or IDs mean
+// equal messages; messages that are equal but encode differently count as
+// changed, which costs a translation, never a missed change.
+func (e sourceEncodings) same(key ObjectKey, src, r proto.Message, id []byte) bool {
 	if src == r {
 		return true
 	}
+	old, ok := e[key]
+	usable := ok && old.src == src
+	if id != nil && usable && old.id {
+		if bytes.Equal(old.b, id) {
+			return true
+		}
+		e[key] = encodedSource{src: r, b: id, id: true}
+		return false
+	}
+	same := e.sameEncoded(key, src, r, old, usable && !old.id)
+	if id != nil {
+		// An ID stands for r, and so for src when they are the same.
+		kept := r
+		if same {
+			kept = src
+		}
+		e[key] = encodedSource{src: kept, b: id, id: true}
+	}
+	return same
+}
+
+// sameEncoded is same by deterministic encodings; old is src's when
+// usable.
+func (e sourceEncodings) sameEncoded(key ObjectKey, src, r proto.Message, old encodedSource, usable bool) bool {
 	rb, err := deterministic.Marshal(r)
 	if err != nil {
 		return proto.Equal(src, r)
 	}
-	old, ok := e[key]
-	if !ok || old.src != src {
+	if !usable {
 		b, err := deterministic.Marshal(src)
 		if err != nil {
 			return proto.Equal(src, r)
@@ -210,6 +280,7 @@ func diffPolicies[P keyedPolicy, R interface {
 }](
 	old []P, oldByKey map[ObjectKey]P, inputs map[string]*snapshotv1.InputSnapshot, changedClusters []string,
 	list func(*snapshotv1.InputSnapshot) []R, make func(ObjectKey, R) P, compare func(a, b P) int, enc sourceEncodings,
+	ids func(cluster string) [][]byte,
 ) (policies []P, byKey map[ObjectKey]P, changed map[P]bool, deleted []P, ok bool) {
 	changed = map[P]bool{}
 	byKey = maps.Clone(oldByKey)
@@ -217,7 +288,16 @@ func diffPolicies[P keyedPolicy, R interface {
 	var added []P
 	for _, c := range changedClusters {
 		seen := map[ObjectKey]bool{}
-		for _, r := range list(inputs[c]) {
+		rs := list(inputs[c])
+		cids := ids(c)
+		if len(cids) != len(rs) {
+			cids = nil
+		}
+		for i, r := range rs {
+			var id []byte
+			if cids != nil {
+				id = cids[i]
+			}
 			md := r.GetMetadata()
 			key := ObjectKey{Cluster: c, Namespace: md.GetNamespace(), Name: md.GetName()}
 			if key.Name == "" {
@@ -228,8 +308,11 @@ func diffPolicies[P keyedPolicy, R interface {
 			}
 			seen[key] = true
 			prev, had := oldByKey[key]
-			if had && enc.same(key, prev.source(), r) {
+			if had && enc.same(key, prev.source(), r, id) {
 				continue
+			}
+			if !had && id != nil {
+				enc[key] = encodedSource{src: r, b: id, id: true}
 			}
 			p := make(key, r)
 			byKey[key] = p
@@ -281,7 +364,7 @@ func diffPolicies[P keyedPolicy, R interface {
 }
 
 // update is the incremental path; ok is false when it does not apply.
-func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Result, bool, error) {
+func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids map[string]SourceIDs) (*Result, bool, error) {
 	prev := in.st
 	changedClusters, ok := changedInputs(prev.inputs, inputs)
 	if !ok {
@@ -298,7 +381,8 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 	// an unchanged one keeps its instance, status and all. Nothing is
 	// changed before it is known that the incremental path applies.
 	policies, newByKey, changed, deleted, ok := diffPolicies(a.policies, tr.byKey, inputs, changedClusters,
-		(*snapshotv1.InputSnapshot).GetTrafficPolicies, newTrafficPolicy, compareAcceptance, in.trafficEnc)
+		(*snapshotv1.InputSnapshot).GetTrafficPolicies, newTrafficPolicy, compareAcceptance, in.trafficEnc,
+		func(c string) [][]byte { return ids[c].Traffic })
 	if !ok {
 		return nil, false, nil
 	}
@@ -307,7 +391,8 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot) (*Res
 		oldAccess[p.Key] = p
 	}
 	accessPs, accessByKey, aChanged, aDeleted, ok := diffPolicies(a.accessPs, oldAccess, inputs, changedClusters,
-		(*snapshotv1.InputSnapshot).GetAccessPolicies, newAccessPolicy, compareAccessAcceptance, in.accessEnc)
+		(*snapshotv1.InputSnapshot).GetAccessPolicies, newAccessPolicy, compareAccessAcceptance, in.accessEnc,
+		func(c string) [][]byte { return ids[c].Access })
 	if !ok {
 		return nil, false, nil
 	}

@@ -1,6 +1,7 @@
 package connectrpc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -17,6 +18,10 @@ func toConnect(err error) error {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	case errors.Is(err, snapshots.ErrNotFound):
 		return connect.NewError(connect.CodeNotFound, err)
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	default:
 		return connect.NewError(connect.CodeUnavailable, err)
 	}

@@ -30,21 +30,29 @@ func NewHandler(t *app.Translator) *Handler { return &Handler{t: t} }
 // NotifyEncoded is Notify with the snapshot left in its wire encoding
 // (EncodedNotifyRequest is NotifyRequest on the wire). Ingest stores a
 // snapshot before it notifies, so translation has often read it from the
-// store already: then it is not decoded a second time (2 MB of policies
-// at the reference estate).
+// store already, or is reading it: then it is not decoded a second time
+// (2 MB of policies at the reference estate).
 func (h *Handler) NotifyEncoded(ctx context.Context, req *connect.Request[translationv1.EncodedNotifyRequest]) (*connect.Response[translationv1.NotifyResponse], error) {
 	m := req.Msg
-	if len(m.GetSnapshot()) > 0 && h.t.Holds(m.GetCluster(), m.GetVersion()) {
+	if len(m.GetSnapshot()) == 0 {
+		return h.Notify(ctx, connect.NewRequest(&translationv1.NotifyRequest{Cluster: m.GetCluster(), Version: m.GetVersion()}))
+	}
+	claim, err := h.t.ClaimInput(ctx, m.GetCluster(), m.GetVersion())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	if claim == nil { // held, or decoded by the store's change notice
 		return connect.NewResponse(&translationv1.NotifyResponse{}), nil
 	}
-	decoded := &translationv1.NotifyRequest{Cluster: m.GetCluster(), Version: m.GetVersion()}
-	if len(m.GetSnapshot()) > 0 {
-		decoded.Snapshot = &snapshotv1.InputSnapshot{}
-		if err := proto.Unmarshal(m.GetSnapshot(), decoded.Snapshot); err != nil {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("decode the snapshot: %w", err))
-		}
+	defer claim.Abandon()
+	snap := &snapshotv1.InputSnapshot{}
+	if err := proto.Unmarshal(m.GetSnapshot(), snap); err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("decode the snapshot: %w", err))
 	}
-	return h.Notify(ctx, connect.NewRequest(decoded))
+	if err := claim.SubmitEncoded(snap, m.GetSnapshot()); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&translationv1.NotifyResponse{}), nil
 }
 
 // NotifyHandler serves the Notify procedure with NotifyEncoded. Mount it
