@@ -142,14 +142,20 @@ func startHeapPlane(t *testing.T, limits ingest.Limits) *heapPlane {
 	t.Cleanup(hc.CloseIdleConnections)
 	// Without gzip: a decompressor keeps a buffer as large as the largest
 	// message it read, which is the test's, not the plane's.
-	dist := distributionv1connect.NewDistributionServiceClient(hc, platform.BaseURL(o),
-		append(platform.DefaultClientOptions(o), connect.WithAcceptCompression("gzip", nil, nil))...)
+	newDist := func() distributionv1connect.DistributionServiceClient {
+		return distributionv1connect.NewDistributionServiceClient(hc, platform.BaseURL(o),
+			append(platform.DefaultClientOptions(o), connect.WithAcceptCompression("gzip", nil, nil))...)
+	}
+	dist := newDist()
 	p := &heapPlane{t: t, ctx: ctx, ing: ingestv1connect.NewIngestServiceClient(hc, platform.BaseURL(o), platform.DefaultClientOptions(o)...), received: make(chan heapSent, 4)}
-	// Each output is received on a new watch stream, from the version
-	// held: a stream keeps a read buffer as large as its largest message,
-	// which is the test's, not the plane's.
+	// Each output is received on a new watch stream of a new client, from
+	// the version held: a stream keeps a read buffer as large as its
+	// largest message, and a client keeps the buffers of its streams in a
+	// pool for the next stream to read into (a heap profile found the
+	// waiting stream holding the 8 MB one), which are the test's, not the
+	// plane's.
 	receive := func(have string) (*snapshotv1.OutputSnapshot, error) {
-		stream, err := dist.Watch(ctx, connect.NewRequest(&distributionv1.WatchRequest{Version: have}))
+		stream, err := newDist().Watch(ctx, connect.NewRequest(&distributionv1.WatchRequest{Version: have}))
 		if err != nil {
 			return nil, err
 		}
