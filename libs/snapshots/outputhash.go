@@ -698,31 +698,12 @@ func partsVersion(s *snapshotv1.OutputSnapshot, objEnc, stEnc [][]byte) (version
 // statusEncoding appends the encoding of field 5 holding s to b, the
 // bytes status hashes.
 func (w *hashWriter) statusEncoding(b []byte, s *snapshotv1.ResourceStatus) []byte {
-	if s == nil || len(s.ProtoReflect().GetUnknown()) > 0 {
+	out, ok := appendStatus(b, s)
+	if !ok {
 		w.ok = false
 		return b
 	}
-	gen := s.GetObservedGeneration()
-	size := strSize(1, s.GetApiVersion()) + strSize(2, s.GetKind()) + strSize(3, s.GetNamespace()) + strSize(4, s.GetName()) +
-		bytesSize(6, s.GetStatus())
-	if gen != 0 {
-		size += protowire.SizeTag(5) + protowire.SizeVarint(uint64(gen))
-	}
-	b = protowire.AppendTag(b, 5, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(size))
-	b = w.str(b, 1, s.GetApiVersion())
-	b = w.str(b, 2, s.GetKind())
-	b = w.str(b, 3, s.GetNamespace())
-	b = w.str(b, 4, s.GetName())
-	if gen != 0 {
-		b = protowire.AppendTag(b, 5, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(gen))
-	}
-	if st := s.GetStatus(); len(st) > 0 {
-		b = protowire.AppendTag(b, 6, protowire.BytesType)
-		b = protowire.AppendBytes(b, st)
-	}
-	return b
+	return out
 }
 
 // CompareObjects orders the objects of an output as SortOutput does: by
