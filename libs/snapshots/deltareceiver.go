@@ -30,12 +30,19 @@ type DeltaReceiver struct {
 	objects       map[uint64]*snapshotv1.Object
 	statuses      map[uint64]*snapshotv1.ResourceStatus
 	objEnc, stEnc [][]byte
+	// labels shares the objects' label maps: an output's objects carry
+	// one or a few label sets.
+	labels LabelSets
 }
 
-// Hold makes s, a whole snapshot, the one deltas apply to.
+// Hold makes s, a whole snapshot, the one deltas apply to. Its objects
+// with equal labels come to share one map (LabelSets), as do the objects
+// of the deltas applied to it: hold a snapshot as it is received, before
+// anything else reads it.
 func (r *DeltaReceiver) Hold(s *snapshotv1.OutputSnapshot) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.labels.ShareObjects(s.GetObjects())
 	r.hold(s)
 }
 
@@ -56,7 +63,8 @@ func (r *DeltaReceiver) Version() string {
 // Apply makes the version d names from the held snapshot and holds it.
 // An error wraps ErrDeltaMismatch, and the receiver then holds nothing.
 // The result shares the held snapshot's objects and statuses and d's,
-// none of which may be modified.
+// none of which may be modified; d's objects' labels are shared as Hold
+// shares them.
 func (r *DeltaReceiver) Apply(d *snapshotv1.OutputDelta) (*snapshotv1.OutputSnapshot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -76,6 +84,7 @@ func (r *DeltaReceiver) apply(d *snapshotv1.OutputDelta) (*snapshotv1.OutputSnap
 	if err := checkDelta(base, d); err != nil {
 		return nil, err
 	}
+	r.labels.ShareObjects(d.GetObjects())
 	if r.objects == nil {
 		r.objects = make(map[uint64]*snapshotv1.Object, len(base.GetObjects()))
 		for _, o := range base.GetObjects() {

@@ -192,7 +192,14 @@ func (s *Syncer) applyDesired(ctx context.Context, look map[domain.ObjectID]stru
 // written because leadership was lost (ok false).
 func (s *Syncer) write(ctx context.Context, objs []*domain.DesiredObject) (results []*snapshotv1.ApplyResult, ok bool) {
 	results = make([]*snapshotv1.ApplyResult, len(objs))
-	lives := make([]domain.LiveObject, len(objs))
+	// Only what the record needs of each object written: the whole
+	// metadata the API server answered with is garbage at once, not held
+	// until the last of a first apply's 21,000 writes.
+	type written struct {
+		uid        string
+		generation int64
+	}
+	lives := make([]written, len(objs))
 	ok = s.inRankOrder(ctx, len(objs), func(i int) int { return objs[i].Rank }, func(i int) {
 		d := objs[i]
 		var live *domain.LiveObject
@@ -202,7 +209,7 @@ func (s *Syncer) write(ctx context.Context, objs []*domain.DesiredObject) (resul
 		got, err := s.applier.Apply(ctx, *d, live)
 		switch {
 		case err == nil:
-			lives[i] = got
+			lives[i] = written{got.UID, got.Generation}
 			results[i] = &snapshotv1.ApplyResult{Ref: ref(d.Key), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED}
 		case errors.Is(err, ErrConflict):
 			results[i] = &snapshotv1.ApplyResult{Ref: ref(d.Key), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_CONFLICT, Error: err.Error()}
@@ -219,7 +226,7 @@ func (s *Syncer) write(ctx context.Context, objs []*domain.DesiredObject) (resul
 		id := domain.ObjectIDOf(objs[i].Key)
 		switch r.GetOutcome() {
 		case snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED:
-			s.inCluster[id] = domain.Applied{Key: objs[i].Key, UID: lives[i].UID, Generation: lives[i].Generation, Digest: objs[i].Digest}
+			s.inCluster[id] = domain.Applied{Key: objs[i].Key, UID: lives[i].uid, Generation: lives[i].generation, Digest: objs[i].Digest}
 			if manager, was := s.suspect[id]; was {
 				delete(s.suspect, id)
 				s.corrected(objs[i].Key, "changed while no agent watched", manager)
