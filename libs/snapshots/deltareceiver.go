@@ -30,6 +30,17 @@ type DeltaReceiver struct {
 	objects       map[uint64]*snapshotv1.Object
 	statuses      map[uint64]*snapshotv1.ResourceStatus
 	objEnc, stEnc [][]byte
+	// sorted says the held snapshot's objects and statuses are strictly
+	// in order, as found when it was made from a delta: the next merge
+	// then compares only the elements next to the changed ones.
+	sorted bool
+	// spare holds the arrays of the version before the held one, which
+	// the next version's are made in: an edit then allocates in
+	// proportion to what it changed, not to the whole output.
+	spare struct {
+		objEnc, stEnc   [][]byte
+		objFrom, stFrom []int
+	}
 	// labels shares the objects' label maps: an output's objects carry
 	// one or a few label sets.
 	labels LabelSets
@@ -47,7 +58,7 @@ func (r *DeltaReceiver) Hold(s *snapshotv1.OutputSnapshot) {
 }
 
 func (r *DeltaReceiver) hold(s *snapshotv1.OutputSnapshot) {
-	r.held, r.objects, r.statuses, r.objEnc, r.stEnc = s, nil, nil, nil, nil
+	r.held, r.objects, r.statuses, r.objEnc, r.stEnc, r.sorted = s, nil, nil, nil, nil, false
 }
 
 // Drop forgets the held snapshot: the next delta is refused.
@@ -95,20 +106,27 @@ func (r *DeltaReceiver) apply(d *snapshotv1.OutputDelta) (*snapshotv1.OutputSnap
 			r.statuses[StatusKeyHash(s)] = s
 		}
 	}
-	objs, objFrom, objKeys := mergeSorted(base.GetObjects(), d.GetObjects(), d.GetRemovedObjects(), r.objects, ObjectKeyHash, CompareObjects)
-	sts, stFrom, stKeys := mergeSorted(base.GetStatuses(), d.GetStatuses(), d.GetRemovedStatuses(), r.statuses, StatusKeyHash, CompareStatuses)
+	objs, objFrom, objKeys := mergeSorted(base.GetObjects(), d.GetObjects(), d.GetRemovedObjects(), r.objects, ObjectKeyHash, CompareObjects, r.spare.objFrom)
+	sts, stFrom, stKeys := mergeSorted(base.GetStatuses(), d.GetStatuses(), d.GetRemovedStatuses(), r.statuses, StatusKeyHash, CompareStatuses, r.spare.stFrom)
+	r.spare.objFrom, r.spare.stFrom = objFrom, stFrom
 	out := ShallowCopy(d.GetRest())
 	out.Objects, out.Statuses = objs, sts
 	// In order already, unless the base was not or the delta holds two
 	// objects of one key; then it is sorted and hashed from scratch.
 	var objEnc, stEnc [][]byte
 	v, ok := "", false
-	if strictlySorted(objs) && statusesStrictlySorted(sts) {
-		objEnc, stEnc = reuse(r.objEnc, objFrom), reuse(r.stEnc, stFrom)
+	sorted := false
+	if r.sorted {
+		sorted = mergedStrictlySorted(objs, objFrom, CompareObjects) && mergedStrictlySorted(sts, stFrom, CompareStatuses)
+	} else {
+		sorted = strictlySorted(objs) && statusesStrictlySorted(sts)
+	}
+	if sorted {
+		objEnc, stEnc = reuse(r.spare.objEnc, r.objEnc, objFrom), reuse(r.spare.stEnc, r.stEnc, stFrom)
 		v, ok = partsVersion(out, objEnc, stEnc)
 	}
 	if !ok {
-		objEnc, stEnc = nil, nil
+		objEnc, stEnc, sorted = nil, nil, false
 		SortOutput(out)
 		v = OutputVersion(out)
 	}
@@ -128,23 +146,45 @@ func (r *DeltaReceiver) apply(d *snapshotv1.OutputDelta) (*snapshotv1.OutputSnap
 	for i, s := range d.GetStatuses() {
 		r.statuses[stKeys[i]] = s
 	}
-	r.held, r.objEnc, r.stEnc = out, objEnc, stEnc
+	r.spare.objEnc, r.spare.stEnc = r.objEnc, r.stEnc
+	r.held, r.objEnc, r.stEnc, r.sorted = out, objEnc, stEnc, sorted
 	return out, nil
 }
 
-// reuse returns the encodings of a merged list: those of the base
-// elements it holds, nil for the others. held may be nil (none known).
-func reuse(held [][]byte, from []int) [][]byte {
-	out := make([][]byte, len(from))
-	if held == nil {
-		return out
-	}
+// reuse returns the encodings of a merged list, in dst's array when it is
+// large enough: those of the base elements it holds, nil for the others.
+// held may be nil (none known).
+func reuse(dst, held [][]byte, from []int) [][]byte {
+	out := slices.Grow(dst[:0], len(from))[:len(from)]
 	for i, j := range from {
-		if j >= 0 {
+		if j >= 0 && held != nil {
 			out[i] = held[j]
+		} else {
+			out[i] = nil
 		}
 	}
+	// The rest of a larger array is not read, but would hold encodings.
+	clear(out[len(from):cap(out)])
 	return out
+}
+
+// mergedStrictlySorted reports whether out, which mergeSorted made from a
+// strictly sorted base (from says which elements came from it), is
+// strictly sorted: only the pairs next to an element not from the base
+// can be out of order.
+func mergedStrictlySorted[T any](out []T, from []int, cmp func(a, b T) int) bool {
+	for i := range out {
+		if from[i] >= 0 {
+			continue
+		}
+		if i > 0 && cmp(out[i-1], out[i]) >= 0 {
+			return false
+		}
+		if i+1 < len(out) && from[i+1] >= 0 && cmp(out[i], out[i+1]) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func statusesStrictlySorted(sts []*snapshotv1.ResourceStatus) bool {
@@ -173,8 +213,9 @@ func checkDelta(base *snapshotv1.OutputSnapshot, d *snapshotv1.OutputDelta) erro
 // mergeSorted returns base, which is in cmp order, without the removed
 // keys and the keys of changed, plus changed, in cmp order; byKey indexes
 // base by key hash. It also returns, per element of the result, its
-// index in base or -1 for one of changed, and the key hashes of changed.
-func mergeSorted[T comparable](base, changed []T, removed []uint64, byKey map[uint64]T, key func(T) uint64, cmp func(a, b T) int) (out []T, from []int, keys []uint64) {
+// index in base or -1 for one of changed (in fromBuf's array when it is
+// large enough), and the key hashes of changed.
+func mergeSorted[T comparable](base, changed []T, removed []uint64, byKey map[uint64]T, key func(T) uint64, cmp func(a, b T) int, fromBuf []int) (out []T, from []int, keys []uint64) {
 	drop := make(map[T]bool, len(removed)+len(changed))
 	for _, k := range removed {
 		if b, ok := byKey[k]; ok {
@@ -191,7 +232,7 @@ func mergeSorted[T comparable](base, changed []T, removed []uint64, byKey map[ui
 	add := slices.Clone(changed)
 	slices.SortStableFunc(add, cmp)
 	out = make([]T, 0, len(base)+len(changed))
-	from = make([]int, 0, len(base)+len(changed))
+	from = slices.Grow(fromBuf[:0], len(base)+len(changed))
 	j := 0
 	for i, b := range base {
 		if len(drop) > 0 && drop[b] {

@@ -54,6 +54,9 @@ type want struct {
 	// seen and look are the last applies whose snapshot held it and that
 	// looked at it.
 	seen, look uint64
+	// pos is its index in the snapshot that held it last: the next one,
+	// made by a delta, holds most objects at or near the same index.
+	pos int
 }
 
 // desire makes the objects of a new snapshot the desired ones, and
@@ -64,13 +67,23 @@ type want struct {
 func (s *Syncer) desire(objs []*snapshotv1.Object) map[domain.ObjectID]struct{} {
 	s.gen++
 	gen := s.gen
-	list := make([]*want, len(objs))
+	// The new list goes in the array of the list before the last.
+	list := slices.Grow(s.spare[:0], len(objs))[:len(objs)]
 	var misses []int
+	next := 0 // where in the last list the next object is looked for first
 	for i, o := range objs {
-		if w := s.bySource[o]; w != nil && w.seen != gen {
-			w.seen, list[i] = gen, w
+		w := (*want)(nil)
+		if next < len(s.list) && s.list[next].source == o {
+			w = s.list[next]
+		} else {
+			w = s.bySource[o]
+		}
+		if w != nil && w.seen != gen {
+			next = w.pos + 1
+			w.seen, w.pos, list[i] = gen, i, w
 			continue
 		}
+		list[i] = nil
 		misses = append(misses, i)
 	}
 	changed := map[domain.ObjectID]struct{}{}
@@ -94,7 +107,7 @@ func (s *Syncer) desire(objs []*snapshotv1.Object) map[domain.ObjectID]struct{} 
 		}
 	}
 	for j, i := range misses {
-		w := &want{DesiredObject: made[j], source: objs[i], seen: gen}
+		w := &want{DesiredObject: made[j], source: objs[i], seen: gen, pos: i}
 		w.applied = &snapshotv1.ApplyResult{Ref: ref(w.Key), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED}
 		s.desired[domain.ObjectIDOf(w.Key)] = w
 		s.bySource[objs[i]] = w
@@ -111,7 +124,8 @@ func (s *Syncer) desire(objs []*snapshotv1.Object) map[domain.ObjectID]struct{} 
 			}
 		}
 	}
-	s.list = list
+	clear(s.list) // nothing is kept alive by the spare array
+	s.spare, s.list = s.list, list
 	return changed
 }
 
