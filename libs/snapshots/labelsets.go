@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"unique"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 )
@@ -51,12 +52,30 @@ func (s *LabelSets) Share(m map[string]string) map[string]string {
 	return m
 }
 
-// ShareObjects makes the labels of objs maps that the set holds. Call it
-// before anything else reads objs.
+// ShareObjects makes the labels of objs maps that the set holds, and the
+// values of their annotations canonical strings (CanonicalValues). Call
+// it before anything else reads objs.
 func (s *LabelSets) ShareObjects(objs []*snapshotv1.Object) {
 	for _, o := range objs {
-		if o != nil && len(o.Labels) > 0 {
+		if o == nil {
+			continue
+		}
+		if len(o.Labels) > 0 {
 			o.Labels = s.Share(o.Labels)
+		}
+		CanonicalValues(o.Annotations, "")
+	}
+}
+
+// CanonicalValues replaces the values of m but the one of key except
+// with their canonical copies (unique.Make), which every other copy made
+// canonical shares: the agent holds each object it applies as received
+// and as its view of the cluster sees it, whose annotations are the same
+// (translation's parents annotation is a few hundred bytes an object).
+func CanonicalValues(m map[string]string, except string) {
+	for k, v := range m {
+		if k != except {
+			m[k] = unique.Make(v).Value()
 		}
 	}
 }

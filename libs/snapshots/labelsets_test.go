@@ -3,6 +3,7 @@ package snapshots_test
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
@@ -73,4 +74,20 @@ func TestLabelSetsShareObjects(t *testing.T) {
 
 func same(a, b map[string]string) bool {
 	return reflect.ValueOf(a).Pointer() == reflect.ValueOf(b).Pointer()
+}
+
+func TestCanonicalValues(t *testing.T) {
+	a := map[string]string{"p": string([]byte("parents")), "d": string([]byte("digest"))}
+	b := map[string]string{"p": string([]byte("parents")), "d": string([]byte("digest"))}
+	snapshots.CanonicalValues(a, "d")
+	snapshots.CanonicalValues(b, "d")
+	if unsafe.StringData(a["p"]) != unsafe.StringData(b["p"]) {
+		t.Error("equal values do not share their bytes")
+	}
+	if unsafe.StringData(a["d"]) == unsafe.StringData(b["d"]) {
+		t.Error("the excepted key's values were made canonical")
+	}
+	if a["p"] != "parents" || a["d"] != "digest" {
+		t.Errorf("values changed: %v", a)
+	}
 }

@@ -187,6 +187,9 @@ func (s *Syncer) applyDesired(ctx context.Context, look map[domain.ObjectID]stru
 		if r == nil {
 			continue // not written: leadership was lost
 		}
+		if r == appliedNoRef {
+			r = s.list[i].applied
+		}
 		results[i] = r
 		if r.GetOutcome() == snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED {
 			written++
@@ -201,19 +204,26 @@ func (s *Syncer) applyDesired(ctx context.Context, look map[domain.ObjectID]stru
 	return results, written, failed, true
 }
 
+// appliedNoRef is the result write gives every object it applied: one
+// without the object's reference, which the caller replaces with the
+// object's own APPLIED result, made once (want.applied), so that a first
+// apply does not make 21,000 more.
+var appliedNoRef = &snapshotv1.ApplyResult{Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED}
+
 // write applies objs, rank by rank and up to Workers at once within a
 // rank, and records what it wrote. A result is nil for an object not
-// written because leadership was lost (ok false).
+// written because leadership was lost (ok false), appliedNoRef for one
+// applied.
 func (s *Syncer) write(ctx context.Context, objs []*domain.DesiredObject) (results []*snapshotv1.ApplyResult, ok bool) {
 	results = make([]*snapshotv1.ApplyResult, len(objs))
 	// Only what the record needs of each object written: the whole
 	// metadata the API server answered with is garbage at once, not held
 	// until the last of a first apply's 21,000 writes.
-	type written struct {
+	type record struct {
 		uid        string
 		generation int64
 	}
-	lives := make([]written, len(objs))
+	lives := make([]record, len(objs))
 	ok = s.inRankOrder(ctx, len(objs), func(i int) int { return objs[i].Rank }, func(i int) {
 		d := objs[i]
 		var live *domain.LiveObject
@@ -223,8 +233,8 @@ func (s *Syncer) write(ctx context.Context, objs []*domain.DesiredObject) (resul
 		got, err := s.applier.Apply(ctx, *d, live)
 		switch {
 		case err == nil:
-			lives[i] = written{got.UID, got.Generation}
-			results[i] = &snapshotv1.ApplyResult{Ref: ref(d.Key), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED}
+			lives[i] = record{got.UID, got.Generation}
+			results[i] = appliedNoRef
 		case errors.Is(err, ErrConflict):
 			results[i] = &snapshotv1.ApplyResult{Ref: ref(d.Key), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_CONFLICT, Error: err.Error()}
 			s.log.Warn("left a user-owned object alone", "object", d.Key.String())

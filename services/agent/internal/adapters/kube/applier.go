@@ -151,7 +151,8 @@ func (a *Applier) Sync(ctx context.Context) error {
 // identity, generation and labels, and for an owned object its
 // annotations and its managed fields' managers and times, an entry's
 // field set only as whether it owns fields of the spec. Equal label sets
-// share one map (the objects Meshplane applies carry one), and a user's
+// share one map (the objects Meshplane applies carry one), annotation
+// values are canonical strings, shared with the output, and a user's
 // object keeps no annotations, which nothing reads (kubectl's
 // last-applied-configuration alone is the size of the object). It may run
 // again on what it returned.
@@ -167,6 +168,9 @@ func (a *Applier) slimOutputMeta(obj any) (any, error) {
 	if !a.owns(m.Labels) {
 		return out, nil
 	}
+	// The values (but the digest, which no other copy holds) shared with
+	// the output as received (snapshots.LabelSets.ShareObjects).
+	snapshots.CanonicalValues(m.Annotations, snapshots.AnnotationDigest)
 	out.Annotations = m.Annotations
 	for _, e := range m.ManagedFields {
 		if e.Subresource != "" {
