@@ -3,6 +3,7 @@ package snapshots
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 
@@ -233,6 +234,41 @@ func mergeSorted[T comparable](base, changed []T, removed []uint64, byKey map[ui
 	slices.SortStableFunc(add, cmp)
 	out = make([]T, 0, len(base)+len(changed))
 	from = slices.Grow(fromBuf[:0], len(base)+len(changed))
+	if at, ok := dropIndexes(base, drop, cmp); ok {
+		// base is in order where it matters: the few places that change
+		// are found by binary search and the runs between them copied,
+		// rather than every element compared and looked up.
+		i, j, d := 0, 0, 0
+		for {
+			p := len(base)
+			if d < len(at) {
+				p = at[d]
+			}
+			for j < len(add) {
+				// add[j] goes before the first element of base it sorts
+				// before, as in the loop below.
+				q := i + sort.Search(len(base)-i, func(k int) bool { return cmp(add[j], base[i+k]) < 0 })
+				if q > p {
+					break
+				}
+				out = append(out, base[i:q]...)
+				for k := i; k < q; k++ {
+					from = append(from, k)
+				}
+				i = q
+				out, from = append(out, add[j]), append(from, -1)
+				j++
+			}
+			out = append(out, base[i:p]...)
+			for k := i; k < p; k++ {
+				from = append(from, k)
+			}
+			if p == len(base) {
+				return out, from, keys
+			}
+			i, d = p+1, d+1 // base[p] is dropped
+		}
+	}
 	j := 0
 	for i, b := range base {
 		if len(drop) > 0 && drop[b] {
@@ -248,6 +284,25 @@ func mergeSorted[T comparable](base, changed []T, removed []uint64, byKey map[ui
 		out, from = append(out, add[j]), append(from, -1)
 	}
 	return out, from, keys
+}
+
+// dropIndexes returns the indexes in base of the elements of drop, in
+// order, found by binary search; ok is false when one is not found there
+// (base is not in order).
+func dropIndexes[T comparable](base []T, drop map[T]bool, cmp func(a, b T) int) (at []int, ok bool) {
+	at = make([]int, 0, len(drop))
+	for b := range drop {
+		i := sort.Search(len(base), func(k int) bool { return cmp(base[k], b) >= 0 })
+		for i < len(base) && base[i] != b && cmp(base[i], b) == 0 {
+			i++
+		}
+		if i == len(base) || base[i] != b {
+			return nil, false
+		}
+		at = append(at, i)
+	}
+	slices.Sort(at)
+	return at, true
 }
 
 // CompareStatuses orders the statuses of an output as SortOutput does: by
