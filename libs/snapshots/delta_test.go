@@ -284,3 +284,42 @@ func TestDeltaReceiverAcrossVersions(t *testing.T) {
 		held = got
 	}
 }
+
+// A receiver that knows its held snapshot to be in order checks only the
+// changed objects' neighbours (mergedStrictlySorted): a delta that holds
+// two objects of one key still takes the sorting path, and the receiver
+// makes what ApplyDelta makes.
+func TestDeltaReceiverDuplicateKeyAfterDeltas(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	var recv snapshots.DeltaReceiver
+	held := randomOutput(r, 30)
+	recv.Hold(held)
+	for i := range 3 {
+		next := proto.Clone(held).(*snapshotv1.OutputSnapshot)
+		next.Objects[i].Spec = fmt.Appendf(nil, `{"edit":%d}`, i)
+		snapshots.SealOutput(next)
+		d, _ := snapshots.Diff(held.GetVersion(), snapshots.IndexOutput(held), next)
+		got, err := recv.Apply(d)
+		if err != nil {
+			t.Fatalf("edit %d: %v", i, err)
+		}
+		held = got
+	}
+	next := proto.Clone(held).(*snapshotv1.OutputSnapshot)
+	next.Objects[5].Spec = []byte(`{"edit":"dup"}`)
+	snapshots.SealOutput(next)
+	d, _ := snapshots.Diff(held.GetVersion(), snapshots.IndexOutput(held), next)
+	dup := proto.Clone(d.Objects[0]).(*snapshotv1.Object)
+	dup.Spec = []byte(`{"edit":"dup2"}`)
+	d.Objects = append(d.Objects, dup)
+	// The delta names the version without the duplicate: both refuse it,
+	// having computed the same version for the state it makes.
+	_, wantErr := snapshots.ApplyDelta(held, d)
+	_, err := recv.Apply(d)
+	if !errors.Is(err, snapshots.ErrDeltaMismatch) || !errors.Is(wantErr, snapshots.ErrDeltaMismatch) {
+		t.Fatalf("receiver: %v, ApplyDelta: %v; want both ErrDeltaMismatch", err, wantErr)
+	}
+	if err.Error() != wantErr.Error() {
+		t.Fatalf("the receiver computed another version than ApplyDelta:\n%v\n%v", err, wantErr)
+	}
+}

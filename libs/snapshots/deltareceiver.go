@@ -3,6 +3,7 @@ package snapshots
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 
@@ -30,17 +31,35 @@ type DeltaReceiver struct {
 	objects       map[uint64]*snapshotv1.Object
 	statuses      map[uint64]*snapshotv1.ResourceStatus
 	objEnc, stEnc [][]byte
+	// sorted says the held snapshot's objects and statuses are strictly
+	// in order, as found when it was made from a delta: the next merge
+	// then compares only the elements next to the changed ones.
+	sorted bool
+	// spare holds the arrays of the version before the held one, which
+	// the next version's are made in: an edit then allocates in
+	// proportion to what it changed, not to the whole output.
+	spare struct {
+		objEnc, stEnc   [][]byte
+		objFrom, stFrom []int
+	}
+	// labels shares the objects' label maps: an output's objects carry
+	// one or a few label sets.
+	labels LabelSets
 }
 
-// Hold makes s, a whole snapshot, the one deltas apply to.
+// Hold makes s, a whole snapshot, the one deltas apply to. Its objects
+// with equal labels come to share one map (LabelSets), as do the objects
+// of the deltas applied to it: hold a snapshot as it is received, before
+// anything else reads it.
 func (r *DeltaReceiver) Hold(s *snapshotv1.OutputSnapshot) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.labels.ShareObjects(s.GetObjects())
 	r.hold(s)
 }
 
 func (r *DeltaReceiver) hold(s *snapshotv1.OutputSnapshot) {
-	r.held, r.objects, r.statuses, r.objEnc, r.stEnc = s, nil, nil, nil, nil
+	r.held, r.objects, r.statuses, r.objEnc, r.stEnc, r.sorted = s, nil, nil, nil, nil, false
 }
 
 // Drop forgets the held snapshot: the next delta is refused.
@@ -56,7 +75,8 @@ func (r *DeltaReceiver) Version() string {
 // Apply makes the version d names from the held snapshot and holds it.
 // An error wraps ErrDeltaMismatch, and the receiver then holds nothing.
 // The result shares the held snapshot's objects and statuses and d's,
-// none of which may be modified.
+// none of which may be modified; d's objects' labels are shared as Hold
+// shares them.
 func (r *DeltaReceiver) Apply(d *snapshotv1.OutputDelta) (*snapshotv1.OutputSnapshot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -76,6 +96,7 @@ func (r *DeltaReceiver) apply(d *snapshotv1.OutputDelta) (*snapshotv1.OutputSnap
 	if err := checkDelta(base, d); err != nil {
 		return nil, err
 	}
+	r.labels.ShareObjects(d.GetObjects())
 	if r.objects == nil {
 		r.objects = make(map[uint64]*snapshotv1.Object, len(base.GetObjects()))
 		for _, o := range base.GetObjects() {
@@ -86,20 +107,27 @@ func (r *DeltaReceiver) apply(d *snapshotv1.OutputDelta) (*snapshotv1.OutputSnap
 			r.statuses[StatusKeyHash(s)] = s
 		}
 	}
-	objs, objFrom, objKeys := mergeSorted(base.GetObjects(), d.GetObjects(), d.GetRemovedObjects(), r.objects, ObjectKeyHash, CompareObjects)
-	sts, stFrom, stKeys := mergeSorted(base.GetStatuses(), d.GetStatuses(), d.GetRemovedStatuses(), r.statuses, StatusKeyHash, CompareStatuses)
+	objs, objFrom, objKeys := mergeSorted(base.GetObjects(), d.GetObjects(), d.GetRemovedObjects(), r.objects, ObjectKeyHash, CompareObjects, r.spare.objFrom)
+	sts, stFrom, stKeys := mergeSorted(base.GetStatuses(), d.GetStatuses(), d.GetRemovedStatuses(), r.statuses, StatusKeyHash, CompareStatuses, r.spare.stFrom)
+	r.spare.objFrom, r.spare.stFrom = objFrom, stFrom
 	out := ShallowCopy(d.GetRest())
 	out.Objects, out.Statuses = objs, sts
 	// In order already, unless the base was not or the delta holds two
 	// objects of one key; then it is sorted and hashed from scratch.
 	var objEnc, stEnc [][]byte
 	v, ok := "", false
-	if strictlySorted(objs) && statusesStrictlySorted(sts) {
-		objEnc, stEnc = reuse(r.objEnc, objFrom), reuse(r.stEnc, stFrom)
+	sorted := false
+	if r.sorted {
+		sorted = mergedStrictlySorted(objs, objFrom, CompareObjects) && mergedStrictlySorted(sts, stFrom, CompareStatuses)
+	} else {
+		sorted = strictlySorted(objs) && statusesStrictlySorted(sts)
+	}
+	if sorted {
+		objEnc, stEnc = reuse(r.spare.objEnc, r.objEnc, objFrom), reuse(r.spare.stEnc, r.stEnc, stFrom)
 		v, ok = partsVersion(out, objEnc, stEnc)
 	}
 	if !ok {
-		objEnc, stEnc = nil, nil
+		objEnc, stEnc, sorted = nil, nil, false
 		SortOutput(out)
 		v = OutputVersion(out)
 	}
@@ -119,23 +147,45 @@ func (r *DeltaReceiver) apply(d *snapshotv1.OutputDelta) (*snapshotv1.OutputSnap
 	for i, s := range d.GetStatuses() {
 		r.statuses[stKeys[i]] = s
 	}
-	r.held, r.objEnc, r.stEnc = out, objEnc, stEnc
+	r.spare.objEnc, r.spare.stEnc = r.objEnc, r.stEnc
+	r.held, r.objEnc, r.stEnc, r.sorted = out, objEnc, stEnc, sorted
 	return out, nil
 }
 
-// reuse returns the encodings of a merged list: those of the base
-// elements it holds, nil for the others. held may be nil (none known).
-func reuse(held [][]byte, from []int) [][]byte {
-	out := make([][]byte, len(from))
-	if held == nil {
-		return out
-	}
+// reuse returns the encodings of a merged list, in dst's array when it is
+// large enough: those of the base elements it holds, nil for the others.
+// held may be nil (none known).
+func reuse(dst, held [][]byte, from []int) [][]byte {
+	out := slices.Grow(dst[:0], len(from))[:len(from)]
 	for i, j := range from {
-		if j >= 0 {
+		if j >= 0 && held != nil {
 			out[i] = held[j]
+		} else {
+			out[i] = nil
 		}
 	}
+	// The rest of a larger array is not read, but would hold encodings.
+	clear(out[len(from):cap(out)])
 	return out
+}
+
+// mergedStrictlySorted reports whether out, which mergeSorted made from a
+// strictly sorted base (from says which elements came from it), is
+// strictly sorted: only the pairs next to an element not from the base
+// can be out of order.
+func mergedStrictlySorted[T any](out []T, from []int, cmp func(a, b T) int) bool {
+	for i := range out {
+		if from[i] >= 0 {
+			continue
+		}
+		if i > 0 && cmp(out[i-1], out[i]) >= 0 {
+			return false
+		}
+		if i+1 < len(out) && from[i+1] >= 0 && cmp(out[i], out[i+1]) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func statusesStrictlySorted(sts []*snapshotv1.ResourceStatus) bool {
@@ -164,8 +214,9 @@ func checkDelta(base *snapshotv1.OutputSnapshot, d *snapshotv1.OutputDelta) erro
 // mergeSorted returns base, which is in cmp order, without the removed
 // keys and the keys of changed, plus changed, in cmp order; byKey indexes
 // base by key hash. It also returns, per element of the result, its
-// index in base or -1 for one of changed, and the key hashes of changed.
-func mergeSorted[T comparable](base, changed []T, removed []uint64, byKey map[uint64]T, key func(T) uint64, cmp func(a, b T) int) (out []T, from []int, keys []uint64) {
+// index in base or -1 for one of changed (in fromBuf's array when it is
+// large enough), and the key hashes of changed.
+func mergeSorted[T comparable](base, changed []T, removed []uint64, byKey map[uint64]T, key func(T) uint64, cmp func(a, b T) int, fromBuf []int) (out []T, from []int, keys []uint64) {
 	drop := make(map[T]bool, len(removed)+len(changed))
 	for _, k := range removed {
 		if b, ok := byKey[k]; ok {
@@ -182,7 +233,42 @@ func mergeSorted[T comparable](base, changed []T, removed []uint64, byKey map[ui
 	add := slices.Clone(changed)
 	slices.SortStableFunc(add, cmp)
 	out = make([]T, 0, len(base)+len(changed))
-	from = make([]int, 0, len(base)+len(changed))
+	from = slices.Grow(fromBuf[:0], len(base)+len(changed))
+	if at, ok := dropIndexes(base, drop, cmp); ok {
+		// base is in order where it matters: the few places that change
+		// are found by binary search and the runs between them copied,
+		// rather than every element compared and looked up.
+		i, j, d := 0, 0, 0
+		for {
+			p := len(base)
+			if d < len(at) {
+				p = at[d]
+			}
+			for j < len(add) {
+				// add[j] goes before the first element of base it sorts
+				// before, as in the loop below.
+				q := i + sort.Search(len(base)-i, func(k int) bool { return cmp(add[j], base[i+k]) < 0 })
+				if q > p {
+					break
+				}
+				out = append(out, base[i:q]...)
+				for k := i; k < q; k++ {
+					from = append(from, k)
+				}
+				i = q
+				out, from = append(out, add[j]), append(from, -1)
+				j++
+			}
+			out = append(out, base[i:p]...)
+			for k := i; k < p; k++ {
+				from = append(from, k)
+			}
+			if p == len(base) {
+				return out, from, keys
+			}
+			i, d = p+1, d+1 // base[p] is dropped
+		}
+	}
 	j := 0
 	for i, b := range base {
 		if len(drop) > 0 && drop[b] {
@@ -198,6 +284,25 @@ func mergeSorted[T comparable](base, changed []T, removed []uint64, byKey map[ui
 		out, from = append(out, add[j]), append(from, -1)
 	}
 	return out, from, keys
+}
+
+// dropIndexes returns the indexes in base of the elements of drop, in
+// order, found by binary search; ok is false when one is not found there
+// (base is not in order).
+func dropIndexes[T comparable](base []T, drop map[T]bool, cmp func(a, b T) int) (at []int, ok bool) {
+	at = make([]int, 0, len(drop))
+	for b := range drop {
+		i := sort.Search(len(base), func(k int) bool { return cmp(base[k], b) >= 0 })
+		for i < len(base) && base[i] != b && cmp(base[i], b) == 0 {
+			i++
+		}
+		if i == len(base) || base[i] != b {
+			return nil, false
+		}
+		at = append(at, i)
+	}
+	slices.Sort(at)
+	return at, true
 }
 
 // CompareStatuses orders the statuses of an output as SortOutput does: by

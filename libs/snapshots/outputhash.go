@@ -662,13 +662,16 @@ func partsVersion(s *snapshotv1.OutputSnapshot, objEnc, stEnc [][]byte) (version
 	var (
 		keys  []string
 		arena []byte
+		chunk = 8 << 10
 	)
 	// keep makes an encoding appended to arena its own slice; arena
 	// grows a chunk at a time so that the encodings of a whole output are
-	// a few allocations.
+	// a few allocations, in chunks that double from 8 KB, so that the few
+	// encodings of an edit take a few KB.
 	keep := func(enc func([]byte) []byte) []byte {
 		if cap(arena)-len(arena) < 4<<10 {
-			arena = make([]byte, 0, 256<<10)
+			arena = make([]byte, 0, chunk)
+			chunk = min(2*chunk, 256<<10)
 		}
 		start := len(arena)
 		arena = enc(arena)

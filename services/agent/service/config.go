@@ -78,6 +78,10 @@ type Config struct {
 	// API server (client-go's rate limiter).
 	KubeQPS   int
 	KubeBurst int
+	// MemoryLimitPercent sets the Go runtime's soft memory limit to this
+	// percent of the container's memory limit (platform.SoftMemoryLimit),
+	// unless GOMEMLIMIT is set; 0 leaves it unset.
+	MemoryLimitPercent int
 
 	flags *platform.Flags
 }
@@ -88,6 +92,10 @@ type Config struct {
 const (
 	DefaultKubeQPS   = 500
 	DefaultKubeBurst = 1000
+	// DefaultMemoryLimitPercent leaves a tenth of the container's memory
+	// limit for what the Go runtime does not count (the binary, stacks
+	// beyond the heap's) before the kernel's limit.
+	DefaultMemoryLimitPercent = 90
 )
 
 // DefaultConfig returns the defaults.
@@ -113,6 +121,7 @@ func DefaultConfig() Config {
 		ApplyWorkers:          app.DefaultApplyWorkers,
 		KubeQPS:               DefaultKubeQPS,
 		KubeBurst:             DefaultKubeBurst,
+		MemoryLimitPercent:    DefaultMemoryLimitPercent,
 	}
 }
 
@@ -150,6 +159,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	f.Int(&c.ApplyWorkers, "apply-workers", "how many objects the agent writes to its cluster at once")
 	f.Int(&c.KubeQPS, "kube-qps", "requests a second the agent may send to its cluster's API server, sustained")
 	f.Int(&c.KubeBurst, "kube-burst", "requests the agent may send to its cluster's API server in a burst above --kube-qps")
+	f.Int(&c.MemoryLimitPercent, "memory-limit-percent", "set the Go runtime's soft memory limit to this percent of the container's memory limit (cgroup memory.max) unless GOMEMLIMIT is set; 0 turns it off")
 	c.Raft.addFlags(f)
 	c.Envoy.addFlags(f)
 }
@@ -203,6 +213,9 @@ func (c *Config) Validate() error {
 	}
 	if c.KubeBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-burst must be at least 1, not %d", c.KubeBurst))
+	}
+	if c.MemoryLimitPercent < 0 || c.MemoryLimitPercent > 100 {
+		errs = append(errs, fmt.Errorf("--memory-limit-percent must be between 0 and 100, not %d", c.MemoryLimitPercent))
 	}
 	if c.Debounce < 0 {
 		errs = append(errs, errors.New("--debounce must not be negative"))

@@ -29,6 +29,13 @@ func main() {
 		fmt.Fprintf(os.Stderr, "agent: invalid options:\n%v\n", err)
 		os.Exit(2)
 	}
+	// The first apply of a large output makes much garbage: collect more
+	// often near the container's limit rather than be killed by it.
+	if limit, reason, err := platform.SoftMemoryLimit(cfg.MemoryLimitPercent); err != nil {
+		log.Warn("no soft memory limit", "error", err)
+	} else {
+		log.Info("soft memory limit", "bytes", limit, "from", reason)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := agent.Run(ctx); err != nil {

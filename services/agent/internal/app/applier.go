@@ -44,9 +44,12 @@ type Syncer struct {
 	// as the syncer knows: from the view when it synced, then from its
 	// own writes and the view's changes. Only the goroutine that runs
 	// Apply and observe uses them.
-	desired   map[domain.ObjectID]*want
-	bySource  map[*snapshotv1.Object]*want
-	list      []*want
+	desired  map[domain.ObjectID]*want
+	bySource map[*snapshotv1.Object]*want
+	list     []*want
+	// spare is the array of the list before list, which the next list is
+	// made in.
+	spare     []*want
 	inCluster map[domain.ObjectID]domain.Applied
 	// settled says the last apply ran to its end, so that every object of
 	// desired is in inCluster with its digest and inCluster holds nothing
@@ -312,7 +315,9 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 	results = append(results, statusResults...)
 
 	s.mu.Lock()
-	s.acked, s.ackResults = snap.GetVersion(), slices.Clone(results)
+	// Not copied: results is not changed after this; what is appended
+	// below goes beyond the length kept, or into a new array.
+	s.acked, s.ackResults = snap.GetVersion(), results[:len(results):len(results)]
 	s.mu.Unlock()
 	if s.cacerts != nil {
 		// Issuing happens in the background; the acknowledgement carries

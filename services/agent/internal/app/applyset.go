@@ -54,6 +54,9 @@ type want struct {
 	// seen and look are the last applies whose snapshot held it and that
 	// looked at it.
 	seen, look uint64
+	// pos is its index in the snapshot that held it last: the next one,
+	// made by a delta, holds most objects at or near the same index.
+	pos int
 }
 
 // desire makes the objects of a new snapshot the desired ones, and
@@ -64,13 +67,23 @@ type want struct {
 func (s *Syncer) desire(objs []*snapshotv1.Object) map[domain.ObjectID]struct{} {
 	s.gen++
 	gen := s.gen
-	list := make([]*want, len(objs))
+	// The new list goes in the array of the list before the last.
+	list := slices.Grow(s.spare[:0], len(objs))[:len(objs)]
 	var misses []int
+	next := 0 // where in the last list the next object is looked for first
 	for i, o := range objs {
-		if w := s.bySource[o]; w != nil && w.seen != gen {
-			w.seen, list[i] = gen, w
+		w := (*want)(nil)
+		if next < len(s.list) && s.list[next].source == o {
+			w = s.list[next]
+		} else {
+			w = s.bySource[o]
+		}
+		if w != nil && w.seen != gen {
+			next = w.pos + 1
+			w.seen, w.pos, list[i] = gen, i, w
 			continue
 		}
+		list[i] = nil
 		misses = append(misses, i)
 	}
 	changed := map[domain.ObjectID]struct{}{}
@@ -94,7 +107,7 @@ func (s *Syncer) desire(objs []*snapshotv1.Object) map[domain.ObjectID]struct{} 
 		}
 	}
 	for j, i := range misses {
-		w := &want{DesiredObject: made[j], source: objs[i], seen: gen}
+		w := &want{DesiredObject: made[j], source: objs[i], seen: gen, pos: i}
 		w.applied = &snapshotv1.ApplyResult{Ref: ref(w.Key), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED}
 		s.desired[domain.ObjectIDOf(w.Key)] = w
 		s.bySource[objs[i]] = w
@@ -111,7 +124,8 @@ func (s *Syncer) desire(objs []*snapshotv1.Object) map[domain.ObjectID]struct{} 
 			}
 		}
 	}
-	s.list = list
+	clear(s.list) // nothing is kept alive by the spare array
+	s.spare, s.list = s.list, list
 	return changed
 }
 
@@ -173,6 +187,9 @@ func (s *Syncer) applyDesired(ctx context.Context, look map[domain.ObjectID]stru
 		if r == nil {
 			continue // not written: leadership was lost
 		}
+		if r == appliedNoRef {
+			r = s.list[i].applied
+		}
 		results[i] = r
 		if r.GetOutcome() == snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED {
 			written++
@@ -187,12 +204,26 @@ func (s *Syncer) applyDesired(ctx context.Context, look map[domain.ObjectID]stru
 	return results, written, failed, true
 }
 
+// appliedNoRef is the result write gives every object it applied: one
+// without the object's reference, which the caller replaces with the
+// object's own APPLIED result, made once (want.applied), so that a first
+// apply does not make 21,000 more.
+var appliedNoRef = &snapshotv1.ApplyResult{Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED}
+
 // write applies objs, rank by rank and up to Workers at once within a
 // rank, and records what it wrote. A result is nil for an object not
-// written because leadership was lost (ok false).
+// written because leadership was lost (ok false), appliedNoRef for one
+// applied.
 func (s *Syncer) write(ctx context.Context, objs []*domain.DesiredObject) (results []*snapshotv1.ApplyResult, ok bool) {
 	results = make([]*snapshotv1.ApplyResult, len(objs))
-	lives := make([]domain.LiveObject, len(objs))
+	// Only what the record needs of each object written: the whole
+	// metadata the API server answered with is garbage at once, not held
+	// until the last of a first apply's 21,000 writes.
+	type record struct {
+		uid        string
+		generation int64
+	}
+	lives := make([]record, len(objs))
 	ok = s.inRankOrder(ctx, len(objs), func(i int) int { return objs[i].Rank }, func(i int) {
 		d := objs[i]
 		var live *domain.LiveObject
@@ -202,8 +233,8 @@ func (s *Syncer) write(ctx context.Context, objs []*domain.DesiredObject) (resul
 		got, err := s.applier.Apply(ctx, *d, live)
 		switch {
 		case err == nil:
-			lives[i] = got
-			results[i] = &snapshotv1.ApplyResult{Ref: ref(d.Key), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED}
+			lives[i] = record{got.UID, got.Generation}
+			results[i] = appliedNoRef
 		case errors.Is(err, ErrConflict):
 			results[i] = &snapshotv1.ApplyResult{Ref: ref(d.Key), Outcome: snapshotv1.ApplyOutcome_APPLY_OUTCOME_CONFLICT, Error: err.Error()}
 			s.log.Warn("left a user-owned object alone", "object", d.Key.String())
@@ -219,7 +250,7 @@ func (s *Syncer) write(ctx context.Context, objs []*domain.DesiredObject) (resul
 		id := domain.ObjectIDOf(objs[i].Key)
 		switch r.GetOutcome() {
 		case snapshotv1.ApplyOutcome_APPLY_OUTCOME_APPLIED:
-			s.inCluster[id] = domain.Applied{Key: objs[i].Key, UID: lives[i].UID, Generation: lives[i].Generation, Digest: objs[i].Digest}
+			s.inCluster[id] = domain.Applied{Key: objs[i].Key, UID: lives[i].uid, Generation: lives[i].generation, Digest: objs[i].Digest}
 			if manager, was := s.suspect[id]; was {
 				delete(s.suspect, id)
 				s.corrected(objs[i].Key, "changed while no agent watched", manager)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"unique"
 
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/agent/internal/app"
@@ -53,9 +54,21 @@ type Applier struct {
 	// sets it once.
 	stores map[schema.GroupKind]cache.Store
 
-	mu      sync.Mutex
-	pending map[domain.ObjectID]app.ObjectChange
+	// labels shares the label maps of the objects the view holds.
+	labels snapshots.LabelSets
+
+	mu sync.Mutex
+	// pending holds the objects changed since TakeChanges, as the view
+	// holds them: during a first apply every object is one.
+	pending map[domain.ObjectID]pendingChange
 	changed chan struct{}
+}
+
+// pendingChange is a change of the view's object m, of kind outputKinds[k].
+type pendingChange struct {
+	k    int
+	m    *metav1.ObjectMeta
+	gone bool
 }
 
 var (
@@ -67,7 +80,7 @@ var (
 func NewApplier(md metadata.Interface, mapper meta.RESTMapper, install, cluster string) *Applier {
 	return &Applier{
 		md: md, mapper: mapper, install: install, cluster: cluster,
-		pending: map[domain.ObjectID]app.ObjectChange{}, changed: make(chan struct{}, 1),
+		pending: map[domain.ObjectID]pendingChange{}, changed: make(chan struct{}, 1),
 	}
 }
 
@@ -104,10 +117,10 @@ func (a *Applier) Sync(ctx context.Context) error {
 	if a.stores != nil {
 		return nil // started already, and synced
 	}
-	factory := metadatainformer.NewSharedInformerFactoryWithOptions(a.md, 0, metadatainformer.WithTransform(slimOutputMeta))
+	factory := metadatainformer.NewSharedInformerFactoryWithOptions(a.md, 0, metadatainformer.WithTransform(a.slimOutputMeta))
 	stores := map[schema.GroupKind]cache.Store{}
 	var synced []cache.InformerSynced
-	for _, k := range outputKinds {
+	for i, k := range outputKinds {
 		if _, err := a.mapper.RESTMapping(k.gvr.GroupVersion().WithKind(k.kind).GroupKind(), k.gvr.Version); err != nil {
 			if meta.IsNoMatchError(err) {
 				continue
@@ -115,7 +128,7 @@ func (a *Applier) Sync(ctx context.Context) error {
 			return fmt.Errorf("map %s: %w", k.gvr.Resource, err)
 		}
 		inf := factory.ForResource(k.gvr).Informer()
-		if _, err := inf.AddEventHandler(a.handler(k)); err != nil {
+		if _, err := inf.AddEventHandler(a.handler(i)); err != nil {
 			return err
 		}
 		stores[k.gvr.GroupVersion().WithKind(k.kind).GroupKind()] = inf.GetStore()
@@ -133,34 +146,50 @@ func (a *Applier) Sync(ctx context.Context) error {
 	return nil
 }
 
-// slimOutputMeta keeps what the applier reads of an object: its metadata
-// without the managed fields' field sets, but with which managers own
-// fields of the spec. A 21,000-object output then costs a few tens of MB.
-func slimOutputMeta(obj any) (any, error) {
+// slimOutputMeta keeps what the applier reads of an object (live), in an
+// object of its own, so that what the API server sent is not kept: the
+// identity, generation and labels, and for an owned object its
+// annotations and its managed fields' managers and times, an entry's
+// field set only as whether it owns fields of the spec. Equal label sets
+// share one map (the objects Meshplane applies carry one), annotation
+// values are canonical strings, shared with the output, and a user's
+// object keeps no annotations, which nothing reads (kubectl's
+// last-applied-configuration alone is the size of the object). It may run
+// again on what it returned.
+func (a *Applier) slimOutputMeta(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil
 	}
-	var kept []metav1.ManagedFieldsEntry
+	out := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
+		Labels: a.labels.Share(m.Labels),
+	}}
+	if !a.owns(m.Labels) {
+		return out, nil
+	}
+	// The values (but the digest, which no other copy holds) shared with
+	// the output as received (snapshots.LabelSets.ShareObjects).
+	snapshots.CanonicalValues(m.Annotations, snapshots.AnnotationDigest)
+	out.Annotations = m.Annotations
 	for _, e := range m.ManagedFields {
 		if e.Subresource != "" {
 			continue // istiod's status writes
 		}
-		ownsSpec := e.FieldsV1 != nil && bytes.Contains(e.FieldsV1.Raw, []byte(`"f:spec"`))
-		e.FieldsV1 = nil
-		if ownsSpec {
-			e.FieldsV1 = &metav1.FieldsV1{Raw: specFields}
+		kept := metav1.ManagedFieldsEntry{Manager: unique.Make(e.Manager).Value(), Operation: e.Operation, Time: e.Time}
+		if e.FieldsV1 != nil && bytes.Contains(e.FieldsV1.Raw, []byte(`"f:spec"`)) {
+			kept.FieldsV1 = &metav1.FieldsV1{Raw: specFields}
 		}
-		kept = append(kept, e)
+		out.ManagedFields = append(out.ManagedFields, kept)
 	}
-	m.ManagedFields = kept
-	return m, nil
+	return out, nil
 }
 
 // specFields marks a managed fields entry that owns fields of the spec.
 var specFields = []byte(`{"f:spec":{}}`)
 
-func (a *Applier) handler(k outputKind) cache.ResourceEventHandler {
+func (a *Applier) handler(i int) cache.ResourceEventHandler {
+	k := outputKinds[i]
 	note := func(obj any, gone bool) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
@@ -169,9 +198,9 @@ func (a *Applier) handler(k outputKind) cache.ResourceEventHandler {
 		if !ok {
 			return
 		}
-		l := a.live(k, &m.ObjectMeta)
+		id := domain.ObjectID{Group: k.gvr.Group, Kind: k.kind, Namespace: m.Namespace, Name: m.Name}
 		a.mu.Lock()
-		a.pending[domain.ObjectIDOf(l.Key)] = app.ObjectChange{Object: l, Gone: gone}
+		a.pending[id] = pendingChange{k: i, m: &m.ObjectMeta, gone: gone}
 		a.mu.Unlock()
 		select {
 		case a.changed <- struct{}{}:
@@ -267,9 +296,11 @@ func (a *Applier) TakeChanges() []app.ObjectChange {
 	defer a.mu.Unlock()
 	out := make([]app.ObjectChange, 0, len(a.pending))
 	for _, c := range a.pending {
-		out = append(out, c)
+		out = append(out, app.ObjectChange{Object: a.live(outputKinds[c.k], c.m), Gone: c.gone})
 	}
-	clear(a.pending)
+	// A new map: clear keeps the storage of the largest batch, a whole
+	// output's after a first apply.
+	a.pending = map[domain.ObjectID]pendingChange{}
 	return out
 }
 

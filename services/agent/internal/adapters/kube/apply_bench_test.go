@@ -111,8 +111,11 @@ func decode(b *testing.B, raw []byte) *snapshotv1.OutputSnapshot {
 //   - restore-100-deleted-s: (d) the time from a user deleting 100 owned
 //     objects until all are back;
 //   - agent-VmHWM-B: (e) the peak resident set of the agent of (a) and
-//     (b), which runs in a process of its own (applyChild); peak-heap-B
-//     and live-heap-B are this process's, for comparison.
+//     (b), which runs in a process of its own (applyChild), and
+//     agent-first-apply-peak-heap-B and agent-edits-peak-heap-B its largest
+//     heap in use (sampled every 5 ms) during the first apply and the
+//     edits, agent-edits-gc-cycles the collections during the edits;
+//     peak-heap-B and live-heap-B are this process's, for comparison.
 //
 // Each phase runs once per benchmark run; report medians over -count:
 //
@@ -209,7 +212,7 @@ func benchApplyReference(b *testing.B, baseRaw, editedRaw []byte) {
 	if werr := child.Wait(); werr != nil || err != nil {
 		b.Fatalf("the agent's process: %v %v", werr, err)
 	}
-	for _, name := range []string{"first-apply-s", "first-apply-cpu-s", "edit-p50-ms", "edit-p99-ms", "VmHWM-B"} {
+	for _, name := range []string{"first-apply-s", "first-apply-cpu-s", "edit-p50-ms", "edit-p99-ms", "VmHWM-B", "first-apply-peak-heap-B", "edits-peak-heap-B", "edits-gc-cycles"} {
 		if _, ok := got[name]; !ok {
 			b.Fatalf("the agent's process reported no %s", name)
 		}
@@ -221,6 +224,9 @@ func benchApplyReference(b *testing.B, baseRaw, editedRaw []byte) {
 	b.ReportMetric(got["edit-p50-ms"], "edit-p50-ms")
 	b.ReportMetric(got["edit-p99-ms"], "edit-p99-ms")
 	b.ReportMetric(got["VmHWM-B"], "agent-VmHWM-B")
+	b.ReportMetric(got["first-apply-peak-heap-B"], "agent-first-apply-peak-heap-B")
+	b.ReportMetric(got["edits-peak-heap-B"], "agent-edits-peak-heap-B")
+	b.ReportMetric(got["edits-gc-cycles"], "agent-edits-gc-cycles")
 	peak := samplePeakHeap()
 
 	// (c) A restart with nothing changed (the last edit left the base).

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -81,12 +82,14 @@ func applyChild(dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s := app.NewSyncer(&ackRelay{}, NewApplier(md, mapper, install, string(cluster)), nil, nopLog)
+	a := NewApplier(md, mapper, install, string(cluster))
+	s := app.NewSyncer(&discardRelay{}, a, nil, nopLog)
 	s.SetApplyOptions(app.ApplyOptions{Install: install, Cluster: string(cluster), Workers: benchWorkers})
 	if err := s.Sync(ctx); err != nil {
 		return err
 	}
 	var recv snapshots.DeltaReceiver
+	peak := samplePeakHeap()
 
 	// (a) The first apply, from the whole snapshot's bytes.
 	start := time.Now()
@@ -104,18 +107,26 @@ func applyChild(dir string, out io.Writer) error {
 		return errors.New("the first apply failed")
 	}
 	first := time.Since(start)
-	fmt.Fprintf(out, "first-apply-s %f\nfirst-apply-cpu-s %f\n", first.Seconds(), cpuSeconds())
-	if path := os.Getenv(applyChildEnv + "_HEAP"); path != "" {
-		// For a look at what the agent holds after the first apply.
-		f, err := os.Create(path)
+	// The agent's loop takes the view's changes after each apply
+	// (Syncer.observe): what its own writes changed.
+	a.TakeChanges()
+	fmt.Fprintf(out, "first-apply-s %f\nfirst-apply-cpu-s %f\nfirst-apply-peak-heap-B %d\n", first.Seconds(), cpuSeconds(), peak())
+	// For a look at what the agent holds after the first apply, and (with
+	// the suffix .edits) what the edits allocated since.
+	heapProfile := func(suffix string) error {
+		path := os.Getenv(applyChildEnv + "_HEAP")
+		if path == "" {
+			return nil
+		}
+		f, err := os.Create(path + suffix)
 		if err != nil {
 			return err
 		}
 		runtime.GC()
-		err = errors.Join(pprof.WriteHeapProfile(f), f.Close())
-		if err != nil {
-			return err
-		}
+		return errors.Join(pprof.WriteHeapProfile(f), f.Close())
+	}
+	if err := heapProfile(""); err != nil {
+		return err
 	}
 	n := len(base.GetObjects())
 	base = nil
@@ -127,7 +138,23 @@ func applyChild(dir string, out io.Writer) error {
 			return err
 		}
 	}
+	if path := os.Getenv(applyChildEnv + "_CPU"); path != "" {
+		// Where the edits' CPU goes.
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	var lat []time.Duration
+	gcs := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(gcs)
+	gc0 := gcs[0].Value.Uint64()
+	peak = samplePeakHeap()
 	for i := range benchEdits {
 		start := time.Now()
 		d := &snapshotv1.OutputDelta{}
@@ -141,6 +168,7 @@ func applyChild(dir string, out io.Writer) error {
 		if !s.Apply(ctx, snap) {
 			return fmt.Errorf("edit %d: the apply failed", i)
 		}
+		a.TakeChanges()
 		for _, want := range domain.Desire(d.GetObjects(), install, string(cluster)) {
 			got, err := readDigestOf(ctx, dyn, want.Key)
 			if err != nil {
@@ -152,10 +180,22 @@ func applyChild(dir string, out io.Writer) error {
 		}
 		lat = append(lat, time.Since(start))
 	}
+	editsPeak := peak()
+	metrics.Read(gcs)
+	if err := heapProfile(".edits"); err != nil {
+		return err
+	}
 	slices.Sort(lat)
+	fmt.Fprintf(out, "edits-gc-cycles %d\nedits-peak-heap-B %d\n", gcs[0].Value.Uint64()-gc0, editsPeak)
 	fmt.Fprintf(out, "objects %d\nedit-p50-ms %f\nedit-p99-ms %f\nVmHWM-B %d\n", n, ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), procVmHWM())
 	return nil
 }
+
+// discardRelay acknowledges as the agent's relay does: it keeps nothing
+// of the results (connectrpc.Relay sends counts and the non-APPLIED ones).
+type discardRelay struct{ ackRelay }
+
+func (*discardRelay) Ack(context.Context, string, []*snapshotv1.ApplyResult) error { return nil }
 
 // newMapper returns a REST mapper that discovers the API server's kinds
 // when first asked, as the agent's does at its start.
