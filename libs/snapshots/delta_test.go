@@ -298,7 +298,7 @@ func TestDeltaReceiverDuplicateKeyAfterDeltas(t *testing.T) {
 		next := proto.Clone(held).(*snapshotv1.OutputSnapshot)
 		next.Objects[i].Spec = fmt.Appendf(nil, `{"edit":%d}`, i)
 		snapshots.SealOutput(next)
-		d, _ := snapshots.Diff(held.GetVersion(), snapshots.IndexOutput(held), next)
+		d, _ := diff(t, held, next)
 		got, err := recv.Apply(d)
 		if err != nil {
 			t.Fatalf("edit %d: %v", i, err)
@@ -308,7 +308,7 @@ func TestDeltaReceiverDuplicateKeyAfterDeltas(t *testing.T) {
 	next := proto.Clone(held).(*snapshotv1.OutputSnapshot)
 	next.Objects[5].Spec = []byte(`{"edit":"dup"}`)
 	snapshots.SealOutput(next)
-	d, _ := snapshots.Diff(held.GetVersion(), snapshots.IndexOutput(held), next)
+	d, _ := diff(t, held, next)
 	dup := proto.Clone(d.Objects[0]).(*snapshotv1.Object)
 	dup.Spec = []byte(`{"edit":"dup2"}`)
 	d.Objects = append(d.Objects, dup)
