@@ -178,7 +178,8 @@ func crossClusterPolicy(rng *rand.Rand, name string) *networkingv1.TrafficPolicy
 // TestIncrementalMatchesFullAcrossClusters is TestIncrementalMatchesFull
 // over the federation golden estates, with policies that reach clients in
 // other clusters and services in other clusters: every step gives the
-// versions and last valid versions a full translation gives.
+// versions and last valid versions a full translation gives, and passes
+// the fuzz test's checks (the fuzz estates seldom federate).
 func TestIncrementalMatchesFullAcrossClusters(t *testing.T) {
 	for _, name := range []string{"federation-traffic-shift", "federation-route-policies", "federation-permissive"} {
 		for seed := range 8 {
@@ -207,6 +208,8 @@ func TestIncrementalMatchesFullAcrossClusters(t *testing.T) {
 					if !maps.EqualFunc(got.LastGood.Traffic, want.LastGood.Traffic, func(a, b domain.LastGoodTraffic) bool { return a.Generation == b.Generation }) {
 						t.Fatalf("step %d: last good %v, want %v", step, slices.Collect(maps.Keys(got.LastGood.Traffic)), slices.Collect(maps.Keys(want.LastGood.Traffic)))
 					}
+					// Deterministic, decodable, protojson's bytes.
+					checkInputs(t, inputs)
 					incLast, fullLast = got.LastGood, want.LastGood
 					inputs = withTrafficPolicies(inputs, "mgmt", func(l []*networkingv1.TrafficPolicy) []*networkingv1.TrafficPolicy {
 						switch n := len(l); {
