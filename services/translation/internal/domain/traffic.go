@@ -66,6 +66,11 @@ type destState struct {
 type inForceSpec struct {
 	p    *trafficPolicy
 	spec *networkingv1.TrafficPolicySpec
+	// targets are the services and VirtualDestinations the version's
+	// shift and mirror go to, which decide how clients elsewhere reach
+	// them (clientKey).
+	targets []*destination
+	vds     []*virtualDestination
 }
 
 // routeView is where a destination's routes are made for: the clients in
@@ -400,8 +405,77 @@ func (t *trafficTranslation) applySpec(st *destState, p *trafficPolicy, spec *ne
 			st.targets = append(st.targets, s.target)
 		}
 	}
-	st.inForce = append(st.inForce, inForceSpec{p: p, spec: spec})
+	a := inForceSpec{p: p, spec: spec}
+	if len(routeFields(pol)) > 0 {
+		a.targets, a.vds = t.targetsOf(d, pol)
+	}
+	st.inForce = append(st.inForce, a)
 	return nil
+}
+
+// targetsOf are the services and VirtualDestinations that the shift and
+// mirror of pol go to from destination d, which resolveTargets resolved
+// already.
+func (t *trafficTranslation) targetsOf(d *destination, pol *networkingv1.TrafficPolicySpec_Policy) (dests []*destination, vds []*virtualDestination) {
+	add := func(name, namespace, cluster string) {
+		if target, ok := t.ix.destination(ObjectKey{Cluster: cmp.Or(cluster, d.Key.Cluster), Namespace: cmp.Or(namespace, d.Key.Namespace), Name: name}); ok {
+			dests = append(dests, target)
+		}
+	}
+	for _, wd := range pol.GetTrafficShift().GetDestinations() {
+		if ref := wd.GetVirtualDestination(); ref != nil {
+			if t.vds != nil {
+				if vd := t.vds.lookup(cmp.Or(ref.GetNamespace(), d.Key.Namespace), ref.GetName(), d.Key.Cluster); vd != nil {
+					vds = append(vds, vd)
+				}
+			}
+			continue
+		}
+		ks := wd.GetKubeService()
+		cluster, _ := kubeDestinationCluster(ks)
+		add(ks.GetName(), ks.GetNamespace(), cluster)
+	}
+	if ref := pol.GetMirror().GetKubeService(); ref != nil {
+		add(ref.GetName(), ref.GetNamespace(), ref.GetCluster())
+	}
+	return dests, vds
+}
+
+// clientKey sums up what the VirtualService of client c for destination
+// st.dst depends on besides the destination: the policies' sources as
+// matched in c's cluster, and the host by which c reaches each target.
+// Clients with the same key get the same VirtualService.
+func (t *trafficTranslation) clientKey(st *destState, c federatedClient) string {
+	v := routeView{cluster: c.mesh.Key.Cluster, mesh: c.mesh.Key, host: c.host}
+	var b strings.Builder
+	for _, a := range st.inForce {
+		if sel := a.spec.GetSourceSelector(); len(sel) > 0 {
+			conds, ok := sourceConditions(sel, v.cluster)
+			if !ok {
+				b.WriteByte('!')
+			}
+			b.WriteString(matchKey(conds))
+		}
+		b.WriteByte('|')
+		for _, target := range a.targets {
+			if target == st.dst {
+				b.WriteString("=,")
+				continue
+			}
+			host, _ := t.hostIn(v, target)
+			b.WriteString(host)
+			b.WriteByte(',')
+		}
+		for _, vd := range a.vds {
+			if vd.serves(v.mesh) {
+				b.WriteByte('+')
+			} else {
+				b.WriteByte('-')
+			}
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
 }
 
 // kubeDestinationCluster is the cluster a traffic shift's kubeService
@@ -668,12 +742,11 @@ func virtualServiceOf(groups map[string]*routeGroup, host string) *istiov1alpha3
 // field that an earlier policy sets for the same sources in c's cluster
 // only) is left out of it, with a warning in its status for the
 // destination. It returns nil when no policy sets routes for c's clients,
-// and the policies behind the routes.
-func (t *trafficTranslation) clientVirtualService(st *destState, c federatedClient) (*istiov1alpha3.VirtualService, []ObjectKey) {
+// the policies behind the routes, and whether it warned.
+func (t *trafficTranslation) clientVirtualService(st *destState, c federatedClient) (vs *istiov1alpha3.VirtualService, parents []ObjectKey, warned bool) {
 	d := st.dst
 	v := routeView{cluster: c.mesh.Key.Cluster, mesh: c.mesh.Key, host: c.host}
 	var groups map[string]*routeGroup
-	var parents []ObjectKey
 	for _, a := range st.inForce {
 		pol := a.spec.GetPolicy()
 		rfields := routeFields(pol)
@@ -687,6 +760,7 @@ func (t *trafficTranslation) clientVirtualService(st *destState, c federatedClie
 		}
 		as := a.p.Status.GetDestinations()[d.Key.String()]
 		warn := func(msg string) {
+			warned = true
 			if as != nil {
 				as.Warnings = append(as.Warnings, fmt.Sprintf("not applied to the clients of mesh %s in cluster %q, which reach the destination as %s: %s", c.mesh.Key, v.cluster, c.host, msg))
 			}
@@ -728,7 +802,7 @@ func (t *trafficTranslation) clientVirtualService(st *destState, c federatedClie
 		}
 		parents = append(parents, a.p.Key)
 	}
-	return virtualServiceOf(groups, c.host), parents
+	return virtualServiceOf(groups, c.host), parents, warned
 }
 
 // Outlier detection defaults, as in Gloo Mesh v1.

@@ -426,6 +426,14 @@ func clientObjects(d *destination, tr *trafficTranslation, users userObjects, se
 	if len(st.inForce) == 0 {
 		return nil, nil
 	}
+	// Most clients get the same VirtualService: what was made for a
+	// client key without warnings is reused.
+	type made struct {
+		raw         []byte // nil: no VirtualService
+		policies    []ObjectKey
+		annotations map[string]string
+	}
+	var byKey map[string]*made
 	var out []clusterObject
 	seen := map[ObjectKey]bool{}
 	for _, c := range tr.fed.clients(d) {
@@ -434,25 +442,39 @@ func clientObjects(d *destination, tr *trafficTranslation, users userObjects, se
 			continue
 		}
 		seen[at] = true
-		vs, policies := tr.clientVirtualService(st, c)
-		if vs == nil {
+		key := tr.clientKey(st, c)
+		m := byKey[key]
+		if m == nil {
+			vs, policies, warned := tr.clientVirtualService(st, c)
+			m = &made{policies: policies}
+			if vs != nil {
+				raw, err := MarshalSpec(vs)
+				if err != nil {
+					return nil, fmt.Errorf("%s %s/%s in %s: %w", KindVirtualService, at.Namespace, at.Name, at.Cluster, err)
+				}
+				parents := make([]ParentRef, 0, len(policies)+2)
+				parents = append(parents,
+					ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster},
+					ParentRef{Kind: parentKindVirtualMesh, Name: c.vm.Key.Name, Namespace: c.vm.Key.Namespace, Cluster: c.vm.Key.Cluster})
+				for _, p := range policies {
+					parents = append(parents, ParentRef{Kind: parentKindTraffic, Name: p.Name, Namespace: p.Namespace, Cluster: p.Cluster})
+				}
+				m.raw, m.annotations = raw, parentsAnnotation(parents)
+			}
+			if !warned {
+				if byKey == nil {
+					byKey = map[string]*made{}
+				}
+				byKey[key] = m
+			}
+		}
+		if m.raw == nil {
 			continue
 		}
-		if u := users.conflicts(at.Cluster, KindVirtualService, c.host); len(u) > 0 && !reportConflict(set.conflicts, d, c.host+" in cluster "+at.Cluster, policies, tr.policy, KindVirtualService, u) {
+		if u := users.conflicts(at.Cluster, KindVirtualService, c.host); len(u) > 0 && !reportConflict(set.conflicts, d, c.host+" in cluster "+at.Cluster, m.policies, tr.policy, KindVirtualService, u) {
 			continue
 		}
-		raw, err := MarshalSpec(vs)
-		if err != nil {
-			return nil, fmt.Errorf("%s %s/%s in %s: %w", KindVirtualService, at.Namespace, at.Name, at.Cluster, err)
-		}
-		parents := make([]ParentRef, 0, len(policies)+2)
-		parents = append(parents,
-			ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster},
-			ParentRef{Kind: parentKindVirtualMesh, Name: c.vm.Key.Name, Namespace: c.vm.Key.Namespace, Cluster: c.vm.Key.Cluster})
-		for _, p := range policies {
-			parents = append(parents, ParentRef{Kind: parentKindTraffic, Name: p.Name, Namespace: p.Namespace, Cluster: p.Cluster})
-		}
-		out = append(out, clusterObject{cluster: at.Cluster, obj: makeObject(IstioNetworkingV1, KindVirtualService, at, parents, raw, opts)})
+		out = append(out, clusterObject{cluster: at.Cluster, obj: makeObjectAnnotated(IstioNetworkingV1, KindVirtualService, at, m.annotations, m.raw, opts)})
 	}
 	return out, nil
 }
