@@ -188,6 +188,7 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, tr *trafficTransl
 				host := FederatedHostname(d.Key.Name, d.Key.Namespace, d.Key.Cluster, suffix)
 				dParent := ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster}
 				var x *exportedDest
+				var sub *federatedSubsets
 				if cap(clients)-len(clients) < len(vm.Members) {
 					// Chunks, as growing one array for all would copy
 					// it and leave garbage several times its size.
@@ -207,7 +208,7 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, tr *trafficTransl
 							as.Warnings = append(as.Warnings, fmt.Sprintf("no discovered workload runs service %s: its clients check the server's certificate against the shared root only, not its service accounts", d.Key))
 						}
 						x.addr0, x.ok0 = candidateAddress(host, 0)
-						if sub := exportedSubsets(tr, d); sub != nil {
+						if sub = exportedSubsets(tr, d); sub != nil {
 							x.subsets = sub.names
 							x.drParents = append(slices.Clone(parents), sub.parents...)
 							x.drAnnotations = parentsAnnotation(x.drParents)
@@ -220,9 +221,8 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, tr *trafficTransl
 					continue
 				}
 				exports = append(exports, export{host: host, x: x, clients: clients[from:len(clients):len(clients)]})
-				if x.subsets != nil && len(d.Selector) > 0 {
+				if sub != nil && len(d.Selector) > 0 {
 					// The subsets' labels, for the east-west gateway.
-					sub := exportedSubsets(tr, d)
 					e.add(IstioNetworkingV1, KindDestinationRule, ObjectKey{Cluster: server.Key.Cluster, Namespace: d.Key.Namespace, Name: host}, x.drParents,
 						&istiov1alpha3.DestinationRule{
 							Host:          host,
