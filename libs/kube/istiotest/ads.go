@@ -9,6 +9,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -19,6 +20,7 @@ import (
 const (
 	TypeCluster = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 	TypeCLA     = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+	TypeRoute   = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 )
 
 // Proxy describes the Envoy the client pretends to be.
@@ -166,6 +168,25 @@ func (a *ADS) Endpoints(names ...string) (map[string]*endpointv3.ClusterLoadAssi
 			return nil, fmt.Errorf("istiotest: decode load assignment: %w", err)
 		}
 		out[c.GetClusterName()] = c
+	}
+	return out, nil
+}
+
+// Routes asks for RDS of the named route configurations (a sidecar's
+// outbound HTTP routes are named by port, "9080") and returns them by
+// name.
+func (a *ADS) Routes(names ...string) (map[string]*routev3.RouteConfiguration, error) {
+	resp, err := a.request(TypeRoute, names)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*routev3.RouteConfiguration{}
+	for _, r := range resp.GetResources() {
+		rc := &routev3.RouteConfiguration{}
+		if err := r.UnmarshalTo(rc); err != nil {
+			return nil, fmt.Errorf("istiotest: decode route configuration: %w", err)
+		}
+		out[rc.GetName()] = rc
 	}
 	return out, nil
 }

@@ -83,13 +83,13 @@ func (u userObjects) conflicts(cluster, kind, host string) []string {
 // and says whether the object is still written: in REPORT mode it is not,
 // and the policies are FAILED for d; with ALLOW_INTERSECTING it is, with a
 // warning.
-func reportConflict(mode settingsv1.SettingsSpec_UserConfigConflictMode, d *destination, parents []ObjectKey, policy func(ObjectKey) *trafficPolicy, kind string, users []string) bool {
+func reportConflict(mode settingsv1.SettingsSpec_UserConfigConflictMode, d *destination, host string, parents []ObjectKey, policy func(ObjectKey) *trafficPolicy, kind string, users []string) bool {
 	emit := mode == settingsv1.SettingsSpec_ALLOW_INTERSECTING
 	var msg string
 	if emit {
-		msg = fmt.Sprintf("the %s for host %s is written beside %s, not written by Meshplane, for the same host (Settings userConfigConflictMode: ALLOW_INTERSECTING); Istio decides how they combine", kind, d.Host, strings.Join(users, ", "))
+		msg = fmt.Sprintf("the %s for host %s is written beside %s, not written by Meshplane, for the same host (Settings userConfigConflictMode: ALLOW_INTERSECTING); Istio decides how they combine", kind, host, strings.Join(users, ", "))
 	} else {
-		msg = fmt.Sprintf("the %s for host %s is not written: it would conflict with %s, not written by Meshplane, for the same host (Settings userConfigConflictMode: REPORT); remove or narrow the user's config, or allow intersecting config", kind, d.Host, strings.Join(users, ", "))
+		msg = fmt.Sprintf("the %s for host %s is not written: it would conflict with %s, not written by Meshplane, for the same host (Settings userConfigConflictMode: REPORT); remove or narrow the user's config, or allow intersecting config", kind, host, strings.Join(users, ", "))
 	}
 	for _, key := range uniqueKeys(parents) {
 		p := policy(key)

@@ -58,6 +58,14 @@ type exportedDest struct {
 	// group tells hosts apart: exportedDests with the same host have the
 	// same, and groups are in host order.
 	group int
+	// subsets names the subsets of the client-side DestinationRule: those
+	// the destination's own DestinationRule has, which policies name
+	// (exportedSubsets). drParents and drAnnotations, when subsets are
+	// set, are the client-side DestinationRule's parents: those of the
+	// ServiceEntry and the policies that name the subsets.
+	subsets       []string
+	drParents     []ParentRef
+	drAnnotations map[string]string
 }
 
 // export is one exported destination with its clients, in the order
@@ -118,7 +126,17 @@ func FederatedHostname(name, namespace, cluster, suffix string) string {
 // the federated hostname the local workloads as endpoints: the client's
 // SNI names the federated hostname, and AUTO_PASSTHROUGH routes it only to
 // a cluster of that name.
-func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]*addrSet) error {
+//
+// Subsets of a federated destination (those its own DestinationRule has)
+// are reached by SNI, as in Istio's multi-network model: the client-side
+// DestinationRule has each subset by name, without labels, so that every
+// subset's cluster has the gateway as its endpoint and the client names
+// the subset in its SNI (outbound_.<port>_.<subset>_.<host>); a
+// DestinationRule for the federated host in the server mesh gives the
+// subsets their labels, for which the east-west gateway's AUTO_PASSTHROUGH
+// listener has a cluster per subset over the server-side ServiceEntry's
+// endpoints. tr gives the subsets.
+func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, tr *trafficTranslation, addrs map[string]*addrSet) error {
 	encodings := newHostEncodings()
 	backing := &backingWorkloads{ix: ix}
 	var exports []export
@@ -170,6 +188,7 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 				host := FederatedHostname(d.Key.Name, d.Key.Namespace, d.Key.Cluster, suffix)
 				dParent := ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster}
 				var x *exportedDest
+				var sub *federatedSubsets
 				if cap(clients)-len(clients) < len(vm.Members) {
 					// Chunks, as growing one array for all would copy
 					// it and leave garbage several times its size.
@@ -189,6 +208,11 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 							as.Warnings = append(as.Warnings, fmt.Sprintf("no discovered workload runs service %s: its clients check the server's certificate against the shared root only, not its service accounts", d.Key))
 						}
 						x.addr0, x.ok0 = candidateAddress(host, 0)
+						if sub = exportedSubsets(tr, d); sub != nil {
+							x.subsets = sub.names
+							x.drParents = append(slices.Clone(parents), sub.parents...)
+							x.drAnnotations = parentsAnnotation(x.drParents)
+						}
 					}
 					clients = append(clients, exportClient{member: int32(j), cluster: int32(memberCluster[j])})
 					counts[memberCluster[j]]++
@@ -197,6 +221,15 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, addrs map[string]
 					continue
 				}
 				exports = append(exports, export{host: host, x: x, clients: clients[from:len(clients):len(clients)]})
+				if sub != nil && len(d.Selector) > 0 {
+					// The subsets' labels, for the east-west gateway.
+					e.add(IstioNetworkingV1, KindDestinationRule, ObjectKey{Cluster: server.Key.Cluster, Namespace: d.Key.Namespace, Name: host}, x.drParents,
+						&istiov1alpha3.DestinationRule{
+							Host:          host,
+							TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}},
+							Subsets:       sub.subsets,
+						})
+				}
 				hosts = append(hosts, host)
 				vm.federated = append(vm.federated, d.Key)
 				if len(d.Selector) > 0 {
@@ -404,7 +437,18 @@ func (h *hostEncodings) get(fh *exportedDest, addr netip.Addr) (*encodedHost, er
 		return nil, fmt.Errorf("ServiceEntry for %s: %w", fh.host, err)
 	}
 	var dr []byte
-	if fh.host != "" && plainJSONString(fh.host) {
+	if len(fh.subsets) > 0 {
+		spec := &istiov1alpha3.DestinationRule{
+			Host:          fh.host,
+			TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}},
+		}
+		for _, name := range fh.subsets {
+			spec.Subsets = append(spec.Subsets, &istiov1alpha3.Subset{Name: name})
+		}
+		if dr, err = MarshalSpec(spec); err != nil {
+			return nil, fmt.Errorf("DestinationRule for %s: %w", fh.host, err)
+		}
+	} else if fh.host != "" && plainJSONString(fh.host) {
 		// What MarshalSpec gives, through simpleDestinationRuleJSON.
 		dr = []byte(`{"host":"` + fh.host + `","trafficPolicy":{"tls":{"mode":"ISTIO_MUTUAL"}}}`)
 	} else if dr, err = MarshalSpec(&istiov1alpha3.DestinationRule{
@@ -783,6 +827,158 @@ func (vm *virtualMesh) federatedDestinations() []*commonv1.ClusterObjectRef {
 	out := make([]*commonv1.ClusterObjectRef, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, &commonv1.ClusterObjectRef{Name: k.Name, Namespace: k.Namespace, Cluster: k.Cluster})
+	}
+	return out
+}
+
+// federationLookup tells, before federation's objects are made, what
+// emitFederation makes of a destination: the client meshes it is exported
+// to and the host they reach it by. Route policies use it to write the
+// VirtualServices of those clients, and to send traffic to a service of
+// another cluster. Not safe for concurrent use.
+type federationLookup struct {
+	ix    *Index
+	vms   *virtualMeshes
+	rules map[*virtualMesh]*exportRules
+}
+
+// federatedClient is a client mesh that reaches a destination as host,
+// through the VirtualMesh vm.
+type federatedClient struct {
+	mesh *mesh
+	host string
+	vm   *virtualMesh
+}
+
+func newFederationLookup(ix *Index, vms *virtualMeshes) *federationLookup {
+	return &federationLookup{ix: ix, vms: vms, rules: map[*virtualMesh]*exportRules{}}
+}
+
+// exporter is the VirtualMesh that federates d's mesh, d's server mesh and
+// the VirtualMesh's export rules, under the conditions emitFederation
+// writes anything; vm is nil when d is federated nowhere.
+func (f *federationLookup) exporter(d *destination) (vm *virtualMesh, server *mesh, rules *exportRules) {
+	if f == nil || d.Mesh == (ObjectKey{}) {
+		return nil, nil, nil
+	}
+	vm = f.vms.vmOf(d.Mesh)
+	if vm == nil || len(vm.Errors) > 0 || len(vm.Members) < 2 || vm.Spec.GetFederation().GetMode() == nil {
+		return nil, nil, nil
+	}
+	server = f.ix.meshByKey[d.Mesh]
+	if server == nil || federationGateway(server) == nil {
+		return nil, nil, nil
+	}
+	rules, ok := f.rules[vm]
+	if !ok {
+		rules = exportRule(f.ix, vm)
+		f.rules[vm] = rules
+	}
+	if !rules.exportsAny(d) {
+		return nil, nil, nil
+	}
+	return vm, server, rules
+}
+
+// hostFor is the federated host by which mesh client reaches d, when a
+// VirtualMesh exports d to it.
+func (f *federationLookup) hostFor(d *destination, client ObjectKey) (string, bool) {
+	vm, server, rules := f.exporter(d)
+	if vm == nil || client.Cluster == server.Key.Cluster {
+		return "", false
+	}
+	i, found := slices.BinarySearchFunc(vm.Members, client, func(m *mesh, k ObjectKey) int { return m.Key.compare(k) })
+	if !found || !rules.exports(d, vm.Members[i]) {
+		return "", false
+	}
+	return FederatedHostname(d.Key.Name, d.Key.Namespace, d.Key.Cluster, vm.Spec.GetFederation().GetHostnameSuffix()), true
+}
+
+// clients are the meshes d is exported to, in key order.
+func (f *federationLookup) clients(d *destination) []federatedClient {
+	vm, server, rules := f.exporter(d)
+	if vm == nil {
+		return nil
+	}
+	var out []federatedClient
+	host := FederatedHostname(d.Key.Name, d.Key.Namespace, d.Key.Cluster, vm.Spec.GetFederation().GetHostnameSuffix())
+	for _, c := range vm.Members {
+		if c.Key.Cluster == server.Key.Cluster || !rules.exports(d, c) {
+			continue
+		}
+		out = append(out, federatedClient{mesh: c, host: host, vm: vm})
+	}
+	return out
+}
+
+// federatedSubsets are the subsets of a federated destination: their
+// names, the subsets with their labels, and the policies that name them.
+type federatedSubsets struct {
+	names   []string
+	subsets []*istiov1alpha3.Subset
+	parents []ParentRef
+}
+
+// exportedSubsets are the subsets of d's own DestinationRule, which its
+// federated host has too; nil when there are none.
+func exportedSubsets(tr *trafficTranslation, d *destination) *federatedSubsets {
+	if tr == nil {
+		return nil
+	}
+	st := tr.states[d.Key]
+	if st == nil || len(st.contrib) == 0 {
+		return nil
+	}
+	subsets := st.subsets()
+	out := &federatedSubsets{}
+	for _, name := range slices.Sorted(maps.Keys(subsets)) {
+		out.names = append(out.names, name)
+		out.subsets = append(out.subsets, &istiov1alpha3.Subset{Name: name, Labels: maps.Clone(subsets[name])})
+	}
+	var policies []ObjectKey
+	for _, refs := range st.contrib {
+		for _, r := range refs {
+			policies = append(policies, r.policy)
+		}
+	}
+	for _, p := range uniqueKeys(policies) {
+		out.parents = append(out.parents, ParentRef{Kind: parentKindTraffic, Name: p.Name, Namespace: p.Namespace, Cluster: p.Cluster})
+	}
+	return out
+}
+
+// subsetNames is a destination's subsets and the policies that name them,
+// which federation's DestinationRules are made of, for telling whether
+// they changed.
+func subsetNames(st *destState) string {
+	if len(st.contrib) == 0 {
+		return ""
+	}
+	var policies []ObjectKey
+	for _, refs := range st.contrib {
+		for _, r := range refs {
+			policies = append(policies, r.policy)
+		}
+	}
+	var b strings.Builder
+	b.WriteString(strings.Join(slices.Sorted(maps.Keys(st.subsets())), ","))
+	for _, p := range uniqueKeys(policies) {
+		b.WriteString(";" + p.String())
+	}
+	return b.String()
+}
+
+// exportedSubsetNames are the subsets (subsetNames) of every federated
+// destination that has some, for an incremental translation to tell when
+// federation's objects change.
+func exportedSubsetNames(vms *virtualMeshes, tr *trafficTranslation) map[ObjectKey]string {
+	out := map[ObjectKey]string{}
+	for _, vm := range vms.all {
+		for _, k := range vm.federated {
+			if st := tr.states[k]; st != nil && len(st.contrib) > 0 {
+				out[k] = subsetNames(st)
+			}
+		}
 	}
 	return out
 }

@@ -586,8 +586,13 @@ func fuzzSeeds() [][]byte {
 // every object and status decodes as what it claims to be, and that every
 // spec encoded without protojson is protojson's (MarshalSpec panics).
 func checkTranslation(t *testing.T, data []byte) {
+	checkInputs(t, fuzzEstate(data))
+}
+
+// checkInputs is checkTranslation for given inputs.
+func checkInputs(t *testing.T, inputs map[string]*snapshotv1.InputSnapshot) {
+	t.Helper()
 	defer domain.VerifyFastJSON()()
-	inputs := fuzzEstate(data)
 	first, err := domain.Translate(inputs, domain.Options{})
 	if err != nil {
 		t.Fatalf("Translate: %v", err)

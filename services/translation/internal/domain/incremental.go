@@ -49,6 +49,13 @@ type incState struct {
 	// destObjs are the VirtualService and DestinationRule written for
 	// each destination.
 	destObjs map[ObjectKey][]*snapshotv1.Object
+	// clientObjs are the VirtualServices written for each destination in
+	// the clusters of the meshes it is federated to.
+	clientObjs map[ObjectKey][]clusterObject
+	// exported are the subsets (subsetNames) of the federated destinations
+	// that have some, which federation's DestinationRules have: when they
+	// change, the translation is a full one.
+	exported map[ObjectKey]string
 	// apObjs are the AuthorizationPolicies written for destinations;
 	// apShared the destinations whose key a mesh-wide object also has.
 	apObjs   map[ObjectKey]*snapshotv1.Object
@@ -429,6 +436,10 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids m
 		}
 	}
 	tr.lastGood = nil // as in translateAll: prepare was its last reader
+	isFresh := make(map[*trafficPolicy]bool, len(fresh))
+	for _, p := range fresh {
+		isFresh[p] = true
+	}
 	for k := range affected {
 		st := tr.states[k]
 		applied := slices.DeleteFunc(slices.Clone(st.applied), func(p *trafficPolicy) bool { return changed[p] })
@@ -455,12 +466,27 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids m
 		recomputed[k] = true
 		order = append(order, k)
 		st := tr.states[k]
+		for _, p := range st.applied {
+			if p.lastGood == nil && !isFresh[p] {
+				// Its prior version is the last valid one kept now, as a
+				// full translation's prepare finds it: it may have been
+				// accepted in a newer generation since it was made.
+				p.refreshPrior(prev.result.LastGood.Traffic)
+			}
+		}
 		lost := st.reset(tr.states)
 		tr.applyAll(st)
 		queue = append(queue, lost...)
 		queue = append(queue, st.targets...)
 	}
 	slices.SortFunc(order, ObjectKey.compare)
+	for _, k := range order {
+		if subsetNames(tr.states[k]) != prev.exported[k] && len(tr.fed.clients(a.ix.byKey[k])) > 0 {
+			// Federation's DestinationRules change: they are made by a
+			// full translation only. The state is dropped with it.
+			return nil, false, nil
+		}
+	}
 
 	// Policy-level conflict messages about recomputed destinations are
 	// made again below.
@@ -476,6 +502,7 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids m
 		touched[p] = true
 	}
 	newObjs := map[ObjectKey][]*snapshotv1.Object{}
+	newClient := map[ObjectKey][]clusterObject{}
 	outClusters := map[string]bool{}
 	for _, c := range changedClusters {
 		outClusters[c] = true
@@ -489,6 +516,17 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids m
 		}
 		newObjs[k] = objs
 		outClusters[k.Cluster] = true
+		cobjs, err := clientObjects(d, tr, prev.users, prev.set, opts)
+		if err != nil {
+			return nil, true, err
+		}
+		newClient[k] = cobjs
+		for _, co := range prev.clientObjs[k] {
+			outClusters[co.cluster] = true
+		}
+		for _, co := range cobjs {
+			outClusters[co.cluster] = true
+		}
 		st := tr.states[k]
 		for _, p := range st.applied {
 			touched[p] = true
@@ -526,10 +564,18 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids m
 	outputs := maps.Clone(prev.result.Outputs)
 	destObjs := prev.destObjs
 	for c := range outClusters {
-		outputs[c] = prev.rebuildOutput(c, inputs[c].GetVersion(), order, aOrder, newObjs, newAPObjs, sc)
+		if inputs[c] == nil {
+			continue // a client cluster without an output
+		}
+		outputs[c] = prev.rebuildOutput(c, inputs[c].GetVersion(), order, aOrder, newObjs, newClient, newAPObjs, sc)
 	}
 	for _, k := range order {
 		destObjs[k] = newObjs[k]
+		if len(newClient[k]) > 0 {
+			prev.clientObjs[k] = newClient[k]
+		} else {
+			delete(prev.clientObjs, k)
+		}
 	}
 	for _, k := range aOrder {
 		if o := newAPObjs[k]; o != nil {
@@ -700,11 +746,21 @@ func policyStatuses(last LastGood, deleted []*trafficPolicy, aDeleted []*accessP
 // rebuildOutput makes cluster c's new output from its last one: the objects
 // of the recomputed destinations (order, aOrder) replaced by the new ones,
 // and the statuses sc names replaced; then seals it.
-func (st *incState) rebuildOutput(c, inputVersion string, order, aOrder []ObjectKey, newObjs map[ObjectKey][]*snapshotv1.Object, newAPObjs map[ObjectKey]*snapshotv1.Object, sc statusChanges) *snapshotv1.OutputSnapshot {
+func (st *incState) rebuildOutput(c, inputVersion string, order, aOrder []ObjectKey, newObjs map[ObjectKey][]*snapshotv1.Object, newClient map[ObjectKey][]clusterObject, newAPObjs map[ObjectKey]*snapshotv1.Object, sc statusChanges) *snapshotv1.OutputSnapshot {
 	old := st.result.Outputs[c]
 	stale := map[*snapshotv1.Object]bool{}
 	var added []*snapshotv1.Object
 	for _, k := range order {
+		for _, co := range st.clientObjs[k] {
+			if co.cluster == c {
+				stale[co.obj] = true
+			}
+		}
+		for _, co := range newClient[k] {
+			if co.cluster == c {
+				added = append(added, co.obj)
+			}
+		}
 		if k.Cluster != c {
 			continue
 		}

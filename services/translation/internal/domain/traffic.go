@@ -29,6 +29,9 @@ type trafficTranslation struct {
 	lastGood map[ObjectKey]LastGoodTraffic
 	byKey    map[ObjectKey]*trafficPolicy
 	backing  *backingWorkloads
+	// fed tells which destinations are federated to which meshes, and by
+	// which host; nil when nothing is.
+	fed *federationLookup
 }
 
 // policy returns the policy with key k, or nil.
@@ -52,6 +55,37 @@ type destState struct {
 	contrib map[ObjectKey][]subsetRef
 	// targets are the destinations this one's policies added subsets to.
 	targets []ObjectKey
+	// inForce are the policies applied here, in acceptance order, each
+	// with the version in force: what the VirtualServices of the
+	// destination's clients in other clusters are made of.
+	inForce []inForceSpec
+}
+
+// inForceSpec is a policy applied to a destination and the version of it
+// in force there.
+type inForceSpec struct {
+	p    *trafficPolicy
+	spec *networkingv1.TrafficPolicySpec
+	// targets are the services and VirtualDestinations the version's
+	// shift and mirror go to, which decide how clients elsewhere reach
+	// them (clientKey).
+	targets []*destination
+	vds     []*virtualDestination
+}
+
+// routeView is where a destination's routes are made for: the clients in
+// one cluster, of one mesh, which reach the destination as host. The
+// destination's own cluster is its home view; a mesh it is federated to is
+// a client view.
+type routeView struct {
+	cluster string
+	mesh    ObjectKey
+	host    string
+	home    bool
+}
+
+func homeView(d *destination) routeView {
+	return routeView{cluster: d.Key.Cluster, mesh: d.Mesh, host: d.Host, home: true}
 }
 
 // reset forgets what the policies applied to the destination made of it,
@@ -157,6 +191,16 @@ func (p *trafficPolicy) findPrior(kept map[ObjectKey]LastGoodTraffic) {
 	p.prior = nil
 	if good, ok := lastOf(kept, p.Key, p.Meta); ok && good.Generation != p.Meta.GetGeneration() {
 		p.prior = &good
+	}
+}
+
+// refreshPrior is findPrior for a policy that was not prepared again,
+// forgetting what the old prior version selected when it is another.
+func (p *trafficPolicy) refreshPrior(kept map[ObjectKey]LastGoodTraffic) {
+	old := p.prior
+	p.findPrior(kept)
+	if old == nil || p.prior == nil || old.Generation != p.prior.Generation {
+		p.priorSelects = nil
 	}
 }
 
@@ -278,7 +322,7 @@ func (t *trafficTranslation) applyTo(st *destState, p *trafficPolicy, as *common
 func (t *trafficTranslation) applySpec(st *destState, p *trafficPolicy, spec *networkingv1.TrafficPolicySpec, as *commonv1.ApprovalStatus) []string {
 	d := st.dst
 	pol := spec.GetPolicy()
-	shift, subsets, mirror, errs := t.resolveTargets(d, pol, p.Key.Cluster)
+	shift, subsets, mirror, errs := t.resolveTargets(d, pol, p.Key.Cluster, homeView(d))
 	if len(errs) > 0 {
 		return errs
 	}
@@ -361,7 +405,77 @@ func (t *trafficTranslation) applySpec(st *destState, p *trafficPolicy, spec *ne
 			st.targets = append(st.targets, s.target)
 		}
 	}
+	a := inForceSpec{p: p, spec: spec}
+	if len(routeFields(pol)) > 0 {
+		a.targets, a.vds = t.targetsOf(d, pol)
+	}
+	st.inForce = append(st.inForce, a)
 	return nil
+}
+
+// targetsOf are the services and VirtualDestinations that the shift and
+// mirror of pol go to from destination d, which resolveTargets resolved
+// already.
+func (t *trafficTranslation) targetsOf(d *destination, pol *networkingv1.TrafficPolicySpec_Policy) (dests []*destination, vds []*virtualDestination) {
+	add := func(name, namespace, cluster string) {
+		if target, ok := t.ix.destination(ObjectKey{Cluster: cmp.Or(cluster, d.Key.Cluster), Namespace: cmp.Or(namespace, d.Key.Namespace), Name: name}); ok {
+			dests = append(dests, target)
+		}
+	}
+	for _, wd := range pol.GetTrafficShift().GetDestinations() {
+		if ref := wd.GetVirtualDestination(); ref != nil {
+			if t.vds != nil {
+				if vd := t.vds.lookup(cmp.Or(ref.GetNamespace(), d.Key.Namespace), ref.GetName(), d.Key.Cluster); vd != nil {
+					vds = append(vds, vd)
+				}
+			}
+			continue
+		}
+		ks := wd.GetKubeService()
+		cluster, _ := kubeDestinationCluster(ks)
+		add(ks.GetName(), ks.GetNamespace(), cluster)
+	}
+	if ref := pol.GetMirror().GetKubeService(); ref != nil {
+		add(ref.GetName(), ref.GetNamespace(), ref.GetCluster())
+	}
+	return dests, vds
+}
+
+// clientKey sums up what the VirtualService of client c for destination
+// st.dst depends on besides the destination: the policies' sources as
+// matched in c's cluster, and the host by which c reaches each target.
+// Clients with the same key get the same VirtualService.
+func (t *trafficTranslation) clientKey(st *destState, c federatedClient) string {
+	v := routeView{cluster: c.mesh.Key.Cluster, mesh: c.mesh.Key, host: c.host}
+	var b strings.Builder
+	for _, a := range st.inForce {
+		if sel := a.spec.GetSourceSelector(); len(sel) > 0 {
+			conds, ok := sourceConditions(sel, v.cluster)
+			if !ok {
+				b.WriteByte('!')
+			}
+			b.WriteString(matchKey(conds))
+		}
+		b.WriteByte('|')
+		for _, target := range a.targets {
+			if target == st.dst {
+				b.WriteString("=,")
+				continue
+			}
+			host, _ := t.hostIn(v, target)
+			b.WriteString(host)
+			b.WriteByte(',')
+		}
+		for _, vd := range a.vds {
+			if vd.serves(v.mesh) {
+				b.WriteByte('+')
+			} else {
+				b.WriteByte('-')
+			}
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
 }
 
 // kubeDestinationCluster is the cluster a traffic shift's kubeService
@@ -398,43 +512,47 @@ type subsetRef struct {
 }
 
 // resolveTargets resolves the services a policy sends or mirrors traffic
-// to, as seen from destination d. A target's cluster and namespace default
-// to d's: a policy that selects a service in several clusters shifts each
-// one's traffic within its cluster.
-func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.TrafficPolicySpec_Policy, source string) (shift []*istiov1alpha3.HTTPRouteDestination, subsets []subsetRef, mirror *istiov1alpha3.Destination, errs []string) {
+// to, as seen from destination d by the clients of view v. A target's
+// cluster and namespace default to d's: a policy that selects a service in
+// several clusters shifts each one's traffic within its cluster. A target
+// in the view's cluster is reached by its own hostname; one in another
+// cluster by the federated host of the VirtualMesh that exports it to the
+// view's mesh, or not at all.
+func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.TrafficPolicySpec_Policy, source string, v routeView) (shift []*istiov1alpha3.HTTPRouteDestination, subsets []subsetRef, mirror *istiov1alpha3.Destination, errs []string) {
 	// portPath names the field that holds port.
-	resolve := func(path, name, namespace, cluster, clusterField, portPath string, port uint32) (*destination, bool) {
+	resolve := func(path, name, namespace, cluster, clusterField, portPath string, port uint32) (*destination, string, bool) {
 		key := ObjectKey{Cluster: cmp.Or(cluster, d.Key.Cluster), Namespace: cmp.Or(namespace, d.Key.Namespace), Name: name}
-		if key.Cluster != d.Key.Cluster {
-			errs = append(errs, fmt.Sprintf("%s.%s: service %s is not in cluster %q of destination %s; traffic to other clusters needs federation, which is not translated yet", path, clusterField, key, d.Key.Cluster, d.Key))
-			return nil, false
-		}
 		if !t.ix.scope.allows(source, key.Cluster, key.Namespace) {
 			errs = append(errs, t.ix.scope.outOfScope(path, "service "+key.String(), source, key.Cluster, key.Namespace))
-			return nil, false
+			return nil, "", false
 		}
 		target, ok := t.ix.destination(key)
 		if !ok {
 			errs = append(errs, fmt.Sprintf("%s: service %s not found", path, key))
-			return nil, false
+			return nil, "", false
 		}
 		switch {
 		case port != 0 && len(target.Ports) > 0 && !slices.Contains(target.Ports, port):
 			errs = append(errs, fmt.Sprintf("%s: service %s has no port %d", portPath, key, port))
-			return nil, false
+			return nil, "", false
 		case port == 0 && len(target.Ports) > 1:
 			// Istio cannot tell which port a route without one means.
 			errs = append(errs, fmt.Sprintf("%s: is required: service %s has several ports (%s)", portPath, key, formatPorts(target.Ports)))
-			return nil, false
+			return nil, "", false
 		}
-		return target, true
+		host, ok := t.hostIn(v, target)
+		if !ok {
+			errs = append(errs, t.notFederated(path+"."+clusterField, target, d, v))
+			return nil, "", false
+		}
+		return target, host, true
 	}
 
 	if ts := pol.GetTrafficShift(); ts != nil {
 		weights := make([]uint32, 0, len(ts.GetDestinations()))
 		for i, wd := range ts.GetDestinations() {
 			if ref := wd.GetVirtualDestination(); ref != nil {
-				rd, ok := t.resolveVirtualDestination(fmt.Sprintf("spec.policy.trafficShift.destinations[%d].virtualDestination", i), d, ref, &errs)
+				rd, ok := t.resolveVirtualDestination(fmt.Sprintf("spec.policy.trafficShift.destinations[%d].virtualDestination", i), d, v, ref, &errs)
 				if ok {
 					shift = append(shift, rd)
 					weights = append(weights, wd.GetWeight())
@@ -444,11 +562,11 @@ func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.Tr
 			ks := wd.GetKubeService()
 			path := fmt.Sprintf("spec.policy.trafficShift.destinations[%d].kubeService", i)
 			cluster, field := kubeDestinationCluster(ks)
-			target, ok := resolve(path, ks.GetName(), ks.GetNamespace(), cluster, field, path+".port", ks.GetPort())
+			target, host, ok := resolve(path, ks.GetName(), ks.GetNamespace(), cluster, field, path+".port", ks.GetPort())
 			if !ok {
 				continue
 			}
-			rd := &istiov1alpha3.HTTPRouteDestination{Destination: &istiov1alpha3.Destination{Host: target.Host}}
+			rd := &istiov1alpha3.HTTPRouteDestination{Destination: &istiov1alpha3.Destination{Host: host}}
 			if ks.GetPort() != 0 {
 				rd.Destination.Port = &istiov1alpha3.PortSelector{Number: ks.GetPort()}
 			}
@@ -457,6 +575,8 @@ func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.Tr
 					errs = append(errs, fmt.Sprintf("%s.subset: no workload of service %s has the labels %s", path, target.Key, formatLabels(ks.GetSubset())))
 					continue
 				}
+				// The subset has the same name on the target's own host
+				// and on its federated hosts (see emitFederation).
 				name := SubsetName(ks.GetSubset())
 				rd.Destination.Subset = name
 				subsets = append(subsets, subsetRef{target: target.Key, name: name, labels: maps.Clone(ks.GetSubset())})
@@ -472,8 +592,8 @@ func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.Tr
 	}
 	if m := pol.GetMirror(); m != nil {
 		ref := m.GetKubeService()
-		if target, ok := resolve("spec.policy.mirror.kubeService", ref.GetName(), ref.GetNamespace(), ref.GetCluster(), "cluster", "spec.policy.mirror.port", m.GetPort()); ok {
-			mirror = &istiov1alpha3.Destination{Host: target.Host}
+		if _, host, ok := resolve("spec.policy.mirror.kubeService", ref.GetName(), ref.GetNamespace(), ref.GetCluster(), "cluster", "spec.policy.mirror.port", m.GetPort()); ok {
+			mirror = &istiov1alpha3.Destination{Host: host}
 			if m.GetPort() != 0 {
 				mirror.Port = &istiov1alpha3.PortSelector{Number: m.GetPort()}
 			}
@@ -482,10 +602,33 @@ func (t *trafficTranslation) resolveTargets(d *destination, pol *networkingv1.Tr
 	return shift, subsets, mirror, errs
 }
 
+// hostIn is the host by which the clients of view v reach target: its own
+// hostname from its own cluster, else the federated host of the
+// VirtualMesh that exports it to v's mesh.
+func (t *trafficTranslation) hostIn(v routeView, target *destination) (string, bool) {
+	if target.Key.Cluster == v.cluster {
+		return target.Host, true
+	}
+	return t.fed.hostFor(target, v.mesh)
+}
+
+// notFederated says why the clients of view v cannot reach target, a
+// service of another cluster, naming field.
+func (t *trafficTranslation) notFederated(field string, target, d *destination, v routeView) string {
+	if v.home {
+		if d.Mesh == (ObjectKey{}) {
+			return fmt.Sprintf("%s: service %s is in cluster %q, and destination %s is in no mesh, so no VirtualMesh federates it there; traffic to another cluster goes to the service's federated host", field, target.Key, target.Key.Cluster, d.Key)
+		}
+		return fmt.Sprintf("%s: service %s is in cluster %q, and no VirtualMesh federates it to mesh %s of destination %s, whose clients could not resolve it; federate it to that mesh (spec.federation of the VirtualMesh) to send traffic there", field, target.Key, target.Key.Cluster, v.mesh, d.Key)
+	}
+	return fmt.Sprintf("%s: service %s is not federated to mesh %s", field, target.Key, v.mesh)
+}
+
 // resolveVirtualDestination resolves a traffic shift to a
-// VirtualDestination, as seen from destination d: it must be valid and
-// written into d's mesh, or d's clients could not resolve its hostname.
-func (t *trafficTranslation) resolveVirtualDestination(path string, d *destination, ref *networkingv1.TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_VirtualDestinationRef, errs *[]string) (*istiov1alpha3.HTTPRouteDestination, bool) {
+// VirtualDestination, as seen from destination d by the clients of view v:
+// it must be valid and written into their mesh, or they could not resolve
+// its hostname.
+func (t *trafficTranslation) resolveVirtualDestination(path string, d *destination, v routeView, ref *networkingv1.TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_VirtualDestinationRef, errs *[]string) (*istiov1alpha3.HTTPRouteDestination, bool) {
 	ns := cmp.Or(ref.GetNamespace(), d.Key.Namespace)
 	var vd *virtualDestination
 	if t.vds != nil {
@@ -498,8 +641,11 @@ func (t *trafficTranslation) resolveVirtualDestination(path string, d *destinati
 	case !vd.valid():
 		*errs = append(*errs, fmt.Sprintf("%s: VirtualDestination %s is INVALID", path, vd.Key))
 		return nil, false
-	case !vd.serves(d.Mesh):
+	case !vd.serves(v.mesh) && v.home:
 		*errs = append(*errs, fmt.Sprintf("%s: VirtualDestination %s is not written into the mesh of destination %s", path, vd.Key, d.Key))
+		return nil, false
+	case !vd.serves(v.mesh):
+		*errs = append(*errs, fmt.Sprintf("%s: VirtualDestination %s is not written into mesh %s", path, vd.Key, v.mesh))
 		return nil, false
 	}
 	return &istiov1alpha3.HTTPRouteDestination{Destination: &istiov1alpha3.Destination{
@@ -561,12 +707,18 @@ func formatLabels(labels map[string]string) string {
 // virtualService is the destination's VirtualService, or nil when no
 // policy sets anything on its routes.
 func (st *destState) virtualService() *istiov1alpha3.VirtualService {
-	if len(st.routes) == 0 {
+	return virtualServiceOf(st.routes, st.dst.Host)
+}
+
+// virtualServiceOf is the VirtualService for host with these routes, or
+// nil when there are none.
+func virtualServiceOf(groups map[string]*routeGroup, host string) *istiov1alpha3.VirtualService {
+	if len(groups) == 0 {
 		return nil
 	}
-	routes := make([]*istiov1alpha3.HTTPRoute, 0, len(st.routes)+1)
+	routes := make([]*istiov1alpha3.HTTPRoute, 0, len(groups)+1)
 	catchAll := false
-	for _, g := range st.routes {
+	for _, g := range groups {
 		routes = append(routes, g.route)
 		catchAll = catchAll || len(g.route.GetMatch()) == 0
 	}
@@ -575,10 +727,82 @@ func (st *destState) virtualService() *istiov1alpha3.VirtualService {
 		// Requests that match no route would get a 404 from Envoy; they
 		// must reach the service as they did without a VirtualService.
 		routes = append(routes, &istiov1alpha3.HTTPRoute{
-			Route: []*istiov1alpha3.HTTPRouteDestination{{Destination: &istiov1alpha3.Destination{Host: st.dst.Host}}},
+			Route: []*istiov1alpha3.HTTPRouteDestination{{Destination: &istiov1alpha3.Destination{Host: host}}},
 		})
 	}
-	return &istiov1alpha3.VirtualService{Hosts: []string{st.dst.Host}, Http: routes}
+	return &istiov1alpha3.VirtualService{Hosts: []string{host}, Http: routes}
+}
+
+// clientVirtualService is the VirtualService that the clients of mesh c,
+// in another cluster than destination st.dst, get for the federated host
+// they reach it by: the route settings of the policies in force for the
+// destination, with their source selectors matched against c's cluster
+// and their targets named by the hosts c's clients know them by. A policy
+// that cannot be translated there (a target not federated to c, or a
+// field that an earlier policy sets for the same sources in c's cluster
+// only) is left out of it, with a warning in its status for the
+// destination. It returns nil when no policy sets routes for c's clients,
+// the policies behind the routes, and whether it warned.
+func (t *trafficTranslation) clientVirtualService(st *destState, c federatedClient) (vs *istiov1alpha3.VirtualService, parents []ObjectKey, warned bool) {
+	d := st.dst
+	v := routeView{cluster: c.mesh.Key.Cluster, mesh: c.mesh.Key, host: c.host}
+	var groups map[string]*routeGroup
+	for _, a := range st.inForce {
+		pol := a.spec.GetPolicy()
+		rfields := routeFields(pol)
+		if len(rfields) == 0 {
+			continue
+		}
+		sources, ok := sourceConditions(a.spec.GetSourceSelector(), v.cluster)
+		if !ok {
+			// The policy is for clients in other clusters.
+			continue
+		}
+		as := a.p.Status.GetDestinations()[d.Key.String()]
+		warn := func(msg string) {
+			warned = true
+			if as != nil {
+				as.Warnings = append(as.Warnings, fmt.Sprintf("not applied to the clients of mesh %s in cluster %q, which reach the destination as %s: %s", c.mesh.Key, v.cluster, c.host, msg))
+			}
+		}
+		shift, _, mirror, errs := t.resolveTargets(d, pol, a.p.Key.Cluster, v)
+		if len(errs) > 0 {
+			warn(strings.Join(errs, "; "))
+			continue
+		}
+		matches := combine(requestConditions(a.spec.GetHttpRequestMatchers()), sources)
+		key := matchKey(matches)
+		group := groups[key]
+		var conflicts []string
+		for _, f := range rfields {
+			if group != nil && group.owners[f] != nil {
+				conflicts = append(conflicts, fmt.Sprintf("spec.policy.%s: conflicts with TrafficPolicy %s, accepted earlier, which sets %s for the same sources and request matchers there", f, group.owners[f].Key, f))
+			}
+		}
+		if len(conflicts) > 0 {
+			warn(strings.Join(conflicts, "; "))
+			continue
+		}
+		if group == nil {
+			group = &routeGroup{
+				route: &istiov1alpha3.HTTPRoute{
+					Match: matches,
+					Route: []*istiov1alpha3.HTTPRouteDestination{{Destination: &istiov1alpha3.Destination{Host: c.host}}},
+				},
+				owners: map[string]*trafficPolicy{},
+			}
+			if groups == nil {
+				groups = map[string]*routeGroup{}
+			}
+			groups[key] = group
+		}
+		for _, f := range rfields {
+			setRouteField(group.route, f, pol, shift, mirror)
+			group.owners[f] = a.p
+		}
+		parents = append(parents, a.p.Key)
+	}
+	return virtualServiceOf(groups, c.host), parents, warned
 }
 
 // Outlier detection defaults, as in Gloo Mesh v1.

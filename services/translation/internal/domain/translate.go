@@ -157,6 +157,7 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 	vds := applyVirtualDestinations(ix, vms, collectResources(inputs, (*snapshotv1.InputSnapshot).GetVirtualDestinations), last.VirtualDestinations)
 	tr := newTrafficTranslation(ix)
 	tr.vds = vds
+	tr.fed = newFederationLookup(ix, vms)
 	tr.lastGood = last.Traffic
 	policies := collectTrafficPolicies(inputs)
 	tr.apply(policies)
@@ -168,6 +169,7 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 
 	users := indexUserObjects(inputs, opts.ClusterDomain)
 	destObjs := make(map[ObjectKey][]*snapshotv1.Object, len(ix.destinations))
+	clientObjs := map[ObjectKey][]clusterObject{}
 	alloc := &objectAllocator{left: 2 * len(ix.destinations)}
 	for _, d := range ix.destinations {
 		objs, err := destinationObjects(d, tr, users, set, opts, alloc)
@@ -176,12 +178,24 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 		}
 		destObjs[d.Key] = objs
 		outputs[d.Key.Cluster].Objects = append(outputs[d.Key.Cluster].Objects, objs...)
+		cobjs, err := clientObjects(d, tr, users, set, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(cobjs) > 0 {
+			clientObjs[d.Key] = cobjs
+			for _, co := range cobjs {
+				if out, ok := outputs[co.cluster]; ok {
+					out.Objects = append(out.Objects, co.obj)
+				}
+			}
+		}
 	}
 	e := newEmitter()
 	emitMeshWide(e, vms)
 	access.emit(e)
 	addrs := map[string]*addrSet{}
-	if err := emitFederation(e, ix, vms, addrs); err != nil {
+	if err := emitFederation(e, ix, vms, tr, addrs); err != nil {
 		return nil, nil, err
 	}
 	emitVirtualDestinations(e, ix, vds, addrs)
@@ -256,7 +270,7 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 	sealer := sealOutputs(outputs, e)
 	applied := &Applied{inputs: inputs, ix: ix, traffic: tr, policies: policies, access: access, accessPs: accessPolicies, vms: vms, vds: vds}
 	res := &Result{Outputs: outputs, LastGood: next, Applied: applied}
-	return res, &incState{opts: opts, result: res, set: set, users: users, destObjs: destObjs, apObjs: apObjs, apShared: apShared, sealer: sealer}, nil
+	return res, &incState{opts: opts, result: res, set: set, users: users, destObjs: destObjs, clientObjs: clientObjs, exported: exportedSubsetNames(vms, tr), apObjs: apObjs, apShared: apShared, sealer: sealer}, nil
 }
 
 // sealOutputs adds the federated objects of e to the outputs and seals
@@ -361,7 +375,7 @@ func destinationObjects(d *destination, tr *trafficTranslation, users userObject
 	st := tr.states[d.Key]
 	var vsObj *snapshotv1.Object
 	if vs := st.virtualService(); vs != nil {
-		if u := users.conflicts(d.Key.Cluster, KindVirtualService, d.Host); len(u) == 0 || reportConflict(set.conflicts, d, st.vsParents, tr.policy, KindVirtualService, u) {
+		if u := users.conflicts(d.Key.Cluster, KindVirtualService, d.Host); len(u) == 0 || reportConflict(set.conflicts, d, d.Host, st.vsParents, tr.policy, KindVirtualService, u) {
 			obj, err := newObject(KindVirtualService, d, st.vsParents, vs, nil, opts, alloc.object())
 			if err != nil {
 				return nil, err
@@ -371,7 +385,7 @@ func destinationObjects(d *destination, tr *trafficTranslation, users userObject
 		}
 	}
 	drParents := st.allDRParents()
-	if u := users.conflicts(d.Key.Cluster, KindDestinationRule, d.Host); len(u) > 0 && !reportConflict(set.conflicts, d, drParents, tr.policy, KindDestinationRule, u) {
+	if u := users.conflicts(d.Key.Cluster, KindDestinationRule, d.Host); len(u) > 0 && !reportConflict(set.conflicts, d, d.Host, drParents, tr.policy, KindDestinationRule, u) {
 		return out, nil
 	}
 	// The VirtualService's annotations when its parents are the same.
@@ -392,6 +406,77 @@ func destinationObjects(d *destination, tr *trafficTranslation, users userObject
 		out = alloc.objects(1)[:0]
 	}
 	return append(out, obj), nil
+}
+
+// clusterObject is an object made for a destination in another cluster
+// than the destination's.
+type clusterObject struct {
+	cluster string
+	obj     *snapshotv1.Object
+}
+
+// clientObjects are the VirtualServices written for destination d in the
+// clusters of the meshes it is federated to (clientVirtualService), for
+// its federated host, in the client mesh's namespace as the federated
+// ServiceEntry: one per client cluster and namespace (the first client
+// mesh's, by key, when two share one), less those a user's own object for
+// the host blocks.
+func clientObjects(d *destination, tr *trafficTranslation, users userObjects, set settings, opts Options) ([]clusterObject, error) {
+	st := tr.states[d.Key]
+	if len(st.inForce) == 0 {
+		return nil, nil
+	}
+	// Most clients get the same VirtualService: what was made for a
+	// client key without warnings is reused.
+	type made struct {
+		raw         []byte // nil: no VirtualService
+		policies    []ObjectKey
+		annotations map[string]string
+	}
+	var byKey map[string]*made
+	var out []clusterObject
+	seen := map[ObjectKey]bool{}
+	for _, c := range tr.fed.clients(d) {
+		at := ObjectKey{Cluster: c.mesh.Key.Cluster, Namespace: c.mesh.Namespace, Name: c.host}
+		if seen[at] {
+			continue
+		}
+		seen[at] = true
+		key := tr.clientKey(st, c)
+		m := byKey[key]
+		if m == nil {
+			vs, policies, warned := tr.clientVirtualService(st, c)
+			m = &made{policies: policies}
+			if vs != nil {
+				raw, err := MarshalSpec(vs)
+				if err != nil {
+					return nil, fmt.Errorf("%s %s/%s in %s: %w", KindVirtualService, at.Namespace, at.Name, at.Cluster, err)
+				}
+				parents := make([]ParentRef, 0, len(policies)+2)
+				parents = append(parents,
+					ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster},
+					ParentRef{Kind: parentKindVirtualMesh, Name: c.vm.Key.Name, Namespace: c.vm.Key.Namespace, Cluster: c.vm.Key.Cluster})
+				for _, p := range policies {
+					parents = append(parents, ParentRef{Kind: parentKindTraffic, Name: p.Name, Namespace: p.Namespace, Cluster: p.Cluster})
+				}
+				m.raw, m.annotations = raw, parentsAnnotation(parents)
+			}
+			if !warned {
+				if byKey == nil {
+					byKey = map[string]*made{}
+				}
+				byKey[key] = m
+			}
+		}
+		if m.raw == nil {
+			continue
+		}
+		if u := users.conflicts(at.Cluster, KindVirtualService, c.host); len(u) > 0 && !reportConflict(set.conflicts, d, c.host+" in cluster "+at.Cluster, m.policies, tr.policy, KindVirtualService, u) {
+			continue
+		}
+		out = append(out, clusterObject{cluster: at.Cluster, obj: makeObjectAnnotated(IstioNetworkingV1, KindVirtualService, at, m.annotations, m.raw, opts)})
+	}
+	return out, nil
 }
 
 // newObject wraps an Istio spec for destination d with the labels and
@@ -627,7 +712,11 @@ func (e *emitter) federatedPair(apiVersion, kind string, at ObjectKey) (*federat
 func (p *federatedPair) merge(k int, parents []ParentRef) {
 	if p.merged == nil {
 		shared := p.x.parents[:len(p.x.parents):len(p.x.parents)]
-		p.merged = &[2][]ParentRef{shared, shared}
+		dr := shared
+		if p.x.drParents != nil {
+			dr = p.x.drParents[:len(p.x.drParents):len(p.x.drParents)]
+		}
+		p.merged = &[2][]ParentRef{shared, dr}
 	}
 	p.merged[k] = append(p.merged[k], parents...)
 }
@@ -635,6 +724,9 @@ func (p *federatedPair) merge(k int, parents []ParentRef) {
 // annotations are those of the pair's object k.
 func (p *federatedPair) annotations(k int) map[string]string {
 	if p.merged == nil {
+		if k == 1 && p.x.drAnnotations != nil {
+			return p.x.drAnnotations
+		}
 		return p.x.annotations
 	}
 	return parentsAnnotation(p.merged[k])

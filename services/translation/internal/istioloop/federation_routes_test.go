@@ -1,0 +1,138 @@
+package istioloop
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	// Istio's routes name this retry predicate; logProto resolves it.
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	"github.com/meshplane/meshplane/libs/kube/istiotest"
+	"github.com/meshplane/meshplane/libs/kube/kubetest"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// createService creates the Kubernetes Service name in namespace with one
+// HTTP port, selecting pods labelled app=name, as the golden case's
+// discovered destination has it.
+func createService(t *testing.T, kube *kubetest.Cluster, namespace, name string, port, targetPort int32) {
+	t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": name},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: port, TargetPort: intstr.FromInt32(targetPort)}},
+		},
+	}
+	if _, err := kube.Clientset().CoreV1().Services(namespace).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// weightedRoute finds the first route of the virtual host with domain in
+// rc and returns its clusters with their weights, "cluster=weight" in
+// order; "" when there is no such host.
+func weightedRoute(rc *routev3.RouteConfiguration, domain string) string {
+	for _, vh := range rc.GetVirtualHosts() {
+		if !slices.Contains(vh.GetDomains(), domain) || len(vh.GetRoutes()) == 0 {
+			continue
+		}
+		ra := vh.GetRoutes()[0].GetRoute()
+		if wc := ra.GetWeightedClusters(); wc != nil {
+			var parts []string
+			for _, c := range wc.GetClusters() {
+				parts = append(parts, fmt.Sprintf("%s=%d", c.GetName(), c.GetWeight().GetValue()))
+			}
+			return strings.Join(parts, " ")
+		}
+		return ra.GetCluster() + "=100"
+	}
+	return ""
+}
+
+// sidecarRoute waits until the sidecar p of m has, in its route
+// configuration for port 9080, a route for domain to the weighted clusters
+// want, and that each cluster of want exists with the SNI Istio gives it.
+func sidecarRoute(t *testing.T, m *mesh, p istiotest.Proxy, domain, want string, sni map[string]string) {
+	t.Helper()
+	eventually(t, p.Name+"'s route for "+domain, func() string {
+		ads, cs := m.clusters(t, p)
+		defer ads.Close()
+		for name, wantSNI := range sni {
+			c, ok := cs[name]
+			if !ok {
+				return "no cluster " + name
+			}
+			tls, err := istiotest.UpstreamTLS(c)
+			if err != nil || tls == nil {
+				return fmt.Sprintf("cluster %s has no upstream TLS (%v)", name, err)
+			}
+			if tls.GetSni() != wantSNI {
+				return fmt.Sprintf("cluster %s sends SNI %q, want %q", name, tls.GetSni(), wantSNI)
+			}
+		}
+		rcs, err := ads.Routes("9080")
+		if err != nil {
+			return err.Error()
+		}
+		rc, ok := rcs["9080"]
+		if !ok {
+			return "no route configuration 9080"
+		}
+		if got := weightedRoute(rc, domain); got != want {
+			return fmt.Sprintf("route for %s goes to %q, want %q", domain, got, want)
+		}
+		logProto(t, p.Name+"'s virtual hosts of route 9080", rc)
+		return ""
+	})
+}
+
+// The worked example of docs/concepts.md on Envoy's config (golden case
+// federation-traffic-shift): east's sidecars send 10% of their traffic for
+// reviews to the v2 subset of reviews.default.svc.west.global, with the
+// SNI that names the subset; west's east-west gateway has a cluster for
+// that SNI whose endpoints are the v2 pods only; and west's sidecars,
+// clients of east's reviews through its federated host, get the same
+// shift, to their own reviews v2.
+func TestFederatedTrafficShiftOnEnvoy(t *testing.T) {
+	t.Run("east", func(t *testing.T) {
+		m := startMesh(t, "federation-traffic-shift", "east", "cluster.local",
+			pod{namespace: "default", name: "reviews-v1-1", ip: "10.1.0.11", serviceAccount: "reviews",
+				labels: map[string]string{"app": "reviews", "version": "v1"}, containerPort: 8080})
+		createService(t, m.kube, "default", "reviews", 9080, 8080)
+		remote := "outbound|9080|version-v2|reviews.default.svc.west.global"
+		sidecarRoute(t, m, istiotest.Proxy{IP: "10.1.0.20", Name: "productpage-v1", Namespace: "default", Labels: map[string]string{"app": "productpage"}},
+			"reviews.default.svc.cluster.local",
+			"outbound|9080||reviews.default.svc.cluster.local=90 "+remote+"=10",
+			map[string]string{remote: "outbound_.9080_.version-v2_.reviews.default.svc.west.global"})
+	})
+	t.Run("west", func(t *testing.T) {
+		m := startMesh(t, "federation-traffic-shift", "west", "cluster.local",
+			pod{namespace: "default", name: "reviews-v1-1", ip: "10.2.0.11", serviceAccount: "reviews",
+				labels: map[string]string{"app": "reviews", "version": "v1"}, containerPort: 8080},
+			pod{namespace: "default", name: "reviews-v2-1", ip: "10.2.0.12", serviceAccount: "reviews",
+				labels: map[string]string{"app": "reviews", "version": "v2"}, containerPort: 8080})
+		createService(t, m.kube, "default", "reviews", 9080, 8080)
+		gw := istiotest.Proxy{Type: "router", IP: "10.2.0.30", Name: "istio-eastwestgateway-1", Namespace: "istio-system",
+			Labels: map[string]string{"istio": "eastwestgateway"}, RouterMode: "sni-dnat"}
+		name := "outbound_.9080_.version-v2_.reviews.default.svc.west.global"
+		eventually(t, "the gateway's endpoints of "+name, func() string {
+			la := m.endpoints(t, gw, name)
+			got := istiotest.Flatten(la)
+			if len(got) == 1 && got[0].Address == "10.2.0.12" && got[0].Port == 8080 {
+				logProto(t, "east-west gateway endpoints of "+name, la)
+				return ""
+			}
+			return fmt.Sprintf("endpoints %q, want the v2 pod alone, 10.2.0.12:8080", endpointsString(got))
+		})
+		sidecarRoute(t, m, istiotest.Proxy{IP: "10.2.0.20", Name: "productpage-v1", Namespace: "default", Labels: map[string]string{"app": "productpage"}},
+			"reviews.default.svc.east.global",
+			"outbound|9080||reviews.default.svc.east.global=90 outbound|9080|version-v2|reviews.default.svc.cluster.local=10",
+			map[string]string{"outbound|9080||reviews.default.svc.east.global": "outbound_.9080_._.reviews.default.svc.east.global"})
+	})
+}
