@@ -311,7 +311,8 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 		app.CACertsOptions{
 			Leader: a.leader, Metrics: a.metrics, Log: a.log.With("duty", "cacerts"),
 			Pods: pods, RotationMetrics: a.metrics,
-			GatewayLabels: []map[string]string{disco.IngressGatewayLabels, disco.EastWestGatewayLabels},
+			GatewayLabels:    []map[string]string{disco.IngressGatewayLabels, disco.EastWestGatewayLabels},
+			GatewayDetection: detection, Discovery: disco,
 		},
 	)
 	syncer.SetCACerts(caCerts)

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -112,4 +113,24 @@ func TestPusherDiscoversAgainWithTheGatewayDetector(t *testing.T) {
 		t.Fatalf("second push: east-west gateways %v, want corp-eastwest at 203.0.113.30:15443", gws)
 	}
 	stop()
+}
+
+// The gateway pods that a CA rotation restarts after istiod are those
+// that discovery finds: with the output's detector once there is one.
+func TestCACertsGatewayLabelsFollowTheDetector(t *testing.T) {
+	flags := domain.Options{IngressGatewayLabels: map[string]string{"istio": "ingressgateway"}, EastWestGatewayLabels: map[string]string{"istio": "eastwestgateway"}}
+	g := NewGatewayDetection()
+	c := NewCACerts(nil, nil, CACertsOptions{
+		Log: testLogger(t), GatewayLabels: []map[string]string{flags.IngressGatewayLabels, flags.EastWestGatewayLabels},
+		GatewayDetection: g, Discovery: flags,
+	})
+	got := c.currentGatewayLabels()
+	if len(got) != 2 || !maps.Equal(got[0], flags.IngressGatewayLabels) || !maps.Equal(got[1], flags.EastWestGatewayLabels) {
+		t.Fatalf("labels %v without a detector, want the flags'", got)
+	}
+	g.Set(corpDetector())
+	got = c.currentGatewayLabels()
+	if len(got) != 2 || !maps.Equal(got[0], flags.IngressGatewayLabels) || !maps.Equal(got[1], corpDetector().GetEastWestGatewayLabels()) {
+		t.Fatalf("labels %v with the detector, want the flags' ingress labels and the detector's east-west labels", got)
+	}
 }
