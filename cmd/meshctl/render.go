@@ -11,11 +11,13 @@ import (
 	"slices"
 	"strings"
 
+	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/agent/discovery"
 	"github.com/meshplane/meshplane/services/translation/render"
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 )
 
@@ -113,11 +115,7 @@ FAILED.`,
 				return err
 			}
 		}
-		skipped, err := discoverObjects(in, opts)
-		if err != nil {
-			return err
-		}
-		outputs, err := render.Translate(in.Snapshots, opts)
+		outputs, skipped, err := discoverAndTranslate(in, opts)
 		if err != nil {
 			return err
 		}
@@ -202,10 +200,48 @@ func loadPath(path string, in *render.Inputs) error {
 	return render.Load(path, "", data, in)
 }
 
-// discoverObjects runs the agent's discovery on each cluster's Kubernetes
-// objects and adds what it finds to the cluster's input snapshot, and
-// returns every object that was read by neither.
-func discoverObjects(in *render.Inputs, opts render.Options) ([]string, error) {
+// discoverAndTranslate runs the agent's discovery on each cluster's
+// Kubernetes objects, adds what it finds to the cluster's input snapshot
+// and translates. As an agent does when an output snapshot brings it the
+// gateway detection that Settings give its cluster, a cluster whose
+// output has a detector is discovered again with it, and the inputs are
+// translated again. It returns the outputs and every object that was
+// read by neither discovery nor translation.
+func discoverAndTranslate(in *render.Inputs, opts render.Options) (map[string]*snapshotv1.OutputSnapshot, []string, error) {
+	var detectors map[string]*settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector
+	for {
+		snaps, skipped, err := discoverObjects(in, opts, detectors)
+		if err != nil {
+			return nil, nil, err
+		}
+		outputs, err := render.Translate(snaps, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		if detectors != nil || len(in.Objects) == 0 {
+			return outputs, skipped, nil
+		}
+		detectors = map[string]*settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector{}
+		for c := range in.Objects {
+			if d := outputs[c].GetGatewayDetector(); d != nil {
+				detectors[c] = d
+			}
+		}
+		if len(detectors) == 0 {
+			return outputs, skipped, nil
+		}
+	}
+}
+
+// discoverObjects returns the input snapshots with what the agent's
+// discovery finds in each cluster's Kubernetes objects added (with the
+// cluster's gateway detector in detectors, if any), and every object that
+// was read by neither. in is not modified.
+func discoverObjects(in *render.Inputs, opts render.Options, detectors map[string]*settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector) (map[string]*snapshotv1.InputSnapshot, []string, error) {
+	snaps := make(map[string]*snapshotv1.InputSnapshot, len(in.Snapshots))
+	for c, s := range in.Snapshots {
+		snaps[c] = s
+	}
 	skipped := slices.Clone(in.Skipped)
 	for _, c := range slices.Sorted(maps.Keys(in.Objects)) {
 		objs := in.Objects[c]
@@ -214,14 +250,16 @@ func discoverObjects(in *render.Inputs, opts render.Options) ([]string, error) {
 			ms = append(ms, discovery.Manifest{Where: o.Where, JSON: o.JSON})
 		}
 		id := discovery.Identity{Cluster: c, ClusterDomain: opts.ClusterDomain, Install: opts.Install}
-		s, sk, err := discovery.FromManifests(id, discovery.Options{}, ms)
+		s, sk, err := discovery.FromManifests(id, discovery.Options{}.WithDetector(detectors[c]), ms)
 		if err != nil {
-			return nil, fmt.Errorf("cluster %s: %w", c, err)
+			return nil, nil, fmt.Errorf("cluster %s: %w", c, err)
 		}
-		mergeInput(in.Snapshots[c], s)
+		merged := proto.CloneOf(in.Snapshots[c])
+		mergeInput(merged, s)
+		snaps[c] = merged
 		skipped = append(skipped, sk...)
 	}
-	return skipped, nil
+	return snaps, skipped, nil
 }
 
 func mergeInput(dst, src *snapshotv1.InputSnapshot) {

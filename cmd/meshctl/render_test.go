@@ -55,6 +55,9 @@ func TestRenderGolden(t *testing.T) {
 		// it (userIstioObjects), conflicts with a TrafficPolicy (issue 16
 		// item 14).
 		{"user-istio", []string{"-f", "testdata/render/manifests", "-f", "testdata/render/user-istio", "--cluster", "east"}, 0},
+		// West's east-west gateway is found only with the labels and TLS
+		// port name that the Settings give west (issue 16 item 5).
+		{"gateway-detectors", []string{"-f", "testdata/render/gateway-detectors", "-f", "testdata/render/gateway-detectors-settings", "--show-status"}, 0},
 		// A translation golden input, as it is.
 		{"golden-invalid-policy", []string{"-f", "../../services/translation/testdata/golden/invalid-policy/input.yaml"}, 0},
 		// WasmPlugins, and the statuses of WasmDeploymentPolicies.
@@ -178,5 +181,28 @@ func TestRenderErrors(t *testing.T) {
 				t.Errorf("meshctl %q: stderr lacks %q:\n%s", tc.args, w, errOut)
 			}
 		}
+	}
+}
+
+// TestRenderGatewayDetectors renders west's gateway, labelled and named as
+// Istio's defaults do not, without and with Settings that give west its
+// own gateway detector: east reaches west's federated ratings through the
+// gateway's address only with them, as agents discover again with the
+// detector that their output snapshot brings.
+func TestRenderGatewayDetectors(t *testing.T) {
+	const address = "198.51.100.20"
+	out, errOut, code := meshctlOffline(t, "render", "-f", "testdata/render/gateway-detectors", "--cluster", "east")
+	if code != 0 {
+		t.Fatalf("without Settings: exit %d; stderr:\n%s", code, errOut)
+	}
+	if strings.Contains(out, address) {
+		t.Fatalf("without Settings, east reaches west's gateway at %s, which Istio's default labels do not select:\n%s", address, out)
+	}
+	out, errOut, code = meshctlOffline(t, "render", "-f", "testdata/render/gateway-detectors", "-f", "testdata/render/gateway-detectors-settings", "--cluster", "east")
+	if code != 0 {
+		t.Fatalf("with Settings: exit %d; stderr:\n%s", code, errOut)
+	}
+	if !strings.Contains(out, "address: "+address) || !strings.Contains(out, "http: 15443") {
+		t.Fatalf("with Settings, east's ServiceEntry for west's ratings does not reach west's gateway at %s on the port named mtls (15443):\n%s", address, out)
 	}
 }

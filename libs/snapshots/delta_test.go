@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"google.golang.org/protobuf/proto"
@@ -48,6 +49,12 @@ func randomOutput(r *rand.Rand, n int) *snapshotv1.OutputSnapshot {
 	}
 	if r.IntN(2) == 0 {
 		o.MissingClusters = []string{"west"}
+	}
+	// Without drawing from r, which would change every case after.
+	if len(o.Objects)%2 == 0 {
+		o.GatewayDetector = &settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector{
+			EastWestGatewayLabels: map[string]string{"gateway": fmt.Sprint("corp-", len(o.Statuses)%2)}, EastWestGatewayTlsPortName: "mtls",
+		}
 	}
 	snapshots.SealOutput(o)
 	return o

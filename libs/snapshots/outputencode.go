@@ -42,7 +42,7 @@ func encodeOutputFast(s *snapshotv1.OutputSnapshot) ([]byte, bool) {
 	for _, st := range s.GetStatuses() {
 		size += len(st.GetStatus()) + 128
 	}
-	// Fields 1 to 3, then objects (4) and statuses (5), then 6 to 10: the
+	// Fields 1 to 3, then objects (4) and statuses (5), then 6 to 11: the
 	// order protobuf-go writes them in.
 	b, err := det.MarshalAppend(make([]byte, 0, size), &snapshotv1.OutputSnapshot{
 		Cluster: s.GetCluster(), Version: s.GetVersion(), GeneratedAt: s.GetGeneratedAt(),
@@ -65,7 +65,7 @@ func encodeOutputFast(s *snapshotv1.OutputSnapshot) ([]byte, bool) {
 	b, err = det.MarshalAppend(b, &snapshotv1.OutputSnapshot{
 		InputVersions: s.GetInputVersions(), IssuedCertificates: s.GetIssuedCertificates(),
 		WasmFilters: s.GetWasmFilters(), AccessLogPolicies: s.GetAccessLogPolicies(),
-		MissingClusters: s.GetMissingClusters(),
+		MissingClusters: s.GetMissingClusters(), GatewayDetector: s.GetGatewayDetector(),
 	})
 	if err != nil {
 		return nil, false

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"google.golang.org/protobuf/proto"
@@ -25,6 +26,10 @@ func TestEncodeOutput(t *testing.T) {
 			o.IssuedCertificates = []*snapshotv1.IssuedCertificate{{}, {}}
 			o.WasmFilters = []*snapshotv1.WasmFilterConfig{{Name: "w"}}
 			o.AccessLogPolicies = []*snapshotv1.AccessLogPolicyConfig{{}}
+			o.MissingClusters = []string{"north"}
+			o.GatewayDetector = &settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector{
+				EastWestGatewayLabels: map[string]string{"istio": "eastwestgateway", "net": "n1"}, EastWestGatewayTlsPortName: "tls",
+			}
 		}
 		if len(o.Objects) > 0 {
 			o.Objects[0].Labels[""] = ""

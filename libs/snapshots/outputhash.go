@@ -36,6 +36,7 @@ var (
 	outputFields = map[protoreflect.FieldNumber]protoreflect.Name{
 		1: "cluster", 2: "version", 3: "generated_at", 4: "objects", 5: "statuses", 6: "input_versions",
 		7: "issued_certificates", 8: "wasm_filters", 9: "access_log_policies", 10: "missing_clusters",
+		11: "gateway_detector",
 	}
 	objectFields = map[protoreflect.FieldNumber]protoreflect.Name{
 		1: "api_version", 2: "kind", 3: "namespace", 4: "name", 5: "labels", 6: "annotations", 7: "spec",
@@ -640,6 +641,9 @@ func (w *hashWriter) rest(s *snapshotv1.OutputSnapshot) (version string, ok bool
 	}
 	for _, c := range s.GetMissingClusters() {
 		w.element(10, c)
+	}
+	if d := s.GetGatewayDetector(); d != nil {
+		w.message(11, d)
 	}
 	if !w.ok {
 		return "", false

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
+	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -80,6 +81,11 @@ func TestFastOutputVersion(t *testing.T) {
 		}
 		for range r.IntN(3) {
 			out.MissingClusters = append(out.MissingClusters, str())
+		}
+		if r.IntN(2) == 0 {
+			out.GatewayDetector = &settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector{
+				IngressGatewayLabels: strMap(), EastWestGatewayLabels: strMap(), EastWestGatewayTlsPortName: str(),
+			}
 		}
 		fast, ok := fastOutputVersion(out, &outputCache{}, false)
 		if !ok {

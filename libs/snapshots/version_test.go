@@ -6,6 +6,7 @@ import (
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
+	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -76,6 +77,28 @@ func TestOutputVersionCoversMissingClusters(t *testing.T) {
 	}
 	if len(versions) != 3 {
 		t.Fatalf("missing clusters do not change the version: %d distinct versions of 3 outputs", len(versions))
+	}
+}
+
+// The gateway detector an output brings its agent is part of its version:
+// a change of Settings that changes only the detector reaches the agent.
+// Both ways of computing the version agree.
+func TestOutputVersionCoversGatewayDetector(t *testing.T) {
+	none := output("east", "x")
+	labels := output("east", "x")
+	labels.GatewayDetector = &settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector{EastWestGatewayLabels: map[string]string{"gw": "corp"}}
+	port := output("east", "x")
+	port.GatewayDetector = &settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector{EastWestGatewayLabels: map[string]string{"gw": "corp"}, EastWestGatewayTlsPortName: "mtls"}
+	versions := map[string]bool{}
+	for _, o := range []*snapshotv1.OutputSnapshot{none, labels, port} {
+		v := snapshots.OutputVersion(o)
+		if r := snapshots.ReflectOutputVersion(o); r != v {
+			t.Fatalf("detector %v: OutputVersion %s, ReflectOutputVersion %s", o.GatewayDetector, v, r)
+		}
+		versions[v] = true
+	}
+	if len(versions) != 3 {
+		t.Fatalf("the gateway detector does not change the version: %d distinct versions of 3 outputs", len(versions))
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
+	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/services/agent/discovery"
 	"google.golang.org/protobuf/proto"
@@ -266,5 +267,50 @@ func TestFromManifestsErrors(t *testing.T) {
 				t.Fatalf("error %v, want one naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestFromManifestsGatewayDetector discovers a gateway that Istio's
+// default labels do not select: it is found only with the detector that
+// Settings give the cluster (an output snapshot's gateway_detector, which
+// the agent and meshctl render discover with), and its TLS port is the one
+// the detector names (issue 16 item 5).
+func TestFromManifestsGatewayDetector(t *testing.T) {
+	ms := manifests(t, "gateway-custom-labels.yaml")
+	eastWest := func(opts discovery.Options) []*discoveryv1.MeshSpec_Gateway {
+		t.Helper()
+		s, _, err := discovery.FromManifests(discovery.Identity{Cluster: "east"}, opts, ms)
+		if err != nil {
+			t.Fatalf("FromManifests: %v", err)
+		}
+		if len(s.GetMeshes()) != 1 {
+			t.Fatalf("meshes %v, want one", names(s.GetMeshes()))
+		}
+		return s.GetMeshes()[0].GetSpec().GetIstio().GetEastWestGateways()
+	}
+	if gws := eastWest(discovery.Options{}); len(gws) != 0 {
+		t.Fatalf("without a detector, east-west gateways %v, want none: the gateway carries no istio=eastwestgateway label", gws)
+	}
+	if gws := eastWest(discovery.Options{}.WithDetector(nil)); len(gws) != 0 {
+		t.Fatalf("with no detector, east-west gateways %v, want none", gws)
+	}
+	detector := &settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector{
+		EastWestGatewayLabels:      map[string]string{"gateway": "corp-eastwest"},
+		EastWestGatewayTlsPortName: "mtls",
+	}
+	gws := eastWest(discovery.Options{}.WithDetector(detector))
+	if len(gws) != 1 {
+		t.Fatalf("with the detector, east-west gateways %v, want corp-eastwest", gws)
+	}
+	if gw := gws[0]; gw.GetService().GetName() != "corp-eastwest" || gw.GetExternalAddress() != "203.0.113.30" ||
+		gw.GetExternalTlsPort() != 15443 || gw.GetTlsContainerPort() != 15444 {
+		t.Errorf("gateway %v, want corp-eastwest at 203.0.113.30:15443 (the port named mtls), container port 15444", gw)
+	}
+	// The labels alone, with the default TLS port name: the port named tls.
+	gws = eastWest(discovery.Options{}.WithDetector(&settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector{
+		EastWestGatewayLabels: map[string]string{"gateway": "corp-eastwest"},
+	}))
+	if len(gws) != 1 || gws[0].GetExternalTlsPort() != 443 || gws[0].GetTlsContainerPort() != 8443 {
+		t.Errorf("with the labels alone, gateways %v, want corp-eastwest on the port named tls (443, container 8443)", gws)
 	}
 }

@@ -270,6 +270,10 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 		Namespace: a.cfg.Namespace, ClusterDomain: a.cfg.ClusterDomain, Install: a.cfg.Install,
 	}
 	pusher := app.NewPusher(id, reader, relay, a.metrics, a.log, a.cfg.Debounce)
+	// The gateway detection of Settings reaches discovery through the
+	// output snapshots.
+	detection := app.NewGatewayDetection()
+	pusher.SetGatewayDetection(detection)
 	for _, ic := range ingests[1:] {
 		// Only its push stream is used: watches and acks go through relay.
 		pusher.FailOverTo(connectrpc.NewRelay(ic, dists, platform.Version))
@@ -279,6 +283,7 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 	syncer.SetStatusWriter(kubeadapter.NewStatusWriter(dyn, mapper))
 	syncer.SetLeadership(lead)
 	syncer.SetEnvoyConfigReplicator(lead.replicator)
+	syncer.SetGatewayDetection(detection)
 	if !lead.raft {
 		admin.setReady(true)
 	}
@@ -306,7 +311,8 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 		app.CACertsOptions{
 			Leader: a.leader, Metrics: a.metrics, Log: a.log.With("duty", "cacerts"),
 			Pods: pods, RotationMetrics: a.metrics,
-			GatewayLabels: []map[string]string{disco.IngressGatewayLabels, disco.EastWestGatewayLabels},
+			GatewayLabels:    []map[string]string{disco.IngressGatewayLabels, disco.EastWestGatewayLabels},
+			GatewayDetection: detection, Discovery: disco,
 		},
 	)
 	syncer.SetCACerts(caCerts)

@@ -31,6 +31,8 @@ type Syncer struct {
 	statuses StatusWriter
 	cacerts  *CACerts
 	envoy    EnvoyConfigReplicator
+	// detection receives each applied snapshot's gateway detector.
+	detection *GatewayDetection
 	// leadership, when set, is confirmed before each apply and checked
 	// before each object.
 	leadership Leadership
@@ -133,6 +135,10 @@ func (s *Syncer) SetCACerts(m *CACerts) { s.cacerts = m }
 // filters, access-log policies) to r, which gets it to every replica's 9977
 // servers. Call it before Run.
 func (s *Syncer) SetEnvoyConfigReplicator(r EnvoyConfigReplicator) { s.envoy = r }
+
+// SetGatewayDetection hands each applied snapshot's gateway detector to
+// g, which the pusher discovers with. Call it before Run.
+func (s *Syncer) SetGatewayDetection(g *GatewayDetection) { s.detection = g }
 
 // SetLeadership makes the syncer confirm leadership with a quorum before
 // each apply and check it before each object, so that a replica that lost
@@ -333,6 +339,11 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 		if err := s.envoy.Replicate(ctx, EnvoyConfigFromOutput(snap)); err != nil {
 			s.log.Warn("replicating the Envoy config failed", "version", snap.GetVersion(), "error", err)
 		}
+	}
+
+	if s.detection != nil && s.detection.Set(snap.GetGatewayDetector()) {
+		// Like the proxies' config, it does not depend on the objects.
+		s.log.Info("gateway detection from Settings", "version", snap.GetVersion(), "detector", snap.GetGatewayDetector().String())
 	}
 
 	s.mu.Lock()

@@ -185,6 +185,12 @@ type CACertsOptions struct {
 	// GatewayLabels select the gateway pods, restarted after istiod and
 	// before the workloads (discovery's gateway labels).
 	GatewayLabels []map[string]string
+	// GatewayDetection, when set, holds the gateway detector of the output
+	// snapshots, which overrides Discovery, the agent's own gateway rules:
+	// together they replace GatewayLabels, so that the gateways restarted
+	// are those that discovery finds.
+	GatewayDetection *GatewayDetection
+	Discovery        domain.Options
 	// MaxUnavailable is the fraction of a controller's pods that may be
 	// down at once while they restart (at least one pod). Default: 0.25.
 	MaxUnavailable float64
@@ -237,6 +243,8 @@ type CACerts struct {
 
 	pods            MeshPods
 	gatewayLabels   []map[string]string
+	detection       *GatewayDetection
+	discovery       domain.Options
 	maxUnavailable  float64
 	bouncePoll      time.Duration
 	bounceStall     time.Duration
@@ -267,6 +275,7 @@ func NewCACerts(signer IntermediateSigner, store CASecretStore, o CACertsOptions
 		states:  map[secretKey]*caState{},
 
 		pods: o.Pods, gatewayLabels: o.GatewayLabels, rotationMetrics: o.RotationMetrics,
+		detection: o.GatewayDetection, discovery: o.Discovery,
 		maxUnavailable: cmp.Or(o.MaxUnavailable, defaultMaxUnavailable),
 		bouncePoll:     cmp.Or(o.BouncePoll, defaultBouncePoll),
 		bounceStall:    cmp.Or(o.BounceStall, defaultBounceStall),

@@ -31,9 +31,17 @@ type Pusher struct {
 	log      *slog.Logger
 	debounce time.Duration
 
+	// detection, when set, holds the gateway detector the output
+	// snapshots carry, which wins over the reader's options.
+	detection *GatewayDetection
+
 	mu    sync.Mutex
 	acked string
 }
+
+// SetGatewayDetection makes the pusher discover with the gateway detector
+// g holds, and discover again when it changes. Call it before Run.
+func (p *Pusher) SetGatewayDetection(g *GatewayDetection) { p.detection = g }
 
 // NewPusher returns a pusher. debounce is how long a burst of changes may
 // settle before a snapshot is built.
@@ -123,6 +131,10 @@ func (p *Pusher) session(ctx context.Context, b *Backoff) error {
 		}
 	})
 
+	var detectionChanged <-chan struct{}
+	if p.detection != nil {
+		detectionChanged = p.detection.Changed()
+	}
 	sent := ""
 	// Every new stream gets the whole snapshot, even if unchanged: the
 	// replica behind it may be a new one.
@@ -160,6 +172,9 @@ func (p *Pusher) session(ctx context.Context, b *Backoff) error {
 				return nil
 			}
 			dirty = true
+		case <-detectionChanged:
+			p.log.Info("gateway detection changed; discovering again", "detector", p.detection.Get().String())
+			dirty = true
 		}
 	}
 }
@@ -182,6 +197,9 @@ func (p *Pusher) build() (*snapshotv1.InputSnapshot, error) {
 	d, err := p.reader.Discover()
 	if err != nil {
 		return nil, err
+	}
+	if p.detection != nil {
+		d.Options = d.Options.WithDetector(p.detection.Get())
 	}
 	return domain.BuildInputSnapshot(p.id, d), nil
 }

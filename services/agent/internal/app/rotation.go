@@ -231,7 +231,7 @@ func (c *CACerts) rotate(ctx context.Context, st *caState, ic *snapshotv1.Issued
 		rot.Revisions = domain.IstiodRevisions(pods, ic.GetSecretNamespace())
 		write = true
 	}
-	scope := domain.BounceScope{Namespace: ic.GetSecretNamespace(), Revisions: rot.Revisions, GatewayLabels: c.gatewayLabels}
+	scope := domain.BounceScope{Namespace: ic.GetSecretNamespace(), Revisions: rot.Revisions, GatewayLabels: c.currentGatewayLabels()}
 	var phasePods []domain.BouncePod
 	for _, p := range pods {
 		if scope.PhaseOf(p) == rot.Phase {
@@ -378,4 +378,14 @@ func (c *CACerts) rotationFailed(st *caState, status *RotationStatus, log *slog.
 	c.setRotation(st, status)
 	log.Warn("rotation step failed; retrying", "phase", status.Phase, "error", err, "retry_in", wait)
 	return now.Add(wait)
+}
+
+// currentGatewayLabels are the labels of the gateway pods: discovery's,
+// with the gateway detector of the last output snapshot when there is one.
+func (c *CACerts) currentGatewayLabels() []map[string]string {
+	if c.detection == nil {
+		return c.gatewayLabels
+	}
+	o := c.discovery.WithDetector(c.detection.Get())
+	return []map[string]string{o.IngressGatewayLabels, o.EastWestGatewayLabels}
 }

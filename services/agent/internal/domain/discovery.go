@@ -194,6 +194,23 @@ func DefaultOptions() Options {
 	}
 }
 
+// WithDetector returns o with the fields that d sets in their place: d is
+// the gateway detection that translation resolved for this cluster from
+// the Settings in force (an output snapshot's gateway_detector), which
+// wins over the agent's flags. A nil d changes nothing.
+func (o Options) WithDetector(d *settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector) Options {
+	if l := d.GetIngressGatewayLabels(); len(l) > 0 {
+		o.IngressGatewayLabels = l
+	}
+	if l := d.GetEastWestGatewayLabels(); len(l) > 0 {
+		o.EastWestGatewayLabels = l
+	}
+	if n := d.GetEastWestGatewayTlsPortName(); n != "" {
+		o.TLSPortName = n
+	}
+	return o
+}
+
 func (o Options) withDefaults() Options {
 	d := DefaultOptions()
 	if o.IngressGatewayLabels == nil {

@@ -8,6 +8,7 @@ import (
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 )
@@ -460,4 +461,30 @@ func cmpProtoMap[T proto.Message](want, got map[string]T) string {
 		out += "+ " + k + ": " + prototext.Format(g) + "\n"
 	}
 	return out
+}
+
+// A gateway detector (from Settings, through the output snapshot) wins
+// over the agent's flags field by field; a nil one changes nothing.
+func TestOptionsWithDetector(t *testing.T) {
+	flags := Options{EastWestGatewayLabels: map[string]string{"gw": "corp"}, TLSPortName: "tls"}
+	if got := flags.WithDetector(nil); !maps.Equal(got.EastWestGatewayLabels, flags.EastWestGatewayLabels) || got.TLSPortName != "tls" || got.IngressGatewayLabels != nil {
+		t.Fatalf("WithDetector(nil) = %+v, want the flags %+v", got, flags)
+	}
+	d := estate()
+	d.Options = flags
+	if gws := meshByName(BuildInputSnapshot(east, d), "istiod-istio-system-east").GetSpec().GetIstio().GetEastWestGateways(); len(gws) != 0 {
+		t.Fatalf("with the flags' labels, east-west gateways %v, want none", gws)
+	}
+	d.Options = flags.WithDetector(&settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector{
+		EastWestGatewayLabels: map[string]string{"istio": "eastwestgateway"}, EastWestGatewayTlsPortName: "status-port",
+	})
+	s := BuildInputSnapshot(east, d)
+	gws := meshByName(s, "istiod-istio-system-east").GetSpec().GetIstio().GetEastWestGateways()
+	if len(gws) != 1 || gws[0].GetExternalTlsPort() != 15021 || gws[0].GetTlsContainerPort() != 15021 {
+		t.Fatalf("with the detector, east-west gateways %v, want istio-eastwestgateway on status-port (15021)", gws)
+	}
+	// The ingress labels the detector leaves alone keep their default.
+	if in := meshByName(s, "istiod-canary-istio-system-east").GetSpec().GetIstio().GetIngressGateways(); len(in) != 1 {
+		t.Fatalf("ingress gateways %v, want the default-labelled one", in)
+	}
 }

@@ -190,6 +190,14 @@ func render(t *testing.T, outputs map[string]*snapshotv1.OutputSnapshot) any {
 		if err := addMessages(entry, "accessLogPolicies", o.GetAccessLogPolicies()); err != nil {
 			t.Fatal(err)
 		}
+		// The gateway detector appears only when Settings give one.
+		if d := o.GetGatewayDetector(); d != nil {
+			b, err := protojson.Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			entry["gatewayDetector"] = json.RawMessage(b)
+		}
 		doc[cluster] = entry
 	}
 	// Through JSON, so that numbers and empty values look exactly as they

@@ -786,6 +786,7 @@ func (st *incState) rebuildOutput(c, inputVersion string, order, aOrder []Object
 		IssuedCertificates: old.GetIssuedCertificates(),
 		WasmFilters:        old.GetWasmFilters(),
 		AccessLogPolicies:  old.GetAccessLogPolicies(),
+		GatewayDetector:    old.GetGatewayDetector(),
 		Objects:            make([]*snapshotv1.Object, 0, len(old.GetObjects())+len(added)),
 		Statuses:           make([]*snapshotv1.ResourceStatus, 0, len(old.GetStatuses())+len(sc.statuses[c])),
 	}

@@ -3,7 +3,9 @@ package domain
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
@@ -26,6 +28,9 @@ type settings struct {
 	// TrafficPolicy sets.
 	defaultTLS istiov1alpha3.ClientTLSSettings_TLSmode
 	conflicts  settingsv1.SettingsSpec_UserConfigConflictMode
+	// discovery is the spec.discovery in force, whose gateway detection
+	// each cluster's output carries (see GatewayDetector).
+	discovery *settingsv1.SettingsSpec_DiscoverySettings
 }
 
 func defaultSettings() settings {
@@ -70,7 +75,146 @@ func ValidateSettings(spec *settingsv1.SettingsSpec) []string {
 			v.add(fmt.Sprintf("spec.discovery.excludeNamespaces[%d]", i), "must not be empty")
 		}
 	}
+	validateGatewayDetector(v, "spec.discovery", &settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector{
+		IngressGatewayLabels: d.GetIngressGatewayLabels(), EastWestGatewayLabels: d.GetEastWestGatewayLabels(),
+		EastWestGatewayTlsPortName: d.GetEastWestGatewayTlsPortName(),
+	})
+	for _, cluster := range slices.Sorted(maps.Keys(d.GetGatewayDetectors())) {
+		at := fmt.Sprintf("spec.discovery.gatewayDetectors[%q]", cluster)
+		if cluster == "" {
+			v.add(at, "the cluster name must not be empty (%q is the default for every cluster)", DefaultDetector)
+		}
+		validateGatewayDetector(v, at, d.GetGatewayDetectors()[cluster])
+	}
 	return v.errs
+}
+
+// DefaultDetector is the key of spec.discovery.gatewayDetectors that
+// holds the detector of every cluster without its own.
+const DefaultDetector = "*"
+
+// validateGatewayDetector checks gateway labels as Kubernetes checks pod
+// labels, and the TLS port name as it checks a Service port's name (a DNS
+// label): a detector no pod or port can match would find no gateway, and
+// the cluster's federation would stop without a word.
+func validateGatewayDetector(v *validator, at string, d *settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector) {
+	// In a fixed order: the errors are part of the status, which is part
+	// of the output's content hash.
+	for _, f := range []struct {
+		field  string
+		labels map[string]string
+	}{{"ingressGatewayLabels", d.GetIngressGatewayLabels()}, {"eastWestGatewayLabels", d.GetEastWestGatewayLabels()}} {
+		field, labels := f.field, f.labels
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			path := fmt.Sprintf("%s.%s[%q]", at, field, k)
+			if msg := labelKeyError(k); msg != "" {
+				v.add(path, "invalid label key: %s", msg)
+			}
+			if msg := labelValueError(labels[k]); msg != "" {
+				v.add(path, "invalid label value %q: %s", labels[k], msg)
+			}
+		}
+	}
+	if name := d.GetEastWestGatewayTlsPortName(); name != "" && !isDNSLabel(name) {
+		v.add(at+".eastWestGatewayTlsPortName", "%q is not a valid Service port name: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit", name)
+	}
+}
+
+// labelKeyError says why k is not a Kubernetes label key: an optional
+// DNS subdomain prefix and "/", then a name of at most 63 letters, digits,
+// '-', '_' and '.', starting and ending with a letter or digit.
+func labelKeyError(k string) string {
+	name := k
+	if i := strings.LastIndexByte(k, '/'); i >= 0 {
+		prefix := k[:i]
+		name = k[i+1:]
+		if prefix == "" || len(prefix) > 253 || !isDNSSubdomain(prefix) {
+			return fmt.Sprintf("the prefix of %q must be a DNS subdomain", k)
+		}
+	}
+	if name == "" || len(name) > 63 || !isLabelName(name) {
+		return fmt.Sprintf("the name of %q must be at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit", k)
+	}
+	return ""
+}
+
+func labelValueError(v string) string {
+	if v == "" {
+		return ""
+	}
+	if len(v) > 63 || !isLabelName(v) {
+		return "at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
+	}
+	return ""
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+func isLabelName(s string) bool {
+	if s == "" || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+func isDNSLabel(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func isDNSSubdomain(s string) bool {
+	for _, part := range strings.Split(s, ".") {
+		if !isDNSLabel(part) {
+			return false
+		}
+	}
+	return true
+}
+
+// GatewayDetector resolves the gateway detection of cluster from a
+// Settings' spec.discovery: each field from the cluster's own entry of
+// gatewayDetectors, else from the "*" entry, else from the global
+// fields. It returns nil when none of them sets anything, which leaves
+// the agent's flags in force. The result shares nothing with d.
+func GatewayDetector(d *settingsv1.SettingsSpec_DiscoverySettings, cluster string) *settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector {
+	levels := []*settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector{
+		d.GetGatewayDetectors()[cluster],
+		d.GetGatewayDetectors()[DefaultDetector],
+		{
+			IngressGatewayLabels: d.GetIngressGatewayLabels(), EastWestGatewayLabels: d.GetEastWestGatewayLabels(),
+			EastWestGatewayTlsPortName: d.GetEastWestGatewayTlsPortName(),
+		},
+	}
+	out := &settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector{}
+	for _, l := range levels {
+		if out.IngressGatewayLabels == nil && len(l.GetIngressGatewayLabels()) > 0 {
+			out.IngressGatewayLabels = maps.Clone(l.GetIngressGatewayLabels())
+		}
+		if out.EastWestGatewayLabels == nil && len(l.GetEastWestGatewayLabels()) > 0 {
+			out.EastWestGatewayLabels = maps.Clone(l.GetEastWestGatewayLabels())
+		}
+		if out.EastWestGatewayTlsPortName == "" {
+			out.EastWestGatewayTlsPortName = l.GetEastWestGatewayTlsPortName()
+		}
+	}
+	if out.IngressGatewayLabels == nil && out.EastWestGatewayLabels == nil && out.EastWestGatewayTlsPortName == "" {
+		return nil
+	}
+	return out
 }
 
 // readSettings finds the Settings in force: the one named "settings" in
@@ -121,6 +265,7 @@ func readSettings(inputs map[string]*snapshotv1.InputSnapshot, opts Options, kep
 		out.defaultTLS = mode
 	}
 	out.conflicts = chosen.Spec.GetUserConfigConflictMode()
+	out.discovery = chosen.Spec.GetDiscovery()
 	return out, all
 }
 

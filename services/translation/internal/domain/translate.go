@@ -151,6 +151,9 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 
 	scope := readScopes(inputs, opts.ManagementCluster)
 	set, settingsObjects := readSettings(inputs, opts, last.Settings, scope)
+	for c, out := range outputs {
+		out.GatewayDetector = GatewayDetector(set.discovery, c)
+	}
 	ix := NewIndex(inputs, opts.ClusterDomain)
 	ix.scope = scope
 	vms := applyVirtualMeshes(ix, collectResources(inputs, (*snapshotv1.InputSnapshot).GetVirtualMeshes), last.VirtualMeshes)

@@ -273,10 +273,21 @@ type SettingsSpec_DiscoverySettings struct {
 	IngressGatewayLabels map[string]string `protobuf:"bytes,3,rep,name=ingress_gateway_labels,json=ingressGatewayLabels,proto3" json:"ingress_gateway_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Pod labels that mark east-west gateways.
 	EastWestGatewayLabels map[string]string `protobuf:"bytes,4,rep,name=east_west_gateway_labels,json=eastWestGatewayLabels,proto3" json:"east_west_gateway_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// The TLS port name of east-west gateways; default "tls".
+	// The name of the gateway Service port that accepts mTLS; default "tls".
 	EastWestGatewayTlsPortName string `protobuf:"bytes,5,opt,name=east_west_gateway_tls_port_name,json=eastWestGatewayTlsPortName,proto3" json:"east_west_gateway_tls_port_name,omitempty"`
-	unknownFields              protoimpl.UnknownFields
-	sizeCache                  protoimpl.SizeCache
+	// Gateway detection by cluster name (Gloo Mesh's
+	// ingressGatewayDetectors): an entry overrides the three fields above
+	// for the workload cluster it names, and the entry "*" does for every
+	// cluster without its own. Each of the detector's fields is taken from
+	// the most specific place that sets it: the cluster's own entry, then
+	// "*", then the fields above, then the agent's flags
+	// (--ingress-gateway-labels, --east-west-gateway-labels,
+	// --gateway-tls-port-name). Translation sends each cluster's agent its
+	// resolved detector in its output snapshot, and the agent discovers
+	// again with it.
+	GatewayDetectors map[string]*SettingsSpec_DiscoverySettings_GatewayDetector `protobuf:"bytes,6,rep,name=gateway_detectors,json=gatewayDetectors,proto3" json:"gateway_detectors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SettingsSpec_DiscoverySettings) Reset() {
@@ -344,6 +355,77 @@ func (x *SettingsSpec_DiscoverySettings) GetEastWestGatewayTlsPortName() string 
 	return ""
 }
 
+func (x *SettingsSpec_DiscoverySettings) GetGatewayDetectors() map[string]*SettingsSpec_DiscoverySettings_GatewayDetector {
+	if x != nil {
+		return x.GatewayDetectors
+	}
+	return nil
+}
+
+// GatewayDetector says how an agent finds its cluster's gateways.
+type SettingsSpec_DiscoverySettings_GatewayDetector struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Pod labels that mark ingress gateways (all must match).
+	IngressGatewayLabels map[string]string `protobuf:"bytes,1,rep,name=ingress_gateway_labels,json=ingressGatewayLabels,proto3" json:"ingress_gateway_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Pod labels that mark east-west gateways (all must match).
+	EastWestGatewayLabels map[string]string `protobuf:"bytes,2,rep,name=east_west_gateway_labels,json=eastWestGatewayLabels,proto3" json:"east_west_gateway_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The name of the gateway Service port that accepts mTLS.
+	EastWestGatewayTlsPortName string `protobuf:"bytes,3,opt,name=east_west_gateway_tls_port_name,json=eastWestGatewayTlsPortName,proto3" json:"east_west_gateway_tls_port_name,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *SettingsSpec_DiscoverySettings_GatewayDetector) Reset() {
+	*x = SettingsSpec_DiscoverySettings_GatewayDetector{}
+	mi := &file_meshplane_settings_v1_settings_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettingsSpec_DiscoverySettings_GatewayDetector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettingsSpec_DiscoverySettings_GatewayDetector) ProtoMessage() {}
+
+func (x *SettingsSpec_DiscoverySettings_GatewayDetector) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_settings_v1_settings_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettingsSpec_DiscoverySettings_GatewayDetector.ProtoReflect.Descriptor instead.
+func (*SettingsSpec_DiscoverySettings_GatewayDetector) Descriptor() ([]byte, []int) {
+	return file_meshplane_settings_v1_settings_proto_rawDescGZIP(), []int{1, 0, 3}
+}
+
+func (x *SettingsSpec_DiscoverySettings_GatewayDetector) GetIngressGatewayLabels() map[string]string {
+	if x != nil {
+		return x.IngressGatewayLabels
+	}
+	return nil
+}
+
+func (x *SettingsSpec_DiscoverySettings_GatewayDetector) GetEastWestGatewayLabels() map[string]string {
+	if x != nil {
+		return x.EastWestGatewayLabels
+	}
+	return nil
+}
+
+func (x *SettingsSpec_DiscoverySettings_GatewayDetector) GetEastWestGatewayTlsPortName() string {
+	if x != nil {
+		return x.EastWestGatewayTlsPortName
+	}
+	return ""
+}
+
 var File_meshplane_settings_v1_settings_proto protoreflect.FileDescriptor
 
 const file_meshplane_settings_v1_settings_proto_rawDesc = "" +
@@ -352,17 +434,31 @@ const file_meshplane_settings_v1_settings_proto_rawDesc = "" +
 	"\bSettings\x12;\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1f.meshplane.common.v1.ObjectMetaR\bmetadata\x127\n" +
 	"\x04spec\x18\x02 \x01(\v2#.meshplane.settings.v1.SettingsSpecR\x04spec\x12=\n" +
-	"\x06status\x18\x03 \x01(\v2%.meshplane.settings.v1.SettingsStatusR\x06status\"\xc4\a\n" +
+	"\x06status\x18\x03 \x01(\v2%.meshplane.settings.v1.SettingsStatusR\x06status\"\xeb\r\n" +
 	"\fSettingsSpec\x12J\n" +
 	"\x04mtls\x18\x01 \x01(\v26.meshplane.networking.v1.TrafficPolicySpec.Policy.MTLSR\x04mtls\x12S\n" +
 	"\tdiscovery\x18\x02 \x01(\v25.meshplane.settings.v1.SettingsSpec.DiscoverySettingsR\tdiscovery\x12u\n" +
-	"\x19user_config_conflict_mode\x18\x03 \x01(\x0e2:.meshplane.settings.v1.SettingsSpec.UserConfigConflictModeR\x16userConfigConflictMode\x1a\xdd\x04\n" +
+	"\x19user_config_conflict_mode\x18\x03 \x01(\x0e2:.meshplane.settings.v1.SettingsSpec.UserConfigConflictModeR\x16userConfigConflictMode\x1a\x84\v\n" +
 	"\x11DiscoverySettings\x12-\n" +
 	"\x12include_namespaces\x18\x01 \x03(\tR\x11includeNamespaces\x12-\n" +
 	"\x12exclude_namespaces\x18\x02 \x03(\tR\x11excludeNamespaces\x12\x85\x01\n" +
 	"\x16ingress_gateway_labels\x18\x03 \x03(\v2O.meshplane.settings.v1.SettingsSpec.DiscoverySettings.IngressGatewayLabelsEntryR\x14ingressGatewayLabels\x12\x89\x01\n" +
 	"\x18east_west_gateway_labels\x18\x04 \x03(\v2P.meshplane.settings.v1.SettingsSpec.DiscoverySettings.EastWestGatewayLabelsEntryR\x15eastWestGatewayLabels\x12C\n" +
-	"\x1feast_west_gateway_tls_port_name\x18\x05 \x01(\tR\x1aeastWestGatewayTlsPortName\x1aG\n" +
+	"\x1feast_west_gateway_tls_port_name\x18\x05 \x01(\tR\x1aeastWestGatewayTlsPortName\x12x\n" +
+	"\x11gateway_detectors\x18\x06 \x03(\v2K.meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetectorsEntryR\x10gatewayDetectors\x1aG\n" +
+	"\x19IngressGatewayLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aH\n" +
+	"\x1aEastWestGatewayLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a\x8a\x01\n" +
+	"\x15GatewayDetectorsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12[\n" +
+	"\x05value\x18\x02 \x01(\v2E.meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetectorR\x05value:\x028\x01\x1a\x9d\x04\n" +
+	"\x0fGatewayDetector\x12\x95\x01\n" +
+	"\x16ingress_gateway_labels\x18\x01 \x03(\v2_.meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector.IngressGatewayLabelsEntryR\x14ingressGatewayLabels\x12\x99\x01\n" +
+	"\x18east_west_gateway_labels\x18\x02 \x03(\v2`.meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector.EastWestGatewayLabelsEntryR\x15eastWestGatewayLabels\x12C\n" +
+	"\x1feast_west_gateway_tls_port_name\x18\x03 \x01(\tR\x1aeastWestGatewayTlsPortName\x1aG\n" +
 	"\x19IngressGatewayLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aH\n" +
@@ -393,7 +489,7 @@ func file_meshplane_settings_v1_settings_proto_rawDescGZIP() []byte {
 }
 
 var file_meshplane_settings_v1_settings_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshplane_settings_v1_settings_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_meshplane_settings_v1_settings_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_meshplane_settings_v1_settings_proto_goTypes = []any{
 	(SettingsSpec_UserConfigConflictMode)(0), // 0: meshplane.settings.v1.SettingsSpec.UserConfigConflictMode
 	(*Settings)(nil),                         // 1: meshplane.settings.v1.Settings
@@ -402,25 +498,33 @@ var file_meshplane_settings_v1_settings_proto_goTypes = []any{
 	(*SettingsSpec_DiscoverySettings)(nil),   // 4: meshplane.settings.v1.SettingsSpec.DiscoverySettings
 	nil,                                      // 5: meshplane.settings.v1.SettingsSpec.DiscoverySettings.IngressGatewayLabelsEntry
 	nil,                                      // 6: meshplane.settings.v1.SettingsSpec.DiscoverySettings.EastWestGatewayLabelsEntry
-	(*v1.ObjectMeta)(nil),                    // 7: meshplane.common.v1.ObjectMeta
-	(*v11.TrafficPolicySpec_Policy_MTLS)(nil), // 8: meshplane.networking.v1.TrafficPolicySpec.Policy.MTLS
-	(v1.ApprovalState)(0),                     // 9: meshplane.common.v1.ApprovalState
+	nil,                                      // 7: meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetectorsEntry
+	(*SettingsSpec_DiscoverySettings_GatewayDetector)(nil), // 8: meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector
+	nil,                   // 9: meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector.IngressGatewayLabelsEntry
+	nil,                   // 10: meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector.EastWestGatewayLabelsEntry
+	(*v1.ObjectMeta)(nil), // 11: meshplane.common.v1.ObjectMeta
+	(*v11.TrafficPolicySpec_Policy_MTLS)(nil), // 12: meshplane.networking.v1.TrafficPolicySpec.Policy.MTLS
+	(v1.ApprovalState)(0),                     // 13: meshplane.common.v1.ApprovalState
 }
 var file_meshplane_settings_v1_settings_proto_depIdxs = []int32{
-	7, // 0: meshplane.settings.v1.Settings.metadata:type_name -> meshplane.common.v1.ObjectMeta
-	2, // 1: meshplane.settings.v1.Settings.spec:type_name -> meshplane.settings.v1.SettingsSpec
-	3, // 2: meshplane.settings.v1.Settings.status:type_name -> meshplane.settings.v1.SettingsStatus
-	8, // 3: meshplane.settings.v1.SettingsSpec.mtls:type_name -> meshplane.networking.v1.TrafficPolicySpec.Policy.MTLS
-	4, // 4: meshplane.settings.v1.SettingsSpec.discovery:type_name -> meshplane.settings.v1.SettingsSpec.DiscoverySettings
-	0, // 5: meshplane.settings.v1.SettingsSpec.user_config_conflict_mode:type_name -> meshplane.settings.v1.SettingsSpec.UserConfigConflictMode
-	9, // 6: meshplane.settings.v1.SettingsStatus.state:type_name -> meshplane.common.v1.ApprovalState
-	5, // 7: meshplane.settings.v1.SettingsSpec.DiscoverySettings.ingress_gateway_labels:type_name -> meshplane.settings.v1.SettingsSpec.DiscoverySettings.IngressGatewayLabelsEntry
-	6, // 8: meshplane.settings.v1.SettingsSpec.DiscoverySettings.east_west_gateway_labels:type_name -> meshplane.settings.v1.SettingsSpec.DiscoverySettings.EastWestGatewayLabelsEntry
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	11, // 0: meshplane.settings.v1.Settings.metadata:type_name -> meshplane.common.v1.ObjectMeta
+	2,  // 1: meshplane.settings.v1.Settings.spec:type_name -> meshplane.settings.v1.SettingsSpec
+	3,  // 2: meshplane.settings.v1.Settings.status:type_name -> meshplane.settings.v1.SettingsStatus
+	12, // 3: meshplane.settings.v1.SettingsSpec.mtls:type_name -> meshplane.networking.v1.TrafficPolicySpec.Policy.MTLS
+	4,  // 4: meshplane.settings.v1.SettingsSpec.discovery:type_name -> meshplane.settings.v1.SettingsSpec.DiscoverySettings
+	0,  // 5: meshplane.settings.v1.SettingsSpec.user_config_conflict_mode:type_name -> meshplane.settings.v1.SettingsSpec.UserConfigConflictMode
+	13, // 6: meshplane.settings.v1.SettingsStatus.state:type_name -> meshplane.common.v1.ApprovalState
+	5,  // 7: meshplane.settings.v1.SettingsSpec.DiscoverySettings.ingress_gateway_labels:type_name -> meshplane.settings.v1.SettingsSpec.DiscoverySettings.IngressGatewayLabelsEntry
+	6,  // 8: meshplane.settings.v1.SettingsSpec.DiscoverySettings.east_west_gateway_labels:type_name -> meshplane.settings.v1.SettingsSpec.DiscoverySettings.EastWestGatewayLabelsEntry
+	7,  // 9: meshplane.settings.v1.SettingsSpec.DiscoverySettings.gateway_detectors:type_name -> meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetectorsEntry
+	8,  // 10: meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetectorsEntry.value:type_name -> meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector
+	9,  // 11: meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector.ingress_gateway_labels:type_name -> meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector.IngressGatewayLabelsEntry
+	10, // 12: meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector.east_west_gateway_labels:type_name -> meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector.EastWestGatewayLabelsEntry
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_settings_v1_settings_proto_init() }
@@ -434,7 +538,7 @@ func file_meshplane_settings_v1_settings_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshplane_settings_v1_settings_proto_rawDesc), len(file_meshplane_settings_v1_settings_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -447,6 +447,12 @@ type OutputSnapshot struct {
 	// complete: what another cluster's missing input would have kept is held
 	// until a complete output arrives. Part of the content hash.
 	MissingClusters []string `protobuf:"bytes,10,rep,name=missing_clusters,json=missingClusters,proto3" json:"missing_clusters,omitempty"`
+	// How the cluster's agent detects gateways, resolved for this cluster
+	// from the Settings in force (spec.discovery.gatewayDetectors, then the
+	// global gateway fields): unset fields leave the agent's flags in force,
+	// and no detector leaves all of them. The agent discovers again when it
+	// changes. Part of the content hash.
+	GatewayDetector *v12.SettingsSpec_DiscoverySettings_GatewayDetector `protobuf:"bytes,11,opt,name=gateway_detector,json=gatewayDetector,proto3" json:"gateway_detector,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -547,6 +553,13 @@ func (x *OutputSnapshot) GetAccessLogPolicies() []*AccessLogPolicyConfig {
 func (x *OutputSnapshot) GetMissingClusters() []string {
 	if x != nil {
 		return x.MissingClusters
+	}
+	return nil
+}
+
+func (x *OutputSnapshot) GetGatewayDetector() *v12.SettingsSpec_DiscoverySettings_GatewayDetector {
+	if x != nil {
+		return x.GatewayDetector
 	}
 	return nil
 }
@@ -1385,7 +1398,7 @@ const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\tAgentInfo\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x18\n" +
 	"\areplica\x18\x02 \x01(\tR\areplica\x12\x1c\n" +
-	"\tnamespace\x18\x03 \x01(\tR\tnamespace\"\xd2\x05\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\"\xc4\x06\n" +
 	"\x0eOutputSnapshot\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12=\n" +
@@ -1397,7 +1410,8 @@ const file_meshplane_snapshot_v1_snapshot_proto_rawDesc = "" +
 	"\fwasm_filters\x18\b \x03(\v2'.meshplane.snapshot.v1.WasmFilterConfigR\vwasmFilters\x12\\\n" +
 	"\x13access_log_policies\x18\t \x03(\v2,.meshplane.snapshot.v1.AccessLogPolicyConfigR\x11accessLogPolicies\x12)\n" +
 	"\x10missing_clusters\x18\n" +
-	" \x03(\tR\x0fmissingClusters\x1a@\n" +
+	" \x03(\tR\x0fmissingClusters\x12p\n" +
+	"\x10gateway_detector\x18\v \x01(\v2E.meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetectorR\x0fgatewayDetector\x1a@\n" +
 	"\x12InputVersionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x02\n" +
@@ -1531,11 +1545,12 @@ var file_meshplane_snapshot_v1_snapshot_proto_goTypes = []any{
 	(*v11.WasmDeploymentPolicy)(nil), // 27: meshplane.networking.v1.WasmDeploymentPolicy
 	(*v13.AccessLogPolicy)(nil),      // 28: meshplane.observability.v1.AccessLogPolicy
 	(*v14.ScopeGrant)(nil),           // 29: meshplane.multicluster.v1.ScopeGrant
-	(*v15.ObjectRef)(nil),            // 30: meshplane.common.v1.ObjectRef
-	(v11.WasmDeploymentPolicySpec_WasmFilter_Phase)(0),                                  // 31: meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.Phase
-	(*v13.AccessLogPolicySpec_Filter)(nil),                                              // 32: meshplane.observability.v1.AccessLogPolicySpec.Filter
-	(*durationpb.Duration)(nil),                                                         // 33: google.protobuf.Duration
-	(v11.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm)(0), // 34: meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
+	(*v12.SettingsSpec_DiscoverySettings_GatewayDetector)(nil), // 30: meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector
+	(*v15.ObjectRef)(nil),                              // 31: meshplane.common.v1.ObjectRef
+	(v11.WasmDeploymentPolicySpec_WasmFilter_Phase)(0), // 32: meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.Phase
+	(*v13.AccessLogPolicySpec_Filter)(nil),             // 33: meshplane.observability.v1.AccessLogPolicySpec.Filter
+	(*durationpb.Duration)(nil),                        // 34: google.protobuf.Duration
+	(v11.VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_Generated_KeyAlgorithm)(0), // 35: meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
 }
 var file_meshplane_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	3,  // 0: meshplane.snapshot.v1.InputSnapshot.agent:type_name -> meshplane.snapshot.v1.AgentInfo
@@ -1559,30 +1574,31 @@ var file_meshplane_snapshot_v1_snapshot_proto_depIdxs = []int32{
 	8,  // 18: meshplane.snapshot.v1.OutputSnapshot.issued_certificates:type_name -> meshplane.snapshot.v1.IssuedCertificate
 	6,  // 19: meshplane.snapshot.v1.OutputSnapshot.wasm_filters:type_name -> meshplane.snapshot.v1.WasmFilterConfig
 	7,  // 20: meshplane.snapshot.v1.OutputSnapshot.access_log_policies:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig
-	9,  // 21: meshplane.snapshot.v1.OutputDelta.objects:type_name -> meshplane.snapshot.v1.Object
-	10, // 22: meshplane.snapshot.v1.OutputDelta.statuses:type_name -> meshplane.snapshot.v1.ResourceStatus
-	4,  // 23: meshplane.snapshot.v1.OutputDelta.rest:type_name -> meshplane.snapshot.v1.OutputSnapshot
-	30, // 24: meshplane.snapshot.v1.WasmFilterConfig.policy:type_name -> meshplane.common.v1.ObjectRef
-	30, // 25: meshplane.snapshot.v1.WasmFilterConfig.workloads:type_name -> meshplane.common.v1.ObjectRef
-	31, // 26: meshplane.snapshot.v1.WasmFilterConfig.phase:type_name -> meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.Phase
-	30, // 27: meshplane.snapshot.v1.AccessLogPolicyConfig.policy:type_name -> meshplane.common.v1.ObjectRef
-	30, // 28: meshplane.snapshot.v1.AccessLogPolicyConfig.workloads:type_name -> meshplane.common.v1.ObjectRef
-	14, // 29: meshplane.snapshot.v1.AccessLogPolicyConfig.workload_matches:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch
-	32, // 30: meshplane.snapshot.v1.AccessLogPolicyConfig.filters:type_name -> meshplane.observability.v1.AccessLogPolicySpec.Filter
-	30, // 31: meshplane.snapshot.v1.IssuedCertificate.virtual_mesh:type_name -> meshplane.common.v1.ObjectRef
-	30, // 32: meshplane.snapshot.v1.IssuedCertificate.mesh:type_name -> meshplane.common.v1.ObjectRef
-	33, // 33: meshplane.snapshot.v1.IssuedCertificate.ttl:type_name -> google.protobuf.Duration
-	34, // 34: meshplane.snapshot.v1.IssuedCertificate.key_algorithm:type_name -> meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
-	16, // 35: meshplane.snapshot.v1.Object.labels:type_name -> meshplane.snapshot.v1.Object.LabelsEntry
-	17, // 36: meshplane.snapshot.v1.Object.annotations:type_name -> meshplane.snapshot.v1.Object.AnnotationsEntry
-	11, // 37: meshplane.snapshot.v1.ApplyResult.ref:type_name -> meshplane.snapshot.v1.ObjectRef
-	0,  // 38: meshplane.snapshot.v1.ApplyResult.outcome:type_name -> meshplane.snapshot.v1.ApplyOutcome
-	15, // 39: meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.labels:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.LabelsEntry
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	30, // 21: meshplane.snapshot.v1.OutputSnapshot.gateway_detector:type_name -> meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector
+	9,  // 22: meshplane.snapshot.v1.OutputDelta.objects:type_name -> meshplane.snapshot.v1.Object
+	10, // 23: meshplane.snapshot.v1.OutputDelta.statuses:type_name -> meshplane.snapshot.v1.ResourceStatus
+	4,  // 24: meshplane.snapshot.v1.OutputDelta.rest:type_name -> meshplane.snapshot.v1.OutputSnapshot
+	31, // 25: meshplane.snapshot.v1.WasmFilterConfig.policy:type_name -> meshplane.common.v1.ObjectRef
+	31, // 26: meshplane.snapshot.v1.WasmFilterConfig.workloads:type_name -> meshplane.common.v1.ObjectRef
+	32, // 27: meshplane.snapshot.v1.WasmFilterConfig.phase:type_name -> meshplane.networking.v1.WasmDeploymentPolicySpec.WasmFilter.Phase
+	31, // 28: meshplane.snapshot.v1.AccessLogPolicyConfig.policy:type_name -> meshplane.common.v1.ObjectRef
+	31, // 29: meshplane.snapshot.v1.AccessLogPolicyConfig.workloads:type_name -> meshplane.common.v1.ObjectRef
+	14, // 30: meshplane.snapshot.v1.AccessLogPolicyConfig.workload_matches:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch
+	33, // 31: meshplane.snapshot.v1.AccessLogPolicyConfig.filters:type_name -> meshplane.observability.v1.AccessLogPolicySpec.Filter
+	31, // 32: meshplane.snapshot.v1.IssuedCertificate.virtual_mesh:type_name -> meshplane.common.v1.ObjectRef
+	31, // 33: meshplane.snapshot.v1.IssuedCertificate.mesh:type_name -> meshplane.common.v1.ObjectRef
+	34, // 34: meshplane.snapshot.v1.IssuedCertificate.ttl:type_name -> google.protobuf.Duration
+	35, // 35: meshplane.snapshot.v1.IssuedCertificate.key_algorithm:type_name -> meshplane.networking.v1.VirtualMeshSpec.MTLSConfig.RootCertificateAuthority.Generated.KeyAlgorithm
+	16, // 36: meshplane.snapshot.v1.Object.labels:type_name -> meshplane.snapshot.v1.Object.LabelsEntry
+	17, // 37: meshplane.snapshot.v1.Object.annotations:type_name -> meshplane.snapshot.v1.Object.AnnotationsEntry
+	11, // 38: meshplane.snapshot.v1.ApplyResult.ref:type_name -> meshplane.snapshot.v1.ObjectRef
+	0,  // 39: meshplane.snapshot.v1.ApplyResult.outcome:type_name -> meshplane.snapshot.v1.ApplyOutcome
+	15, // 40: meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.labels:type_name -> meshplane.snapshot.v1.AccessLogPolicyConfig.WorkloadMatch.LabelsEntry
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_snapshot_v1_snapshot_proto_init() }

@@ -100,11 +100,27 @@ export declare type SettingsSpec_DiscoverySettings = Message<"meshplane.settings
   eastWestGatewayLabels: { [key: string]: string };
 
   /**
-   * The TLS port name of east-west gateways; default "tls".
+   * The name of the gateway Service port that accepts mTLS; default "tls".
    *
    * @generated from field: string east_west_gateway_tls_port_name = 5;
    */
   eastWestGatewayTlsPortName: string;
+
+  /**
+   * Gateway detection by cluster name (Gloo Mesh's
+   * ingressGatewayDetectors): an entry overrides the three fields above
+   * for the workload cluster it names, and the entry "*" does for every
+   * cluster without its own. Each of the detector's fields is taken from
+   * the most specific place that sets it: the cluster's own entry, then
+   * "*", then the fields above, then the agent's flags
+   * (--ingress-gateway-labels, --east-west-gateway-labels,
+   * --gateway-tls-port-name). Translation sends each cluster's agent its
+   * resolved detector in its output snapshot, and the agent discovers
+   * again with it.
+   *
+   * @generated from field: map<string, meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector> gateway_detectors = 6;
+   */
+  gatewayDetectors: { [key: string]: SettingsSpec_DiscoverySettings_GatewayDetector };
 };
 
 /**
@@ -112,6 +128,40 @@ export declare type SettingsSpec_DiscoverySettings = Message<"meshplane.settings
  * Use `create(SettingsSpec_DiscoverySettingsSchema)` to create a new message.
  */
 export declare const SettingsSpec_DiscoverySettingsSchema: GenMessage<SettingsSpec_DiscoverySettings>;
+
+/**
+ * GatewayDetector says how an agent finds its cluster's gateways.
+ *
+ * @generated from message meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector
+ */
+export declare type SettingsSpec_DiscoverySettings_GatewayDetector = Message<"meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector"> & {
+  /**
+   * Pod labels that mark ingress gateways (all must match).
+   *
+   * @generated from field: map<string, string> ingress_gateway_labels = 1;
+   */
+  ingressGatewayLabels: { [key: string]: string };
+
+  /**
+   * Pod labels that mark east-west gateways (all must match).
+   *
+   * @generated from field: map<string, string> east_west_gateway_labels = 2;
+   */
+  eastWestGatewayLabels: { [key: string]: string };
+
+  /**
+   * The name of the gateway Service port that accepts mTLS.
+   *
+   * @generated from field: string east_west_gateway_tls_port_name = 3;
+   */
+  eastWestGatewayTlsPortName: string;
+};
+
+/**
+ * Describes the message meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector.
+ * Use `create(SettingsSpec_DiscoverySettings_GatewayDetectorSchema)` to create a new message.
+ */
+export declare const SettingsSpec_DiscoverySettings_GatewayDetectorSchema: GenMessage<SettingsSpec_DiscoverySettings_GatewayDetector>;
 
 /**
  * @generated from enum meshplane.settings.v1.SettingsSpec.UserConfigConflictMode

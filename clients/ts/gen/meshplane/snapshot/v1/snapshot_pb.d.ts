@@ -10,7 +10,7 @@ import type { VirtualMesh, VirtualMeshSpec_MTLSConfig_RootCertificateAuthority_G
 import type { TrafficPolicy } from "../../networking/v1/traffic_policy_pb.js";
 import type { AccessPolicy } from "../../networking/v1/access_policy_pb.js";
 import type { VirtualDestination } from "../../networking/v1/virtual_destination_pb.js";
-import type { Settings } from "../../settings/v1/settings_pb.js";
+import type { Settings, SettingsSpec_DiscoverySettings_GatewayDetector } from "../../settings/v1/settings_pb.js";
 import type { WasmDeploymentPolicy, WasmDeploymentPolicySpec_WasmFilter_Phase } from "../../networking/v1/wasm_deployment_policy_pb.js";
 import type { AccessLogPolicy, AccessLogPolicySpec_Filter } from "../../observability/v1/access_log_policy_pb.js";
 import type { ScopeGrant } from "../../multicluster/v1/scope_grant_pb.js";
@@ -293,6 +293,17 @@ export declare type OutputSnapshot = Message<"meshplane.snapshot.v1.OutputSnapsh
    * @generated from field: repeated string missing_clusters = 10;
    */
   missingClusters: string[];
+
+  /**
+   * How the cluster's agent detects gateways, resolved for this cluster
+   * from the Settings in force (spec.discovery.gatewayDetectors, then the
+   * global gateway fields): unset fields leave the agent's flags in force,
+   * and no detector leaves all of them. The agent discovers again when it
+   * changes. Part of the content hash.
+   *
+   * @generated from field: meshplane.settings.v1.SettingsSpec.DiscoverySettings.GatewayDetector gateway_detector = 11;
+   */
+  gatewayDetector?: SettingsSpec_DiscoverySettings_GatewayDetector;
 };
 
 /**
