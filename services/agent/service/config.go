@@ -46,6 +46,10 @@ type Config struct {
 
 	ClusterDomain string
 	Debounce      time.Duration
+	// GatewayDetectionWait bounds how long the first push after a restart
+	// waits for the first output snapshot, whose gateway detector (from
+	// the Settings in force) discovery uses.
+	GatewayDetectionWait time.Duration
 	// Deltas asks distribution for the changes from the version the agent
 	// holds instead of whole snapshots.
 	Deltas            bool
@@ -102,12 +106,13 @@ const (
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Install:       snapshots.DefaultInstall,
-		TrustDomain:   pki.DefaultTrustDomain,
-		StateDir:      "/var/run/meshplane/agent",
-		ClusterDomain: "cluster.local",
-		Debounce:      100 * time.Millisecond,
-		Deltas:        true,
+		Install:              snapshots.DefaultInstall,
+		TrustDomain:          pki.DefaultTrustDomain,
+		StateDir:             "/var/run/meshplane/agent",
+		ClusterDomain:        "cluster.local",
+		Debounce:             100 * time.Millisecond,
+		GatewayDetectionWait: 10 * time.Second,
+		Deltas:               true,
 
 		IngressGatewayLabels:  "istio=ingressgateway",
 		EastWestGatewayLabels: "istio=eastwestgateway",
@@ -144,6 +149,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	f.String(&c.KubeContext, "kube-context", "kubeconfig context")
 	f.String(&c.ClusterDomain, "cluster-domain", "DNS suffix of Services in this cluster")
 	f.Duration(&c.Debounce, "debounce", "how long a burst of changes may settle before a snapshot is pushed")
+	f.Duration(&c.GatewayDetectionWait, "gateway-detection-wait", "after a restart (the cluster holds objects Meshplane wrote), how long the first push waits for the first output snapshot, whose gateway detection from Settings discovery uses; 0 pushes at once with the flags' gateway labels")
 	f.Bool(&c.Deltas, "deltas", "ask distribution for the changes from the version the agent holds instead of whole snapshots; each is checked against the new version's content hash")
 	f.String(&c.IncludeNamespaces, "include-namespaces", "comma-separated namespaces to discover; empty means all")
 	f.String(&c.ExcludeNamespaces, "exclude-namespaces", "comma-separated namespaces to leave out")
@@ -219,6 +225,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Debounce < 0 {
 		errs = append(errs, errors.New("--debounce must not be negative"))
+	}
+	if c.GatewayDetectionWait < 0 {
+		errs = append(errs, errors.New("--gateway-detection-wait must not be negative"))
 	}
 	if c.Raft.BindAddr != "" && c.Replica == "" {
 		errs = append(errs, errors.New("--replica must not be empty with Raft: it is the server ID"))

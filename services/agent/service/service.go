@@ -274,6 +274,7 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 	// output snapshots.
 	detection := app.NewGatewayDetection()
 	pusher.SetGatewayDetection(detection)
+	pusher.SetGatewayDetectionWait(a.cfg.GatewayDetectionWait)
 	for _, ic := range ingests[1:] {
 		// Only its push stream is used: watches and acks go through relay.
 		pusher.FailOverTo(connectrpc.NewRelay(ic, dists, platform.Version))

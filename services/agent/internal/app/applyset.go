@@ -35,6 +35,11 @@ func (s *Syncer) Sync(ctx context.Context) error {
 		s.inCluster[id] = rec
 	}
 	s.log.Info("found the applied objects in the cluster", "owned", len(s.inCluster), "changed_by_others", len(s.suspect))
+	if len(s.inCluster) == 0 && s.detection != nil {
+		// Nothing was applied here before: no output's gateway detection
+		// is in force, and the first push need not wait for one.
+		s.detection.NoneApplied()
+	}
 	return nil
 }
 

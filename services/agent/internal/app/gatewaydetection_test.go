@@ -134,3 +134,66 @@ func TestCACertsGatewayLabelsFollowTheDetector(t *testing.T) {
 		t.Fatalf("labels %v with the detector, want the flags' ingress labels and the detector's east-west labels", got)
 	}
 }
+
+// The first push waits for the gateway detector of the first output when
+// the agent restarts on a cluster it wrote to, so that it already finds
+// the gateways only Settings select; on a cluster holding nothing
+// Meshplane wrote it pushes at once; and without an output it pushes once
+// the wait is over.
+func TestPusherFirstPushWaitsForTheGatewayDetector(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	start := func(g *GatewayDetection, wait time.Duration) (*fakePushStream, func()) {
+		relay := newFakeRelay()
+		stream := newFakePushStream()
+		relay.pushStreams <- stream
+		p := NewPusher(eastID, gatewayReader{newFakeReader()}, relay, nil, testLogger(t), 0)
+		p.SetGatewayDetection(g)
+		p.SetGatewayDetectionWait(wait)
+		return stream, runPusher(t, p)
+	}
+
+	// A restart: the syncer finds objects it owns and learns nothing
+	// until an output is applied.
+	g := NewGatewayDetection()
+	s := NewSyncer(newFakeRelay(), newFakeApplier(keyOf("DestinationRule", "reviews")), nil, testLogger(t))
+	s.SetGatewayDetection(g)
+	if err := s.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	stream, stop := start(g, time.Hour)
+	select {
+	case sent := <-stream.sent:
+		t.Fatalf("pushed %s before the output was applied", sent.GetVersion())
+	case <-time.After(300 * time.Millisecond):
+	}
+	snap := output(object("DestinationRule", "reviews"))
+	snap.GatewayDetector = corpDetector()
+	if !s.Apply(t.Context(), snap) {
+		t.Fatal("Apply failed")
+	}
+	if gws := eastWestGateways(receive(t, stream.sent, 5*time.Second, "the first push")); len(gws) != 1 {
+		t.Fatalf("first push after a restart: east-west gateways %v, want corp-eastwest", gws)
+	}
+	stop()
+
+	// A cluster Meshplane never wrote to: nothing to wait for.
+	g = NewGatewayDetection()
+	s = NewSyncer(newFakeRelay(), newFakeApplier(), nil, testLogger(t))
+	s.SetGatewayDetection(g)
+	if err := s.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	stream, stop = start(g, time.Hour)
+	if gws := eastWestGateways(receive(t, stream.sent, 5*time.Second, "the first push on a fresh cluster")); len(gws) != 0 {
+		t.Fatalf("first push on a fresh cluster: east-west gateways %v, want none (the flags' labels)", gws)
+	}
+	stop()
+
+	// No output comes after a restart: the push goes out once the wait
+	// is over.
+	stream, stop = start(NewGatewayDetection(), 50*time.Millisecond)
+	if gws := eastWestGateways(receive(t, stream.sent, 5*time.Second, "the push after the wait")); len(gws) != 0 {
+		t.Fatalf("push after the wait: east-west gateways %v, want none", gws)
+	}
+	stop()
+}

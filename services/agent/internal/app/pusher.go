@@ -34,6 +34,8 @@ type Pusher struct {
 	// detection, when set, holds the gateway detector the output
 	// snapshots carry, which wins over the reader's options.
 	detection *GatewayDetection
+	// detectionWait bounds how long the first push waits for detection.
+	detectionWait time.Duration
 
 	mu    sync.Mutex
 	acked string
@@ -42,6 +44,14 @@ type Pusher struct {
 // SetGatewayDetection makes the pusher discover with the gateway detector
 // g holds, and discover again when it changes. Call it before Run.
 func (p *Pusher) SetGatewayDetection(g *GatewayDetection) { p.detection = g }
+
+// SetGatewayDetectionWait makes the first push wait up to d until the
+// gateway detection is known: after a restart, until the first output is
+// applied, so that discovery uses the Settings in force from the first
+// push. An agent that restarted would otherwise push its cluster without
+// the gateways only Settings find, and the routes of other clusters to
+// them would flap until its output came. Call it before Run.
+func (p *Pusher) SetGatewayDetectionWait(d time.Duration) { p.detectionWait = d }
 
 // NewPusher returns a pusher. debounce is how long a burst of changes may
 // settle before a snapshot is built.
@@ -69,6 +79,9 @@ func (p *Pusher) AckedVersion() string {
 func (p *Pusher) Run(ctx context.Context) error {
 	if err := p.reader.WaitForSync(ctx); err != nil {
 		return err
+	}
+	if !p.waitForDetection(ctx) {
+		return nil
 	}
 	b := Backoff{Min: 200 * time.Millisecond, Max: 30 * time.Second}
 	for ctx.Err() == nil {
@@ -177,6 +190,24 @@ func (p *Pusher) session(ctx context.Context, b *Backoff) error {
 			dirty = true
 		}
 	}
+}
+
+// waitForDetection waits until the gateway detection is known, or the
+// wait set is over; false when ctx ended.
+func (p *Pusher) waitForDetection(ctx context.Context) bool {
+	if p.detection == nil || p.detectionWait <= 0 {
+		return true
+	}
+	t := time.NewTimer(p.detectionWait)
+	defer t.Stop()
+	select {
+	case <-p.detection.Known():
+	case <-t.C:
+		p.log.Warn("no output snapshot applied yet; pushing with the gateway labels of the flags", "waited", p.detectionWait)
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 func (p *Pusher) settle(ctx context.Context) bool {
