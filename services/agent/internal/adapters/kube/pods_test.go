@@ -191,6 +191,12 @@ func TestCACertsRotationBouncesPodsInOrder(t *testing.T) {
 	}
 
 	m.Reconcile(t.Context())
+	// The watch delivers the deletion after Reconcile returns: settle
+	// alone would count no deletion yet.
+	waitFor(t, "istiod's deletion seen", func() bool {
+		d, _, _ := ctl.state()
+		return slices.Contains(d, "istio-system/istiod-a")
+	})
 	ctl.settle(t)
 	// istiod's replacement is not Ready: the gateways wait.
 	for range 3 {
