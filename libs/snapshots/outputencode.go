@@ -2,6 +2,7 @@ package snapshots
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"unicode/utf8"
 
@@ -73,9 +74,44 @@ func encodeOutputFast(s *snapshotv1.OutputSnapshot) ([]byte, bool) {
 	return b, true
 }
 
-// objectEncoder appends objects, keeping its scratch slices between them.
+// objectEncoder appends objects. It keeps the encoding of each label map
+// it met, by the map's address, for the next objects of the same output
+// that have the same map: translation gives every object of a cluster one
+// label map. (Annotation maps are mostly an object's own: they are
+// encoded each time.) The output holds the maps for as long as the
+// encoder is in use, so no address is reused meanwhile; none may be
+// modified.
 type objectEncoder struct {
-	labels, annotation []string
+	keys []string
+	// The label map met last and its encoding, and the others met.
+	lastLabels uintptr
+	labelsEnc  []byte
+	labels     map[uintptr][]byte
+}
+
+// labelsField returns the encoding of field 5 holding m's entries in key
+// order; ok is false when a key or value is not UTF-8.
+func (e *objectEncoder) labelsField(m map[string]string) (_ []byte, ok bool) {
+	if len(m) == 0 {
+		return nil, true
+	}
+	p := reflect.ValueOf(m).Pointer()
+	if p == e.lastLabels {
+		return e.labelsEnc, true
+	}
+	enc, found := e.labels[p]
+	if !found {
+		if e.keys, ok = sortedKeys(e.keys, m); !ok {
+			return nil, false
+		}
+		enc = appendMap(nil, 5, e.keys, m)
+		if e.labels == nil {
+			e.labels = map[uintptr][]byte{}
+		}
+		e.labels[p] = enc
+	}
+	e.lastLabels, e.labelsEnc = p, enc
+	return enc, true
 }
 
 // object appends field 4 holding o to b.
@@ -83,11 +119,11 @@ func (e *objectEncoder) object(b []byte, o *snapshotv1.Object) ([]byte, bool) {
 	if o == nil || hasUnknown(o) {
 		return b, false
 	}
-	var ok bool
-	if e.labels, ok = sortedKeys(e.labels, o.GetLabels()); !ok {
+	labels, ok := e.labelsField(o.GetLabels())
+	if !ok {
 		return b, false
 	}
-	if e.annotation, ok = sortedKeys(e.annotation, o.GetAnnotations()); !ok {
+	if e.keys, ok = sortedKeys(e.keys, o.GetAnnotations()); !ok {
 		return b, false
 	}
 	for _, s := range [...]string{o.GetApiVersion(), o.GetKind(), o.GetNamespace(), o.GetName()} {
@@ -96,15 +132,15 @@ func (e *objectEncoder) object(b []byte, o *snapshotv1.Object) ([]byte, bool) {
 		}
 	}
 	size := strSize(1, o.GetApiVersion()) + strSize(2, o.GetKind()) + strSize(3, o.GetNamespace()) + strSize(4, o.GetName()) +
-		mapSize(5, e.labels, o.GetLabels()) + mapSize(6, e.annotation, o.GetAnnotations()) + bytesSize(7, o.GetSpec())
+		len(labels) + mapSize(6, e.keys, o.GetAnnotations()) + bytesSize(7, o.GetSpec())
 	b = protowire.AppendTag(b, 4, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(size))
 	b = appendStr(b, 1, o.GetApiVersion())
 	b = appendStr(b, 2, o.GetKind())
 	b = appendStr(b, 3, o.GetNamespace())
 	b = appendStr(b, 4, o.GetName())
-	b = appendMap(b, 5, e.labels, o.GetLabels())
-	b = appendMap(b, 6, e.annotation, o.GetAnnotations())
+	b = append(b, labels...)
+	b = appendMap(b, 6, e.keys, o.GetAnnotations())
 	if spec := o.GetSpec(); len(spec) > 0 {
 		b = protowire.AppendTag(b, 7, protowire.BytesType)
 		b = protowire.AppendBytes(b, spec)

@@ -62,7 +62,7 @@ func TestAgentAppliesOnlyWhatChanged(t *testing.T) {
 	}
 
 	// 2. No index of the version the agent holds: the whole snapshot.
-	keys, err := redis.Client(t).Keys(ctx, "meshplane:{meshplane}:index2:*").Result()
+	keys, err := redis.Client(t).Keys(ctx, "meshplane:{meshplane}:index3:*").Result()
 	if err != nil || len(keys) == 0 {
 		t.Fatalf("output indexes in Redis: %v (%v), want some", keys, err)
 	}
@@ -148,11 +148,11 @@ func TestAgentRefusesADeltaThatDoesNotCheckOut(t *testing.T) {
 	// of for east, and the index.
 	newestIndex := func() (string, snapshots.OutputIndex) {
 		t.Helper()
-		v, err := rdb.LIndex(ctx, "meshplane:{meshplane}:indexes2:east", 0).Result()
+		v, err := rdb.LIndex(ctx, "meshplane:{meshplane}:indexes3:east", 0).Result()
 		if err != nil {
 			t.Fatalf("the newest output index of east: %v", err)
 		}
-		raw, err := rdb.Get(ctx, "meshplane:{meshplane}:index2:east:"+v).Bytes()
+		raw, err := rdb.Get(ctx, "meshplane:{meshplane}:index3:east:"+v).Bytes()
 		if err != nil {
 			t.Fatalf("the output index of east version %s: %v", v, err)
 		}
@@ -199,7 +199,7 @@ func TestAgentRefusesADeltaThatDoesNotCheckOut(t *testing.T) {
 	if added == 0 {
 		t.Fatal("the version with the Service holds no object the one without lacks")
 	}
-	if err := rdb.Set(ctx, "meshplane:{meshplane}:index2:east:"+held, without.Encode(), goredis.KeepTTL).Err(); err != nil {
+	if err := rdb.Set(ctx, "meshplane:{meshplane}:index3:east:"+held, without.Encode(), goredis.KeepTTL).Err(); err != nil {
 		t.Fatal(err)
 	}
 	uids := destinationRuleUIDs(t, ctx, east)

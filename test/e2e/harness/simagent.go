@@ -39,12 +39,29 @@ type SimAgent struct {
 
 	// Acked receives every snapshot once its ack has been recorded.
 	Acked chan Acked
+	// Deltas makes Watch ask for deltas from the version it acked last, as
+	// the real agent does, instead of whole snapshots: set it before
+	// Watch. A load test of many outputs then holds, and decodes, one
+	// whole snapshot per agent instead of one per version.
+	Deltas bool
 }
 
-// Acked is a snapshot the SimAgent acknowledged, and when the ack returned.
+// Acked is a version the SimAgent acknowledged, and when the ack returned:
+// a whole snapshot, or with Deltas a delta from the version acked before.
 type Acked struct {
+	Version  string
 	Snapshot *snapshotv1.OutputSnapshot
+	Delta    *snapshotv1.OutputDelta
 	At       time.Time
+}
+
+// Statuses are the statuses the acked version adds or changes: all of a
+// whole snapshot's.
+func (a Acked) Statuses() []*snapshotv1.ResourceStatus {
+	if a.Delta != nil {
+		return a.Delta.GetStatuses()
+	}
+	return a.Snapshot.GetStatuses()
 }
 
 // NewSimAgent issues a certificate for cluster from the plane's CA and
@@ -106,31 +123,51 @@ func (a *SimAgent) Push(in *snapshotv1.InputSnapshot) error {
 	return nil
 }
 
-// Watch follows distribution until ctx ends (whole snapshots, no deltas),
-// acking each snapshot with every object and status applied. It returns the first error other than the end of
-// ctx.
+// Watch follows distribution until ctx ends (whole snapshots, or deltas
+// with Deltas), acking each version with every object and status applied.
+// It returns the first error other than the end of ctx.
 func (a *SimAgent) Watch(ctx context.Context) error {
-	stream, err := a.dist.Watch(ctx, connect.NewRequest(&distributionv1.WatchRequest{}))
+	req := &distributionv1.WatchRequest{}
+	var held string
+	if a.Deltas {
+		// A new stream starts from no version held in full: the first
+		// response is a whole snapshot.
+		req.AcceptDelta = true
+	}
+	stream, err := a.dist.Watch(ctx, connect.NewRequest(req))
 	if err != nil {
 		return fmt.Errorf("cluster %s: watch: %w", a.Cluster, err)
 	}
 	defer stream.Close()
 	for stream.Receive() {
-		s := stream.Msg().GetSnapshot()
-		if s == nil {
+		got := Acked{Snapshot: stream.Msg().GetSnapshot(), Delta: stream.Msg().GetDelta()}
+		var applied int
+		switch {
+		case got.Delta != nil:
+			if got.Delta.GetBaseVersion() != held {
+				return fmt.Errorf("cluster %s: a delta from %q, holding %q", a.Cluster, got.Delta.GetBaseVersion(), held)
+			}
+			got.Version = got.Delta.GetVersion()
+			applied = len(got.Delta.GetObjects()) + len(got.Delta.GetStatuses())
+		case got.Snapshot != nil:
+			got.Version = got.Snapshot.GetVersion()
+			applied = len(got.Snapshot.GetObjects()) + len(got.Snapshot.GetStatuses())
+		default:
 			continue
 		}
+		held = got.Version
 		// Every object and status applied: counted, as the agent acks
 		// them, not listed.
-		counts := &distributionv1.AckCounts{Applied: uint32(len(s.GetObjects()) + len(s.GetStatuses()))}
-		if _, err := a.dist.Ack(ctx, connect.NewRequest(&distributionv1.AckRequest{Version: s.GetVersion(), Counts: counts})); err != nil {
+		counts := &distributionv1.AckCounts{Applied: uint32(applied)}
+		if _, err := a.dist.Ack(ctx, connect.NewRequest(&distributionv1.AckRequest{Version: got.Version, Counts: counts})); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("cluster %s: ack %s: %w", a.Cluster, s.GetVersion(), err)
+			return fmt.Errorf("cluster %s: ack %s: %w", a.Cluster, got.Version, err)
 		}
+		got.At = time.Now()
 		select {
-		case a.Acked <- Acked{Snapshot: s, At: time.Now()}:
+		case a.Acked <- got:
 		case <-ctx.Done():
 			return nil
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -784,28 +785,48 @@ func (t *Translator) publishPending(ctx context.Context) {
 	slices.SortFunc(pending, func(a, b *snapshotv1.OutputSnapshot) int {
 		return strings.Compare(a.GetCluster(), b.GetCluster())
 	})
-	for _, o := range pending {
-		// Encoded once, by hand and deterministically: the store keeps
-		// the bytes, and distribution sends them as they are.
-		data, err := snapshots.EncodeOutput(o)
-		if err == nil {
-			if ep, ok := t.publish.(snapshots.EncodedPutter[*snapshotv1.OutputSnapshot]); ok {
-				err = ep.PutEncoded(ctx, o.GetCluster(), snapshots.Encoded[*snapshotv1.OutputSnapshot]{Version: o.GetVersion(), Value: o, Data: data})
-			} else {
-				err = t.publish.Put(ctx, o.GetCluster(), o.GetVersion(), o)
+	// An edit of a federated service's policy changes the output of every
+	// cluster that reaches it: each is encoded and stored on its own, on
+	// as many goroutines as Go runs at once, in cluster order.
+	next := make(chan *snapshotv1.OutputSnapshot)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(pending)) {
+		wg.Go(func() {
+			for o := range next {
+				t.publishOne(ctx, o)
 			}
-		}
-		if err != nil {
-			t.metrics.ObservePublishError(o.GetCluster())
-			t.log.Warn("publishing an output failed; will retry", "cluster", o.GetCluster(), "version", o.GetVersion(), "error", err)
-			continue
-		}
-		t.metrics.ObserveOutput(o.GetCluster(), len(o.GetObjects()), len(data))
-		t.mu.Lock()
-		t.published[o.GetCluster()] = o.GetVersion()
-		t.mu.Unlock()
-		t.log.Info("published output", "cluster", o.GetCluster(), "version", o.GetVersion(), "objects", len(o.GetObjects()))
+		})
 	}
+	for _, o := range pending {
+		next <- o
+	}
+	close(next)
+	wg.Wait()
+}
+
+// publishOne encodes o and stores it; a failure is retried on the next
+// tick.
+func (t *Translator) publishOne(ctx context.Context, o *snapshotv1.OutputSnapshot) {
+	// Encoded once, by hand and deterministically: the store keeps the
+	// bytes, and distribution sends them as they are.
+	data, err := snapshots.EncodeOutput(o)
+	if err == nil {
+		if ep, ok := t.publish.(snapshots.EncodedPutter[*snapshotv1.OutputSnapshot]); ok {
+			err = ep.PutEncoded(ctx, o.GetCluster(), snapshots.Encoded[*snapshotv1.OutputSnapshot]{Version: o.GetVersion(), Value: o, Data: data})
+		} else {
+			err = t.publish.Put(ctx, o.GetCluster(), o.GetVersion(), o)
+		}
+	}
+	if err != nil {
+		t.metrics.ObservePublishError(o.GetCluster())
+		t.log.Warn("publishing an output failed; will retry", "cluster", o.GetCluster(), "version", o.GetVersion(), "error", err)
+		return
+	}
+	t.metrics.ObserveOutput(o.GetCluster(), len(o.GetObjects()), len(data))
+	t.mu.Lock()
+	t.published[o.GetCluster()] = o.GetVersion()
+	t.mu.Unlock()
+	t.log.Info("published output", "cluster", o.GetCluster(), "version", o.GetVersion(), "objects", len(o.GetObjects()))
 }
 
 // Refresh reads a cluster's input from the store, for a notice that carries

@@ -478,3 +478,31 @@ func BenchmarkDeltaBytes(b *testing.B) {
 	b.ReportMetric(float64(d), "delta-B")
 	b.ReportMetric(float64(full)/float64(d), "whole/delta")
 }
+
+// BenchmarkEncodeReferenceOutput encodes one cluster's output of the
+// reference estate (C=100, S=1,000, P=10,000, a tenth of the services
+// federated: about 21,000 objects; TestWriteReferenceOutput's) as
+// translation publishes it (snapshots.EncodeOutput), with the maps and
+// specs the real translator shares between objects.
+//
+//	go test -run '^$' -bench EncodeReferenceOutput .
+func BenchmarkEncodeReferenceOutput(b *testing.B) {
+	a := federatedEstate(100, 1000, 10000, selectiveExport)
+	out, err := domain.Translate(a, domain.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := out["cluster-000"]
+	runtime.GC()
+	b.ReportAllocs()
+	var n int
+	for b.Loop() {
+		data, err := snapshots.EncodeOutput(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = len(data)
+	}
+	b.ReportMetric(float64(len(o.GetObjects())), "objects")
+	b.ReportMetric(float64(n), "bytes")
+}

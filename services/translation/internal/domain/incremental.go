@@ -7,7 +7,6 @@ import (
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
-	"github.com/meshplane/meshplane/libs/snapshots"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -60,11 +59,11 @@ type incState struct {
 	// apShared the destinations whose key a mesh-wide object also has.
 	apObjs   map[ObjectKey]*snapshotv1.Object
 	apShared map[ObjectKey]bool
-	// sealer seals the outputs of incremental translations: it knows the
+	// sealers seal the outputs of incremental translations: they know the
 	// digests of the bodies of the objects they keep. Nothing modifies
 	// an object once it is made, and a caller that changes outputs
 	// invalidates the state.
-	sealer *snapshots.OutputSealer
+	sealers sealShards
 }
 
 // NewIncremental returns an incremental translator.
@@ -563,12 +562,15 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids m
 	// New outputs for the clusters concerned; the others are reused.
 	outputs := maps.Clone(prev.result.Outputs)
 	destObjs := prev.destObjs
+	rebuilt := make([]*snapshotv1.OutputSnapshot, 0, len(outClusters))
 	for c := range outClusters {
 		if inputs[c] == nil {
 			continue // a client cluster without an output
 		}
 		outputs[c] = prev.rebuildOutput(c, inputs[c].GetVersion(), order, aOrder, newObjs, newClient, newAPObjs, sc)
+		rebuilt = append(rebuilt, outputs[c])
 	}
+	prev.sealers.seal(rebuilt, nil)
 	for _, k := range order {
 		destObjs[k] = newObjs[k]
 		if len(newClient[k]) > 0 {
@@ -745,7 +747,7 @@ func policyStatuses(last LastGood, deleted []*trafficPolicy, aDeleted []*accessP
 
 // rebuildOutput makes cluster c's new output from its last one: the objects
 // of the recomputed destinations (order, aOrder) replaced by the new ones,
-// and the statuses sc names replaced; then seals it.
+// and the statuses sc names replaced; the caller seals it.
 func (st *incState) rebuildOutput(c, inputVersion string, order, aOrder []ObjectKey, newObjs map[ObjectKey][]*snapshotv1.Object, newClient map[ObjectKey][]clusterObject, newAPObjs map[ObjectKey]*snapshotv1.Object, sc statusChanges) *snapshotv1.OutputSnapshot {
 	old := st.result.Outputs[c]
 	stale := map[*snapshotv1.Object]bool{}
@@ -803,6 +805,5 @@ func (st *incState) rebuildOutput(c, inputVersion string, order, aOrder []Object
 		out.Statuses = append(out.Statuses, s)
 	}
 	out.Statuses = append(out.Statuses, sc.statuses[c]...)
-	st.sealer.Seal(out)
 	return out
 }

@@ -9,6 +9,8 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -270,52 +272,76 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 	if err := translateExtensions(inputs, ix, outputs, opts, last, next); err != nil {
 		return nil, nil, err
 	}
-	sealer := sealOutputs(outputs, e)
+	sealers := sealOutputs(outputs, e)
 	applied := &Applied{inputs: inputs, ix: ix, traffic: tr, policies: policies, access: access, accessPs: accessPolicies, vms: vms, vds: vds}
 	res := &Result{Outputs: outputs, LastGood: next, Applied: applied}
-	return res, &incState{opts: opts, result: res, set: set, users: users, destObjs: destObjs, clientObjs: clientObjs, exported: exportedSubsetNames(vms, tr), apObjs: apObjs, apShared: apShared, sealer: sealer}, nil
+	return res, &incState{opts: opts, result: res, set: set, users: users, destObjs: destObjs, clientObjs: clientObjs, exported: exportedSubsetNames(vms, tr), apObjs: apObjs, apShared: apShared, sealers: sealers}, nil
 }
 
 // sealOutputs adds the federated objects of e to the outputs and seals
-// every output, on as many goroutines as Go may run at once: each output
-// is sorted and hashed on its own, and they share nothing that is written
-// (label maps, annotations and specs they share are only read). Each
-// goroutine keeps the encodings of the maps it saw for the next outputs
-// (snapshots.OutputSealer): nothing modifies them. One of the sealers is
-// returned, for incremental translations that reuse the objects.
-func sealOutputs(outputs map[string]*snapshotv1.OutputSnapshot, e *emitter) *snapshots.OutputSealer {
-	seal := func(z *snapshots.OutputSealer, out *snapshotv1.OutputSnapshot) {
+// every output (sealShards). It returns the sealers, for incremental
+// translations that reuse the objects.
+func sealOutputs(outputs map[string]*snapshotv1.OutputSnapshot, e *emitter) sealShards {
+	sealers := newSealShards()
+	sealers.seal(slices.Collect(maps.Values(outputs)), func(out *snapshotv1.OutputSnapshot) {
 		if b := e.federated[out.GetCluster()]; b != nil && b.labels != nil {
 			b.place(out)
 		}
-		z.Seal(out)
+	})
+	return sealers
+}
+
+// sealShards seal outputs on as many goroutines as Go may run at once:
+// each output is sorted and hashed on its own, and they share nothing that
+// is written (label maps, annotations and specs they share are only read).
+// Each shard is a snapshots.OutputSealer, which keeps the encodings of the
+// maps and the digests of the bodies it saw for the next outputs (nothing
+// modifies them), and always seals the same clusters: those whose name
+// hashes to it, so that an incremental translation finds in it the bodies
+// of the cluster's last output.
+type sealShards []*snapshots.OutputSealer
+
+func newSealShards() sealShards {
+	s := make(sealShards, max(runtime.GOMAXPROCS(0), 1))
+	for i := range s {
+		s[i] = &snapshots.OutputSealer{}
 	}
-	workers := min(runtime.GOMAXPROCS(0), len(outputs))
-	sealers := make([]*snapshots.OutputSealer, max(workers, 1))
-	for i := range sealers {
-		sealers[i] = &snapshots.OutputSealer{}
+	return s
+}
+
+// shard is the sealer of cluster's outputs.
+func (s sealShards) shard(cluster string) int {
+	h := fnv.New32a()
+	h.Write([]byte(cluster))
+	return int(h.Sum32() % uint32(len(s)))
+}
+
+// seal seals outs, each by its cluster's sealer, the sealers in parallel;
+// prepare, when not nil, runs on each output first, on the same goroutine.
+func (s sealShards) seal(outs []*snapshotv1.OutputSnapshot, prepare func(*snapshotv1.OutputSnapshot)) {
+	byShard := make([][]*snapshotv1.OutputSnapshot, len(s))
+	for _, out := range outs {
+		i := s.shard(out.GetCluster())
+		byShard[i] = append(byShard[i], out)
 	}
-	if workers < 2 {
-		for _, c := range sortedKeys(outputs) {
-			seal(sealers[0], outputs[c])
-		}
-		return sealers[0]
-	}
-	next := make(chan *snapshotv1.OutputSnapshot)
 	var wg sync.WaitGroup
-	for i := range workers {
+	for i, outs := range byShard {
+		if len(outs) == 0 {
+			continue
+		}
+		// Cluster order within a shard: the sealer predicts each output's
+		// bodies from the last one's.
+		slices.SortFunc(outs, func(a, b *snapshotv1.OutputSnapshot) int { return strings.Compare(a.GetCluster(), b.GetCluster()) })
 		wg.Go(func() {
-			for out := range next {
-				seal(sealers[i], out)
+			for _, out := range outs {
+				if prepare != nil {
+					prepare(out)
+				}
+				s[i].Seal(out)
 			}
 		})
 	}
-	for _, out := range outputs {
-		next <- out
-	}
-	close(next)
 	wg.Wait()
-	return sealers[0]
 }
 
 // destinationAuthorizationPolicies finds the AuthorizationPolicy written

@@ -17,11 +17,12 @@ const IndexTTL = 24 * time.Hour
 
 // Indexes is an app.IndexStore in Redis, shared by every replica:
 //
-//	meshplane:{I}:index2:<cluster>:<version>   string: snapshots.OutputIndex.Encode(), expires after IndexTTL
-//	meshplane:{I}:indexes2:<cluster>           list of versions, newest first, at most app.KeepIndexes
+//	meshplane:{I}:index3:<cluster>:<version>   string: snapshots.OutputIndex.Encode(), expires after IndexTTL
+//	meshplane:{I}:indexes3:<cluster>           list of versions, newest first, at most app.KeepIndexes
 //
-// The "2" is the definition of the content hash (snapshots.ScanOutput's,
-// over the object's encoding): a replica of a release that hashed objects
+// The "3" is the definition of the content hash (snapshots.ScanOutput's,
+// XXH64 over the object's encoding; "2" was SHA-256): a replica of a
+// release that hashed objects
 // otherwise keeps its indexes under the old names, so that the two never
 // diff one's index against the other's hashes during an upgrade (which
 // would only send bigger deltas, but for nothing).
@@ -38,9 +39,9 @@ func NewIndexes(client goredis.UniversalClient, install string) *Indexes {
 }
 
 func (s *Indexes) key(cluster, version string) string {
-	return s.base + ":index2:" + cluster + ":" + version
+	return s.base + ":index3:" + cluster + ":" + version
 }
-func (s *Indexes) listKey(cluster string) string { return s.base + ":indexes2:" + cluster }
+func (s *Indexes) listKey(cluster string) string { return s.base + ":indexes3:" + cluster }
 
 // PutIndex writes the index and makes its version the newest of the
 // cluster's list, in one transaction; the indexes of versions the list
