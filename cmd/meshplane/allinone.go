@@ -161,7 +161,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 	var (
 		inputs       snapshots.Store[*snapshotv1.InputSnapshot]
 		ingestInputs snapshots.Store[*snapshotv1.InputSnapshot]
-		outputs      snapshots.Store[*snapshotv1.OutputSnapshot]
+		outputs      translation.OutputStore
 		// acks are written by distribution and read by translation, which
 		// reports what agents could not apply in policy statuses.
 		acks     snapshots.AckStore

@@ -140,7 +140,7 @@ type deps struct {
 	log     *slog.Logger
 	reg     prometheus.Registerer
 	inputs  snapshots.Store[*snapshotv1.InputSnapshot]
-	outputs snapshots.Store[*snapshotv1.OutputSnapshot]
+	outputs OutputStore
 	redis   redis.UniversalClient
 	acks    snapshots.AckStore
 	hook    func(cluster string, out *snapshotv1.OutputSnapshot)
@@ -154,9 +154,17 @@ func WithLogger(l *slog.Logger) Option { return func(d *deps) { d.log = l } }
 // WithRegisterer sets where metrics are registered.
 func WithRegisterer(r prometheus.Registerer) Option { return func(d *deps) { d.reg = r } }
 
+// OutputStore is where outputs are published: a store that keeps them by
+// the encoding translation made (snapshots.Redis, Memory and WriteThrough
+// are).
+type OutputStore interface {
+	snapshots.Store[*snapshotv1.OutputSnapshot]
+	snapshots.EncodedPutter[*snapshotv1.OutputSnapshot]
+}
+
 // WithStores sets the input and output stores instead of the ones the
 // configuration names.
-func WithStores(in snapshots.Store[*snapshotv1.InputSnapshot], out snapshots.Store[*snapshotv1.OutputSnapshot]) Option {
+func WithStores(in snapshots.Store[*snapshotv1.InputSnapshot], out OutputStore) Option {
 	return func(d *deps) { d.inputs, d.outputs = in, out }
 }
 

@@ -27,9 +27,11 @@ type EncodedInputSource interface {
 	GetEncoded(ctx context.Context, cluster string) (snapshots.Encoded[*snapshotv1.InputSnapshot], error)
 }
 
-// OutputPublisher receives every output snapshot whose version changed.
+// OutputPublisher receives every output snapshot whose version changed,
+// with its encoding (snapshots.EncodeOutput's), which the store keeps as it
+// is and distribution sends on.
 type OutputPublisher interface {
-	Put(ctx context.Context, cluster, version string, s *snapshotv1.OutputSnapshot) error
+	PutEncoded(ctx context.Context, cluster string, e snapshots.Encoded[*snapshotv1.OutputSnapshot]) error
 }
 
 // OutputLister lists the outputs already published. A publisher that is

@@ -811,11 +811,7 @@ func (t *Translator) publishOne(ctx context.Context, o *snapshotv1.OutputSnapsho
 	// bytes, and distribution sends them as they are.
 	data, err := snapshots.EncodeOutput(o)
 	if err == nil {
-		if ep, ok := t.publish.(snapshots.EncodedPutter[*snapshotv1.OutputSnapshot]); ok {
-			err = ep.PutEncoded(ctx, o.GetCluster(), snapshots.Encoded[*snapshotv1.OutputSnapshot]{Version: o.GetVersion(), Value: o, Data: data})
-		} else {
-			err = t.publish.Put(ctx, o.GetCluster(), o.GetVersion(), o)
-		}
+		err = t.publish.PutEncoded(ctx, o.GetCluster(), snapshots.Encoded[*snapshotv1.OutputSnapshot]{Version: o.GetVersion(), Value: o, Data: data})
 	}
 	if err != nil {
 		t.metrics.ObservePublishError(o.GetCluster())

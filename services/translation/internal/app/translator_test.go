@@ -223,14 +223,14 @@ func TestStoreDownAtStart(t *testing.T) {
 	waitVersion(t, outputs, "west", expected(t, west2).GetVersion())
 }
 
-// flakyPublisher fails the first fails Puts.
+// flakyPublisher fails the first fails puts.
 type flakyPublisher struct {
 	*snapshots.Memory[*snapshotv1.OutputSnapshot]
 	mu    sync.Mutex
 	fails int
 }
 
-func (p *flakyPublisher) Put(ctx context.Context, cluster, version string, s *snapshotv1.OutputSnapshot) error {
+func (p *flakyPublisher) PutEncoded(ctx context.Context, cluster string, e snapshots.Encoded[*snapshotv1.OutputSnapshot]) error {
 	p.mu.Lock()
 	if p.fails > 0 {
 		p.fails--
@@ -238,7 +238,7 @@ func (p *flakyPublisher) Put(ctx context.Context, cluster, version string, s *sn
 		return errDown
 	}
 	p.mu.Unlock()
-	return p.Memory.Put(ctx, cluster, version, s)
+	return p.Memory.PutEncoded(ctx, cluster, e)
 }
 
 func TestPublishRetried(t *testing.T) {
