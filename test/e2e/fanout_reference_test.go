@@ -332,8 +332,8 @@ func ownedObjects(tb testing.TB, ctx context.Context, c *kubetest.Cluster, out *
 //     discovers them and pushes what it found. It first applies its whole
 //     output (about 21,000 objects) before the timed loop.
 //   - The other 99 clusters are simulated agents (harness.SimAgent), each
-//     pushing its reference input and watching its output; their apply is
-//     a no-op.
+//     pushing its reference input and watching its output with deltas, as
+//     agents do; their apply is a no-op.
 //   - The management cluster's input (every policy) is pushed by one more
 //     simulated agent with the cluster name "meshplane", which also
 //     watches that cluster's output: the policies' 15,000 statuses. In an
@@ -347,8 +347,10 @@ func ownedObjects(tb testing.TB, ctx context.Context, c *kubetest.Cluster, out *
 // a watch on the real API server delivers each changed VirtualService
 // with the new retries. It reports edit-to-apiserver-p50-ms and -p99-ms
 // over the iterations, fanout-p50-ms and -p99-ms: until every other
-// output the edit changes (the generator lists them: only the management
-// cluster's, for the policy's status) is acked by its simulated agent,
+// output the edit changes is acked by its simulated agent (the generator
+// lists them: the policy selects a federated service, so every workload
+// cluster's output changes, each client's VirtualService for the
+// federated host, and the management cluster's, for the policy's status),
 // and objects: the owned objects in the real cluster after the first
 // apply. Run it alone, with a count of edits:
 //
