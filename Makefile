@@ -27,7 +27,7 @@ help: ## Show this help.
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## Install redis-server and etcd (apt) if missing; build and cache kube-apiserver, kubectl, helm and istiod (pilot-discovery).
+tools: ## Install redis-server and etcd (apt) if missing; build and cache kube-apiserver, kubectl, helm, istiod (pilot-discovery) and meshplane-istio-validate.
 	@bash hack/tools.sh
 
 .PHONY: generate
@@ -42,12 +42,25 @@ verify-generate: generate ## Fail if the committed generated code differs from a
 	@git diff --exit-code -- libs/gen deploy/crds clients/ts/gen docs/api || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- libs/gen deploy/crds clients/ts/gen docs/api)" || { git status --porcelain -- libs/gen deploy/crds clients/ts/gen docs/api; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
 
+# tools/istiovalidate runs Istio's own validation and analyzers on
+# translation's outputs. It is outside go.work (istio.io/istio pins its own
+# k8s.io/* versions): these flags build it as hack/tools.sh builds
+# pilot-discovery, so that both share the build cache of istio.io/istio.
+ISTIO_VALIDATE_GO := cd tools/istiovalidate && GOWORK=off CGO_ENABLED=0 $(GO)
+ISTIO_VALIDATE_FLAGS := -trimpath
+
+.PHONY: istio-validate
+istio-validate: ## Build bin/meshplane-istio-validate, which `meshctl render --validate` runs (Istio's own validation, offline).
+	@mkdir -p $(BIN)
+	$(ISTIO_VALIDATE_GO) build $(ISTIO_VALIDATE_FLAGS) -ldflags '-s -w' -o $(BIN)/meshplane-istio-validate ./cmd/meshplane-istio-validate
+
 .PHONY: lint
 lint: ## buf lint and breaking check, gofmt, go vet (the layering check is a test: tools/archtest).
 	$(BUF) lint
 	@if git rev-parse --verify -q main >/dev/null; then $(BUF) breaking --against '.git#branch=main'; fi
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^libs/gen/')); test -z "$$out" || { echo "not gofmt-ed:"; echo "$$out"; exit 1; }
 	$(GO) vet $(PKGS)
+	$(ISTIO_VALIDATE_GO) vet $(ISTIO_VALIDATE_FLAGS) ./...
 
 .PHONY: build
 build: ## Build every binary into bin/.
@@ -57,6 +70,7 @@ build: ## Build every binary into bin/.
 .PHONY: test
 test: tools verify-generate lint ## Run every test (needs the tools; installs them when missing).
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	$(ISTIO_VALIDATE_GO) test $(ISTIO_VALIDATE_FLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-short
 test-short: ## Everything but the e2e suite (MESHPLANE_SKIP_E2E=1).

@@ -2,6 +2,8 @@
 # Builds and caches the binaries the tests and the demo need that do not come
 # from apt: kube-apiserver and kubectl (from tools/kube, outside go.work),
 # istiod's pilot-discovery (from tools/istiod, outside go.work),
+# meshplane-istio-validate, Istio's own validation for `meshctl render
+# --validate` (from tools/istiovalidate, outside go.work),
 # helm (go install, for the chart tests), the npm packages of clients/ts
 # (npm ci: protoc-gen-es and Connect-ES), and checks that the Debian packages
 # are present. Idempotent: a warm cache makes
@@ -86,6 +88,20 @@ if [[ ! -x "$bindir/pilot-discovery" || "$(cat "$bindir/pilot-discovery.version"
   (cd "$root/tools/istiod" && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bindir/pilot-discovery.tmp" istio.io/istio/pilot/cmd/pilot-discovery)
   mv "$bindir/pilot-discovery.tmp" "$bindir/pilot-discovery"
   echo "$istio_version" > "$bindir/pilot-discovery.version"
+fi
+
+# meshplane-istio-validate (tools/istiovalidate, outside go.work), which
+# `meshctl render --validate` runs and the meshctl tests use, into the same
+# directory. It is built with pilot-discovery's flags, so that the two
+# share the build cache of istio.io/istio. A stamp of its sources' hash
+# rebuilds it when they change.
+validate_dir="$root/tools/istiovalidate"
+validate_sum=$(cd "$validate_dir" && find . -name '*.go' ! -name '*_test.go' -print0 | sort -z | xargs -0 cat go.mod go.sum | sha256sum | cut -d' ' -f1)
+if [[ ! -x "$bindir/meshplane-istio-validate" || "$(cat "$bindir/meshplane-istio-validate.version" 2>/dev/null)" != "$validate_sum" ]]; then
+  echo "building meshplane-istio-validate into $bindir (a few minutes after pilot-discovery, longer on a cold cache)" >&2
+  (cd "$validate_dir" && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bindir/meshplane-istio-validate.tmp" ./cmd/meshplane-istio-validate)
+  mv "$bindir/meshplane-istio-validate.tmp" "$bindir/meshplane-istio-validate"
+  echo "$validate_sum" > "$bindir/meshplane-istio-validate.version"
 fi
 
 # clients/ts: buf's TypeScript plugin and the Connect-ES runtime, pinned by

@@ -35,11 +35,13 @@ func newRenderCmd() *cobra.Command {
 		clusters   []string
 		showStatus bool
 		strict     bool
+		validate   bool
+		validator  string
 		outDir     string
 		opts       render.Options
 	)
 	cmd := &cobra.Command{
-		Use:   "render -f DIR|FILE [-o yaml|json] [--cluster NAME]",
+		Use:   "render -f DIR|FILE [-o yaml|json] [--cluster NAME] [--strict] [--validate]",
 		Short: "Translate Meshplane resources and discovered objects into Istio YAML per cluster, offline",
 		Long: `Translate a directory of Meshplane resources and discovered objects into
 the Istio objects each cluster would get, offline: no management plane is
@@ -73,13 +75,22 @@ the cluster, with the objects as an agent would apply them. Statuses of
 resources that are not ACCEPTED (INVALID policies with their errors) are
 printed on stderr; --show-status adds every status to the output as a
 commented section, and --strict exits 1 when any resource is INVALID or
-FAILED.`,
+FAILED.
+
+--validate runs Istio's own validation (the code of istiod's validating
+webhook) on every object printed, offline, with the meshplane-istio-validate
+command (found beside meshctl, then on PATH, or given by --validator; build
+it with 'make istio-validate'). It prints each object Istio rejects or
+warns on, with Istio's message, on stderr, and exits 1 when Istio rejects
+one.`,
 		Example: `  # Review what a policy change does, as CI would.
   meshctl render -f policies/ --show-status
   # One cluster, as JSON.
   meshctl render -f policies/ --cluster east -o json | jq '.[0].objects[].kind'
   # An input snapshot dumped from a running management plane.
-  meshctl snapshot dump --cluster east --input | meshctl render -f -`,
+  meshctl snapshot dump --cluster east --input | meshctl render -f -
+  # Fail a CI job when Istio would reject what Meshplane writes.
+  meshctl render -f policies/ --strict --validate > /dev/null`,
 		Args: noArgs,
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "directory or file of resources to render, - for standard input (repeatable)")
@@ -88,6 +99,9 @@ FAILED.`,
 	cmd.Flags().StringVar(&outDir, "output-dir", "", "write one file per cluster, DIR/<cluster>.yaml (or .json), instead of standard output")
 	_ = cmd.MarkFlagDirname("output-dir")
 	cmd.Flags().BoolVar(&strict, "strict", false, "exit 1 when any resource is INVALID or FAILED")
+	cmd.Flags().BoolVar(&validate, "validate", false, "run Istio's validation on every object printed (meshplane-istio-validate); exit 1 when Istio rejects one")
+	cmd.Flags().StringVar(&validator, "validator", "", "path of meshplane-istio-validate for --validate (default: beside meshctl, then on PATH)")
+	_ = cmd.MarkFlagFilename("validator")
 	cmd.Flags().StringVar(&opts.Install, "install", snapshots.DefaultInstall, "install name: the managed-by label, and the name of the management cluster")
 	cmd.Flags().StringVar(&opts.ClusterDomain, "cluster-domain", "cluster.local", "DNS suffix of Services in workload clusters")
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
@@ -98,6 +112,16 @@ FAILED.`,
 		}
 		if err := out.validate(); err != nil {
 			return err
+		}
+		if validator != "" && !validate {
+			return usagef("--validator is for --validate")
+		}
+		var validatorPath string
+		if validate {
+			var err error
+			if validatorPath, err = findValidator(validator); err != nil {
+				return err
+			}
 		}
 		in := &render.Inputs{}
 		for _, f := range files {
@@ -154,6 +178,11 @@ FAILED.`,
 			}
 		} else if err := writeRendered(cmd.OutOrStdout(), out.format, outputs, names, showStatus); err != nil {
 			return err
+		}
+		if validate {
+			if err := validateRendered(cmd.Context(), validatorPath, stderr, outputs, names); err != nil {
+				return err
+			}
 		}
 		if strict && bad > 0 {
 			return silentError{exitFailure}

@@ -57,6 +57,9 @@ func compareAccessAcceptance(a, b *accessPolicy) int {
 func ValidateAccessPolicy(spec *networkingv1.AccessPolicySpec) []string {
 	v := &validator{}
 	for i, sel := range spec.GetSourceSelector() {
+		for j, ns := range sel.GetKubeIdentityMatcher().GetNamespaces() {
+			v.namespace(fmt.Sprintf("spec.sourceSelector[%d].kubeIdentityMatcher.namespaces[%d]", i, j), ns)
+		}
 		refs := sel.GetKubeServiceAccountRefs()
 		if refs == nil {
 			continue
@@ -87,6 +90,8 @@ func ValidateAccessPolicy(spec *networkingv1.AccessPolicySpec) []string {
 			v.add(p, "must not be empty")
 		case strings.Contains(strings.Trim(path, "*"), "*") || path == "**":
 			v.add(p, "%q: a wildcard (*) is only allowed at the start or the end of a path", path)
+		case strings.ContainsAny(path, "{}"):
+			v.add(p, "%q: braces are not allowed (Istio reads them as a path template)", path)
 		}
 	}
 	for i, m := range spec.GetAllowedMethods() {

@@ -19,9 +19,6 @@ const (
 	KindAccessLogPolicy = "AccessLogPolicy"
 )
 
-// headerName is an HTTP header field name (an RFC 9110 token).
-var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-
 // validateAccessLog returns the problems of an AccessLogPolicy's spec,
 // each naming the field.
 func validateAccessLog(spec *observabilityv1.AccessLogPolicySpec) []string {

@@ -38,28 +38,10 @@ func TestWriteReferenceOutput(t *testing.T) {
 	if dir == "" {
 		dir, c, s, p = t.TempDir(), 3, 10, 12
 	}
-	const cluster = "cluster-000"
+	const cluster = referenceCluster
 	inputs := federatedEstate(c, s, p, selectiveExport)
-	base, err := domain.Translate(inputs, domain.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	writeInputs(t, filepath.Join(dir, "inputs"), inputs)
-	edited := shallowInput(inputs["meshplane"])
-	edited.TrafficPolicies = slices.Clone(edited.TrafficPolicies)
-	tp := proto.CloneOf(edited.TrafficPolicies[0])
-	tp.Metadata.Generation++
-	tp.Spec.Policy.Retries.Attempts = 4
-	edited.TrafficPolicies[0] = tp
-	snapshots.SealInput(edited)
-	inputs["meshplane"] = edited
-	after, err := domain.Translate(inputs, domain.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if base[cluster].GetVersion() == after[cluster].GetVersion() {
-		t.Fatalf("the TrafficPolicy edit did not change %s's output", cluster)
-	}
+	base, after := translateReference(t, inputs)
 	var changed []string
 	for _, c := range slices.Sorted(maps.Keys(after)) {
 		if base[c].GetVersion() != after[c].GetVersion() {
@@ -117,4 +99,35 @@ func writeInputs(t *testing.T, dir string, inputs map[string]*snapshotv1.InputSn
 			t.Fatalf("%s does not read back as the input written: %v", path, err)
 		}
 	}
+}
+
+// referenceCluster is the cluster whose output of the reference estate the
+// writers write.
+const referenceCluster = "cluster-000"
+
+// translateReference translates the reference estate's inputs before and
+// after one TrafficPolicy edit (3 to 4 retries), which must change
+// referenceCluster's output. It leaves inputs as they were.
+func translateReference(t *testing.T, inputs map[string]*snapshotv1.InputSnapshot) (base, after map[string]*snapshotv1.OutputSnapshot) {
+	t.Helper()
+	base, err := domain.Translate(inputs, domain.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := shallowInput(inputs["meshplane"])
+	edited.TrafficPolicies = slices.Clone(edited.TrafficPolicies)
+	tp := proto.CloneOf(edited.TrafficPolicies[0])
+	tp.Metadata.Generation++
+	tp.Spec.Policy.Retries.Attempts = 4
+	edited.TrafficPolicies[0] = tp
+	snapshots.SealInput(edited)
+	withEdit := maps.Clone(inputs)
+	withEdit["meshplane"] = edited
+	if after, err = domain.Translate(withEdit, domain.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if base[referenceCluster].GetVersion() == after[referenceCluster].GetVersion() {
+		t.Fatalf("the TrafficPolicy edit did not change %s's output", referenceCluster)
+	}
+	return base, after
 }

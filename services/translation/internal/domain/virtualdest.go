@@ -188,12 +188,7 @@ func ValidateVirtualDestination(spec *networkingv1.VirtualDestinationSpec) []str
 			}
 		}
 		if o := l.GetOutlierDetection(); o != nil {
-			op := "spec.localized.outlierDetection"
-			v.positiveDuration(op+".interval", o.GetInterval())
-			v.positiveDuration(op+".baseEjectionTime", o.GetBaseEjectionTime())
-			if o.GetMaxEjectionPercent() > 100 {
-				v.add(op+".maxEjectionPercent", "must be between 0 and 100")
-			}
+			validateOutlierDetection(v, "spec.localized.outlierDetection", o)
 		}
 	default:
 		v.add("spec", "one of static or localized is required")
