@@ -39,6 +39,10 @@ type Proxy struct {
 	// RouterMode is "sni-dnat" for an east-west gateway (what Istio's
 	// gateway charts set), empty for the standard mode.
 	RouterMode string
+	// ServiceAccount of the pod; "default" when empty.
+	ServiceAccount string
+	// Network of the proxy; istiod's (Options.Network) when empty.
+	Network string
 }
 
 // ADS is one aggregated-discovery stream to istiod, holding what it has
@@ -50,6 +54,9 @@ type ADS struct {
 	cancel context.CancelFunc
 	// The last accepted response per type, for the ACKs.
 	nonce, version map[string]string
+	// The route configurations subscribed to, and the last received.
+	routeNames []string
+	routes     map[string]*routev3.RouteConfiguration
 }
 
 // Connect opens an ADS stream to istiod as proxy p.
@@ -59,6 +66,12 @@ func (id *Istiod) Connect(ctx context.Context, p Proxy) (*ADS, error) {
 	}
 	if p.Namespace == "" {
 		p.Namespace = "default"
+	}
+	if p.ServiceAccount == "" {
+		p.ServiceAccount = "default"
+	}
+	if p.Network == "" {
+		p.Network = id.Network
 	}
 	labels := map[string]any{}
 	for k, v := range p.Labels {
@@ -70,12 +83,15 @@ func (id *Istiod) Connect(ctx context.Context, p Proxy) (*ADS, error) {
 		"CLUSTER_ID":        id.ClusterID,
 		"LABELS":            labels,
 		"INTERCEPTION_MODE": "REDIRECT",
-		"SERVICE_ACCOUNT":   "default",
+		"SERVICE_ACCOUNT":   p.ServiceAccount,
 		"WORKLOAD_NAME":     p.Name,
 		"INSTANCE_IPS":      p.IP,
 	}
 	if p.RouterMode != "" {
 		meta["ROUTER_MODE"] = p.RouterMode
+	}
+	if p.Network != "" {
+		meta["NETWORK"] = p.Network
 	}
 	md, err := structpb.NewStruct(meta)
 	if err != nil {
@@ -118,6 +134,13 @@ func (a *ADS) request(typeURL string, names []string) (*discoveryv3.DiscoveryRes
 	if err := a.stream.Send(req); err != nil {
 		return nil, fmt.Errorf("istiotest: send %s request: %w", typeURL, err)
 	}
+	return a.receive(typeURL, names)
+}
+
+// receive waits for the next response of typeURL and ACKs it (with
+// names, the subscription to keep); it ACKs and drops the responses of
+// other types on the way.
+func (a *ADS) receive(typeURL string, names []string) (*discoveryv3.DiscoveryResponse, error) {
 	for {
 		resp, err := a.stream.Recv()
 		if err != nil {
@@ -180,6 +203,12 @@ func (a *ADS) Routes(names ...string) (map[string]*routev3.RouteConfiguration, e
 	if err != nil {
 		return nil, err
 	}
+	a.routeNames = names
+	return a.decodeRoutes(resp)
+}
+
+// decodeRoutes decodes an RDS response and keeps it as the last one.
+func (a *ADS) decodeRoutes(resp *discoveryv3.DiscoveryResponse) (map[string]*routev3.RouteConfiguration, error) {
 	out := map[string]*routev3.RouteConfiguration{}
 	for _, r := range resp.GetResources() {
 		rc := &routev3.RouteConfiguration{}
@@ -188,6 +217,7 @@ func (a *ADS) Routes(names ...string) (map[string]*routev3.RouteConfiguration, e
 		}
 		out[rc.GetName()] = rc
 	}
+	a.routes = out
 	return out, nil
 }
 
