@@ -35,8 +35,8 @@ type meshEstate struct {
 }
 
 // startMeshEstate starts the estate, gives each workload cluster istiod's
-// objects (for discovery), an east-west gateway at 203.0.113.10+i and pods
-// with IPs in 10.<i+1>.0.0/24, then a real istiod whose log must reject
+// objects (for discovery), an east-west gateway at 203.0.113.10+i and
+// bookinfo pods with IPs in 10.<i+1>.0.0/24, then a real istiod whose log must reject
 // nothing by the end of the test.
 func startMeshEstate(t *testing.T) *meshEstate {
 	t.Helper()
@@ -63,7 +63,7 @@ func startMeshEstate(t *testing.T) *meshEstate {
 		if _, err := svcs.UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := harness.RunPods(ctx, c, i+1); err != nil {
+		if err := harness.RunPods(ctx, c, harness.BookinfoNamespace, i+1); err != nil {
 			t.Fatal(err)
 		}
 		e.istiods[c.Name] = harness.StartIstiod(t, c, td)

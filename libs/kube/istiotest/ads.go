@@ -59,8 +59,20 @@ type ADS struct {
 	routes     map[string]*routev3.RouteConfiguration
 }
 
+// Target is an istiod to dial: its plain-text xDS address, and the
+// cluster and network its proxies say they are in. An Istiod is one; the
+// demo keeps its istiods' Targets for the commands that dial them later.
+type Target struct {
+	// XDSAddr is the plain-text gRPC address ADS clients dial.
+	XDSAddr string `json:"xdsAddr"`
+	// ClusterID is istiod's cluster name (Options.ClusterID).
+	ClusterID string `json:"clusterID"`
+	// Network is Options.Network.
+	Network string `json:"network,omitempty"`
+}
+
 // Connect opens an ADS stream to istiod as proxy p.
-func (id *Istiod) Connect(ctx context.Context, p Proxy) (*ADS, error) {
+func (id Target) Connect(ctx context.Context, p Proxy) (*ADS, error) {
 	if p.Type == "" {
 		p.Type = "sidecar"
 	}

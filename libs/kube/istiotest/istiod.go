@@ -75,17 +75,13 @@ const NetworkLabel = "topology.istio.io/network"
 
 // Istiod is one running pilot-discovery.
 type Istiod struct {
-	// XDSAddr is the plain-text gRPC address ADS clients dial.
-	XDSAddr string
+	Target
 	// HTTPAddr serves /ready and /debug.
-	HTTPAddr  string
-	ClusterID string
-	// Network is Options.Network.
-	Network string
-	logPath string
-	cmd     *exec.Cmd
-	done    chan struct{}
-	waitErr error
+	HTTPAddr string
+	logPath  string
+	cmd      *exec.Cmd
+	done     chan struct{}
+	waitErr  error
 }
 
 // SkipIfAsked skips t when MESHPLANE_SKIP_ISTIO_TESTS=1 or
@@ -127,8 +123,8 @@ func Start(t testing.TB, cluster *kubetest.Cluster, opts Options) *Istiod {
 	return id
 }
 
-// Run starts istiod against cluster, its mesh config and log in dir, and
-// returns once /ready answers 200; Stop stops it. It creates the
+// Run starts istiod against cluster, its mesh config (mesh.yaml) and log
+// (istiod.log) in dir, and returns once /ready answers 200; Stop stops it. It creates the
 // istio-system namespace (labelled with opts.Network). ctx bounds the
 // start only. It does not depend on a test, so the demo uses it too.
 func Run(ctx context.Context, cluster *kubetest.Cluster, dir string, opts Options) (*Istiod, error) {
@@ -195,15 +191,16 @@ func launch(ctx context.Context, bin, dir, kubeconfig, meshConfig string, opts O
 		}
 		ports[i] = addr
 	}
-	id := &Istiod{XDSAddr: ports[0], HTTPAddr: ports[1], ClusterID: opts.ClusterID, Network: opts.Network, done: make(chan struct{})}
+	id := &Istiod{Target: Target{XDSAddr: ports[0], ClusterID: opts.ClusterID, Network: opts.Network}, HTTPAddr: ports[1], done: make(chan struct{})}
 	if id.ClusterID == "" {
 		id.ClusterID = "Kubernetes"
 	}
-	f, err := os.CreateTemp(dir, "istiod-*.log")
+	// A retried start appends to the same log.
+	id.logPath = filepath.Join(dir, "istiod.log")
+	f, err := os.OpenFile(id.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	id.logPath = f.Name()
 	args := []string{"discovery",
 		"--kubeconfig", kubeconfig,
 		"--meshConfig", meshConfig,

@@ -35,21 +35,19 @@ func StartIstiod(t testing.TB, c *kubetest.Cluster, trustDomain string) *istiote
 	return istiotest.Start(t, c, IstiodOptions(c, trustDomain))
 }
 
-// RunPods does for c's pods what a scheduler and kubelets would: each pod
-// without an IP gets one, 10.<subnet>.0.<n> in the order of namespace and
-// name, and is Running and Ready. istiod needs it: it finds a proxy's pod
-// by its IP, and the pod's Services by it, to build the inbound listener.
-// Agents' discovery reads the IPs too.
-func RunPods(ctx context.Context, c *kubetest.Cluster, subnet int) error {
-	pods := c.Clientset().CoreV1().Pods("")
+// RunPods does for the pods of namespace in c what a scheduler and
+// kubelets would: each pod without an IP gets one, 10.<subnet>.0.<n> in
+// the order of their names, and is Running and Ready. istiod needs it: it
+// finds a proxy's pod by its IP, and the pod's Services by it, to build
+// the inbound listener. Agents' discovery reads the IPs too.
+func RunPods(ctx context.Context, c *kubetest.Cluster, namespace string, subnet int) error {
+	pods := c.Clientset().CoreV1().Pods(namespace)
 	list, err := pods.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list the pods of %s: %w", c.Name, err)
 	}
 	items := list.Items
-	slices.SortFunc(items, func(a, b corev1.Pod) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
+	slices.SortFunc(items, func(a, b corev1.Pod) int { return cmp.Compare(a.Name, b.Name) })
 	used := map[string]bool{}
 	for _, p := range items {
 		used[p.Status.PodIP] = true
@@ -76,7 +74,7 @@ func RunPods(ctx context.Context, c *kubetest.Cluster, subnet int) error {
 				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue},
 			},
 		}
-		if _, err := c.Clientset().CoreV1().Pods(p.Namespace).UpdateStatus(ctx, &p, metav1.UpdateOptions{}); err != nil {
+		if _, err := pods.UpdateStatus(ctx, &p, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("set the status of pod %s/%s in %s: %w", p.Namespace, p.Name, c.Name, err)
 		}
 	}
