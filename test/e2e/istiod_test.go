@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -253,21 +254,68 @@ func trafficPolicyRoute(t *testing.T, e *meshEstate, east, west *kubetest.Cluste
 		}
 	}
 
-	var took []time.Duration
+	var took, inKube []time.Duration
 	for attempts := uint32(3); attempts <= 7; attempts++ {
 		want.attempts = attempts
+		written := watchRetries(t, east, attempts)
 		start := time.Now()
 		if err := e.mgmt.ApplyYAML(t.Context(), reviewsTrafficPolicy(int(attempts))); err != nil {
 			t.Fatal(err)
 		}
 		at := awaitRoute(t, e, east, ads[east.Name], want)
-		took = append(took, at.Sub(start))
-		t.Logf("edit retries.attempts -> %d: in east's sidecar route after %v", attempts, at.Sub(start).Round(time.Millisecond))
+		var vs time.Time
+		select {
+		case vs = <-written:
+		case <-time.After(time.Minute):
+			t.Fatalf("east's VirtualService reviews never showed %d retries, though the route did", attempts)
+		}
+		took, inKube = append(took, at.Sub(start)), append(inKube, vs.Sub(start))
+		t.Logf("edit retries.attempts -> %d: VirtualService in east's API server after %v, in east's sidecar route after %v",
+			attempts, vs.Sub(start).Round(time.Millisecond), at.Sub(start).Round(time.Millisecond))
 	}
 	awaitRoute(t, e, west, ads[west.Name], want)
 	slices.Sort(took)
-	t.Logf("policy edit in the management cluster -> route in the sidecar's xDS (istiod's push to the test's ADS client): median %v of %d edits (min %v, max %v)",
-		took[len(took)/2].Round(time.Millisecond), len(took), took[0].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+	slices.Sort(inKube)
+	t.Logf("policy edit in the management cluster -> route in the sidecar's xDS (istiod's push to the test's ADS client): median %v of %d edits (min %v, max %v); "+
+		"-> VirtualService readable in the cluster's API server: median %v",
+		took[len(took)/2].Round(time.Millisecond), len(took), took[0].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond),
+		inKube[len(inKube)/2].Round(time.Millisecond))
+}
+
+// watchRetries watches c's VirtualService reviews from now on, and sends
+// the time its last HTTP route first says attempts retries.
+func watchRetries(t *testing.T, c *kubetest.Cluster, attempts uint32) <-chan time.Time {
+	t.Helper()
+	vss := c.Dynamic().Resource(virtualServices).Namespace(harness.BookinfoNamespace)
+	cur, err := vss.Get(t.Context(), "reviews", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := vss.Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=reviews", ResourceVersion: cur.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan time.Time, 1)
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			at := time.Now()
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			routes, _, _ := unstructured.NestedSlice(u.Object, "spec", "http")
+			if len(routes) == 0 {
+				continue
+			}
+			got, _, _ := unstructured.NestedInt64(routes[len(routes)-1].(map[string]any), "retries", "attempts")
+			if got == int64(attempts) {
+				out <- at
+				return
+			}
+		}
+	}()
+	return out
 }
 
 // awaitRoute waits for istiod's route 9080 on ads to carry want, and
