@@ -31,6 +31,8 @@ type Proxy struct {
 	IP string
 	// Name and Namespace of the pod.
 	Name, Namespace string
+	// ServiceAccount the pod runs as; "default" when empty.
+	ServiceAccount string
 	// Labels of the pod, which Gateway selectors and workload selectors
 	// match.
 	Labels map[string]string
@@ -39,8 +41,6 @@ type Proxy struct {
 	// RouterMode is "sni-dnat" for an east-west gateway (what Istio's
 	// gateway charts set), empty for the standard mode.
 	RouterMode string
-	// ServiceAccount of the pod; "default" when empty.
-	ServiceAccount string
 	// Network of the proxy; istiod's (Options.Network) when empty.
 	Network string
 }
