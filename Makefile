@@ -76,13 +76,17 @@ test: tools verify-generate lint ## Run every test (needs the tools; installs th
 test-short: ## Everything but the e2e suite (MESHPLANE_SKIP_E2E=1).
 	MESHPLANE_SKIP_E2E=1 $(GO) test -short $(PKGS)
 
+# ISTIOD=on builds istiod (once, about 20 CPU-minutes) and runs it in the
+# demo; ISTIOD=off never runs it; unset, the demo runs it when it is built.
+ISTIOD ?=
+
 .PHONY: demo-tools
-demo-tools: ## Only what the demo runs: redis-server and etcd (apt), kube-apiserver and kubectl (no npm, helm or istiod).
-	@bash hack/tools.sh --demo
+demo-tools: ## Only what the demo runs: redis-server and etcd (apt), kube-apiserver and kubectl (no npm or helm; istiod only with ISTIOD=on).
+	@bash hack/tools.sh --demo $(if $(filter on 1 true yes,$(ISTIOD)),--istiod)
 
 .PHONY: demo
-demo: demo-tools build ## The main job: all-in-one management plane, a management cluster, two clusters with bookinfo, two agents.
-	$(GO) run ./test/e2e/cmd/demo --bin $(BIN) $(DEMO_ARGS)
+demo: demo-tools build ## The main job: all-in-one management plane, a management cluster, two clusters with bookinfo, two agents; istiod per cluster when built (ISTIOD=on|off).
+	$(GO) run ./test/e2e/cmd/demo --bin $(BIN) $(if $(ISTIOD),--istiod=$(ISTIOD)) $(DEMO_ARGS)
 
 .PHONY: bench
 bench: ## Run the benchmarks.

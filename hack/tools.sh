@@ -9,11 +9,13 @@
 # are present. Idempotent: a warm cache makes
 # this a few stat calls.
 #
-#   hack/tools.sh            build what is missing
-#   hack/tools.sh --demo     only what `make demo` runs: redis-server, etcd,
-#                            kube-apiserver and kubectl (no node/npm, helm
-#                            or istiod)
-#   hack/tools.sh --print    print the cache dir
+#   hack/tools.sh                  build what is missing
+#   hack/tools.sh --demo           only what `make demo` runs: redis-server,
+#                                  etcd, kube-apiserver and kubectl (no
+#                                  node/npm, helm or istiod)
+#   hack/tools.sh --demo --istiod  the same and istiod, for
+#                                  `make demo ISTIOD=on`
+#   hack/tools.sh --print          print the cache dir
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,14 +24,16 @@ helm_version=v3.22.0
 cache=${MESHPLANE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/meshplane/tools}
 bindir="$cache/k8s-$k8s_version"
 
-if [[ "${1:-}" == "--print" ]]; then
-  echo "$bindir"
-  exit 0
-fi
 demo_only=false
-if [[ "${1:-}" == "--demo" ]]; then
-  demo_only=true
-fi
+demo_istiod=false
+for arg in "$@"; do
+  case "$arg" in
+    --print) echo "$bindir"; exit 0 ;;
+    --demo) demo_only=true ;;
+    --istiod) demo_istiod=true ;;
+    *) echo "hack/tools.sh: unknown argument $arg (want --demo, --istiod or --print)" >&2; exit 2 ;;
+  esac
+done
 
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
@@ -63,7 +67,26 @@ for cmd in kube-apiserver kubectl; do
   fi
 done
 
+# istiod (pilot-discovery) for the Istio-in-the-loop tests
+# (libs/kube/istiotest) and the demo's --istiod, from tools/istiod (outside
+# go.work), into the same directory; a stamp file records the version, so a
+# bump rebuilds it. The first build takes about 20 minutes of CPU; the
+# binary is about 190 MB.
+build_istiod() {
+  local istio_version
+  istio_version=$(sed -n 's/^require istio.io\/istio \(.*\)$/\1/p' "$root/tools/istiod/go.mod")
+  if [[ ! -x "$bindir/pilot-discovery" || "$(cat "$bindir/pilot-discovery.version" 2>/dev/null)" != "$istio_version" ]]; then
+    echo "building pilot-discovery (istio.io/istio $istio_version) into $bindir (about 20 minutes of CPU on a cold cache)" >&2
+    (cd "$root/tools/istiod" && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bindir/pilot-discovery.tmp" istio.io/istio/pilot/cmd/pilot-discovery)
+    mv "$bindir/pilot-discovery.tmp" "$bindir/pilot-discovery"
+    echo "$istio_version" > "$bindir/pilot-discovery.version"
+  fi
+}
+
 if $demo_only; then
+  if $demo_istiod; then
+    build_istiod
+  fi
   exit 0
 fi
 
@@ -78,17 +101,7 @@ if [[ ! -x "$bindir/helm" || "$(cat "$bindir/helm.version" 2>/dev/null)" != "$he
   echo "$helm_version" > "$bindir/helm.version"
 fi
 
-# istiod (pilot-discovery) for the Istio-in-the-loop tests
-# (libs/kube/istiotest), from tools/istiod (outside go.work), into the same
-# directory; a stamp file records the version, so a bump rebuilds it. The
-# first build takes about 20 minutes of CPU; the binary is about 190 MB.
-istio_version=$(sed -n 's/^require istio.io\/istio \(.*\)$/\1/p' "$root/tools/istiod/go.mod")
-if [[ ! -x "$bindir/pilot-discovery" || "$(cat "$bindir/pilot-discovery.version" 2>/dev/null)" != "$istio_version" ]]; then
-  echo "building pilot-discovery (istio.io/istio $istio_version) into $bindir (about 20 minutes of CPU on a cold cache)" >&2
-  (cd "$root/tools/istiod" && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bindir/pilot-discovery.tmp" istio.io/istio/pilot/cmd/pilot-discovery)
-  mv "$bindir/pilot-discovery.tmp" "$bindir/pilot-discovery"
-  echo "$istio_version" > "$bindir/pilot-discovery.version"
-fi
+build_istiod
 
 # meshplane-istio-validate (tools/istiovalidate, outside go.work), which
 # `meshctl render --validate` runs and the meshctl tests use, into the same

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshplane/meshplane/libs/kube/istiotest"
 	"github.com/meshplane/meshplane/test/e2e/harness"
 )
 
@@ -22,12 +23,15 @@ type docBlock struct {
 	code   string
 	skip   string // the reason, when the block is not run
 	demo   bool   // the block that starts the demo: the test starts it
+	istiod bool   // runs only when the demo runs istiod
 	expect []string
 }
 
 // parseDocBlocks reads the ```sh blocks of a Markdown file. A block is
 // run unless a `<!-- doctest: skip (reason) -->` comment precedes it;
 // `<!-- doctest: demo -->` marks the block the harness stands in for;
+// `<!-- doctest: istiod -->` a block that needs the demo's istiod (run
+// unless MESHPLANE_SKIP_ISTIO_TESTS=1);
 // `<!-- doctest: expect TEXT -->` asks that the block's output contain TEXT.
 // Other fences (```text, ```yaml) are output or examples, and not run.
 func parseDocBlocks(path string) ([]docBlock, error) {
@@ -69,16 +73,18 @@ func parseDocBlocks(path string) ([]docBlock, error) {
 			switch {
 			case d == "demo":
 				pending.demo = true
+			case d == "istiod":
+				pending.istiod = true
 			case strings.HasPrefix(d, "skip "):
 				pending.skip = strings.TrimPrefix(d, "skip ")
 			case strings.HasPrefix(d, "expect "):
 				pending.expect = append(pending.expect, strings.TrimPrefix(d, "expect "))
 			default:
-				return nil, fmt.Errorf("%s:%d: unknown doctest comment %q (want demo, skip (reason) or expect TEXT)", path, n, d)
+				return nil, fmt.Errorf("%s:%d: unknown doctest comment %q (want demo, istiod, skip (reason) or expect TEXT)", path, n, d)
 			}
 		case strings.TrimSpace(line) != "":
 			// A doctest comment belongs to the fence right below it.
-			if pending.demo || pending.skip != "" || len(pending.expect) > 0 {
+			if pending.demo || pending.istiod || pending.skip != "" || len(pending.expect) > 0 {
 				return nil, fmt.Errorf("%s:%d: a doctest comment is not directly above a ```sh fence", path, n-1)
 			}
 		}
@@ -92,8 +98,9 @@ func parseDocBlocks(path string) ([]docBlock, error) {
 // TestGettingStarted runs docs/getting-started.md: the demo stands in for
 // its `make demo` block (built from test/e2e/cmd/demo, with this run's
 // binaries, its state in a temporary directory's .demo as `make demo`
-// writes it in a checkout), and every other ```sh block runs, in order,
-// in one bash in that directory, as a user types them in a second
+// writes it in a checkout, and istiod on, unless MESHPLANE_SKIP_ISTIO_TESTS=1
+// skips the blocks that need it), and every other ```sh block runs, in
+// order, in one bash in that directory, as a user types them in a second
 // terminal. Each block must succeed and print what its expect comments
 // say.
 func TestGettingStarted(t *testing.T) {
@@ -105,8 +112,11 @@ func TestGettingStarted(t *testing.T) {
 	}
 	var run []docBlock
 	demos := 0
+	istiod := os.Getenv(istiotest.EnvSkip) != "1"
 	for _, b := range blocks {
 		switch {
+		case b.istiod && !istiod:
+			t.Logf("%s:%d: not run: it needs the demo's istiod, and %s=1", doc, b.line, istiotest.EnvSkip)
 		case b.demo:
 			demos++
 			if strings.TrimSpace(b.code) != "make demo" {
@@ -122,6 +132,10 @@ func TestGettingStarted(t *testing.T) {
 		t.Fatalf("%s: %d demo blocks and %d blocks to run; want one demo block and some to run", doc, demos, len(run))
 	}
 
+	istiodFlag := "off"
+	if istiod {
+		istiodFlag = "on"
+	}
 	ctx := t.Context()
 	work := t.TempDir()
 	demoBin := filepath.Join(work, "demo-bin")
@@ -130,7 +144,7 @@ func TestGettingStarted(t *testing.T) {
 	}
 	demo, err := harness.Start(harness.Spec{
 		Name: "demo", Binary: harness.Binary(demoBin, "demo"),
-		Args:   []string{"--bin", binDir, "--dir", filepath.Join(work, ".demo")},
+		Args:   []string{"--bin", binDir, "--dir", filepath.Join(work, ".demo"), "--istiod=" + istiodFlag},
 		LogDir: filepath.Join(work, "logs"),
 	})
 	if err != nil {
@@ -210,12 +224,12 @@ func TestParseDocBlocks(t *testing.T) {
 		}
 		return p
 	}
-	blocks, err := parseDocBlocks(write("intro\n<!-- doctest: skip (installs) -->\n```sh\napt-get install x\n```\n\n```text\nnot run\n```\n<!-- doctest: demo -->\n```sh\nmake demo\n```\n<!-- doctest: expect a b -->\n<!-- doctest: expect c -->\n```sh\necho a b c\necho d\n```\n"))
+	blocks, err := parseDocBlocks(write("intro\n<!-- doctest: skip (installs) -->\n```sh\napt-get install x\n```\n\n```text\nnot run\n```\n<!-- doctest: demo -->\n```sh\nmake demo\n```\n<!-- doctest: expect a b -->\n<!-- doctest: expect c -->\n```sh\necho a b c\necho d\n```\n<!-- doctest: istiod -->\n```sh\nroute\n```\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(blocks) != 3 || blocks[0].skip != "(installs)" || !blocks[1].demo || blocks[2].code != "echo a b c\necho d\n" ||
-		strings.Join(blocks[2].expect, "|") != "a b|c" || blocks[2].line != 16 {
+	if len(blocks) != 4 || blocks[0].skip != "(installs)" || !blocks[1].demo || blocks[2].code != "echo a b c\necho d\n" ||
+		strings.Join(blocks[2].expect, "|") != "a b|c" || blocks[2].line != 16 || blocks[2].istiod || !blocks[3].istiod {
 		t.Fatalf("blocks = %+v", blocks)
 	}
 	for body, want := range map[string]string{

@@ -31,6 +31,8 @@ type Proxy struct {
 	IP string
 	// Name and Namespace of the pod.
 	Name, Namespace string
+	// ServiceAccount the pod runs as; "default" when empty.
+	ServiceAccount string
 	// Labels of the pod, which Gateway selectors and workload selectors
 	// match.
 	Labels map[string]string
@@ -39,6 +41,8 @@ type Proxy struct {
 	// RouterMode is "sni-dnat" for an east-west gateway (what Istio's
 	// gateway charts set), empty for the standard mode.
 	RouterMode string
+	// Network of the proxy; istiod's (Options.Network) when empty.
+	Network string
 }
 
 // ADS is one aggregated-discovery stream to istiod, holding what it has
@@ -50,15 +54,36 @@ type ADS struct {
 	cancel context.CancelFunc
 	// The last accepted response per type, for the ACKs.
 	nonce, version map[string]string
+	// The route configurations subscribed to, and the last received.
+	routeNames []string
+	routes     map[string]*routev3.RouteConfiguration
+}
+
+// Target is an istiod to dial: its plain-text xDS address, and the
+// cluster and network its proxies say they are in. An Istiod is one; the
+// demo keeps its istiods' Targets for the commands that dial them later.
+type Target struct {
+	// XDSAddr is the plain-text gRPC address ADS clients dial.
+	XDSAddr string `json:"xdsAddr"`
+	// ClusterID is istiod's cluster name (Options.ClusterID).
+	ClusterID string `json:"clusterID"`
+	// Network is Options.Network.
+	Network string `json:"network,omitempty"`
 }
 
 // Connect opens an ADS stream to istiod as proxy p.
-func (id *Istiod) Connect(ctx context.Context, p Proxy) (*ADS, error) {
+func (id Target) Connect(ctx context.Context, p Proxy) (*ADS, error) {
 	if p.Type == "" {
 		p.Type = "sidecar"
 	}
 	if p.Namespace == "" {
 		p.Namespace = "default"
+	}
+	if p.ServiceAccount == "" {
+		p.ServiceAccount = "default"
+	}
+	if p.Network == "" {
+		p.Network = id.Network
 	}
 	labels := map[string]any{}
 	for k, v := range p.Labels {
@@ -70,12 +95,15 @@ func (id *Istiod) Connect(ctx context.Context, p Proxy) (*ADS, error) {
 		"CLUSTER_ID":        id.ClusterID,
 		"LABELS":            labels,
 		"INTERCEPTION_MODE": "REDIRECT",
-		"SERVICE_ACCOUNT":   "default",
+		"SERVICE_ACCOUNT":   p.ServiceAccount,
 		"WORKLOAD_NAME":     p.Name,
 		"INSTANCE_IPS":      p.IP,
 	}
 	if p.RouterMode != "" {
 		meta["ROUTER_MODE"] = p.RouterMode
+	}
+	if p.Network != "" {
+		meta["NETWORK"] = p.Network
 	}
 	md, err := structpb.NewStruct(meta)
 	if err != nil {
@@ -118,6 +146,13 @@ func (a *ADS) request(typeURL string, names []string) (*discoveryv3.DiscoveryRes
 	if err := a.stream.Send(req); err != nil {
 		return nil, fmt.Errorf("istiotest: send %s request: %w", typeURL, err)
 	}
+	return a.receive(typeURL, names)
+}
+
+// receive waits for the next response of typeURL and ACKs it (with
+// names, the subscription to keep); it ACKs and drops the responses of
+// other types on the way.
+func (a *ADS) receive(typeURL string, names []string) (*discoveryv3.DiscoveryResponse, error) {
 	for {
 		resp, err := a.stream.Recv()
 		if err != nil {
@@ -180,6 +215,12 @@ func (a *ADS) Routes(names ...string) (map[string]*routev3.RouteConfiguration, e
 	if err != nil {
 		return nil, err
 	}
+	a.routeNames = names
+	return a.decodeRoutes(resp)
+}
+
+// decodeRoutes decodes an RDS response and keeps it as the last one.
+func (a *ADS) decodeRoutes(resp *discoveryv3.DiscoveryResponse) (map[string]*routev3.RouteConfiguration, error) {
 	out := map[string]*routev3.RouteConfiguration{}
 	for _, r := range resp.GetResources() {
 		rc := &routev3.RouteConfiguration{}
@@ -188,6 +229,7 @@ func (a *ADS) Routes(names ...string) (map[string]*routev3.RouteConfiguration, e
 		}
 		out[rc.GetName()] = rc
 	}
+	a.routes = out
 	return out, nil
 }
 

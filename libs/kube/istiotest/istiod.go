@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // IstioVersion is the istio.io/istio version tools/istiod builds. Keep it
@@ -58,19 +59,29 @@ type Options struct {
 	// ClusterID is istiod's cluster name (the CLUSTER_ID proxies send);
 	// "Kubernetes" when empty, Istio's default.
 	ClusterID string
+	// Network is the cluster's network, for multi-network meshes: istiod
+	// reads it from the label topology.istio.io/network of its namespace,
+	// which Run sets, and proxies that connect say it in their metadata
+	// (Proxy.Network defaults to it). Empty: no network, Istio's default.
+	Network string
+	// FailOnRejections makes Start's cleanup fail the test when istiod's
+	// log has a line that rejects or ignores config (see Rejections).
+	FailOnRejections bool
 }
+
+// NetworkLabel is the label of istiod's namespace that names its
+// cluster's network.
+const NetworkLabel = "topology.istio.io/network"
 
 // Istiod is one running pilot-discovery.
 type Istiod struct {
-	// XDSAddr is the plain-text gRPC address ADS clients dial.
-	XDSAddr string
+	Target
 	// HTTPAddr serves /ready and /debug.
-	HTTPAddr  string
-	ClusterID string
-	logPath   string
-	cmd       *exec.Cmd
-	done      chan struct{}
-	waitErr   error
+	HTTPAddr string
+	logPath  string
+	cmd      *exec.Cmd
+	done     chan struct{}
+	waitErr  error
 }
 
 // SkipIfAsked skips t when MESHPLANE_SKIP_ISTIO_TESTS=1 or
@@ -86,22 +97,44 @@ func SkipIfAsked(t testing.TB) {
 	}
 }
 
-// Start starts istiod against cluster and stops it in t.Cleanup. It
-// creates the istio-system namespace, and returns once /ready answers 200.
-// It fails the test, with a how-to, when the binary is missing.
+// Start starts istiod against cluster for a test (Run, with the test's
+// temporary directory) and stops it in t.Cleanup, printing its log's tail
+// when the test failed, and failing the test when opts.FailOnRejections
+// and its log rejects or ignores config. It fails the test, with a
+// how-to, when the binary is missing.
 func Start(t testing.TB, cluster *kubetest.Cluster, opts Options) *Istiod {
 	t.Helper()
 	SkipIfAsked(t)
-	bin, err := PilotDiscoveryPath()
+	id, err := Run(t.Context(), cluster, t.TempDir(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := t.Context()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: RootNamespace}}
-	if _, err := cluster.Clientset().CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("istiotest: create namespace %s: %v", RootNamespace, err)
+	t.Cleanup(func() {
+		id.Stop()
+		if opts.FailOnRejections {
+			if lines := id.Rejections(); len(lines) > 0 {
+				t.Errorf("istiod of cluster %s rejected or ignored config (log %s):\n%s", id.ClusterID, id.logPath, strings.Join(lines, "\n"))
+			}
+		}
+		if t.Failed() {
+			t.Logf("istiod of cluster %s: log %s ends with:\n%s", id.ClusterID, id.logPath, id.LogTail(40))
+		}
+	})
+	return id
+}
+
+// Run starts istiod against cluster, its mesh config (mesh.yaml) and log
+// (istiod.log) in dir, and returns once /ready answers 200; Stop stops it. It creates the
+// istio-system namespace (labelled with opts.Network). ctx bounds the
+// start only. It does not depend on a test, so the demo uses it too.
+func Run(ctx context.Context, cluster *kubetest.Cluster, dir string, opts Options) (*Istiod, error) {
+	bin, err := PilotDiscoveryPath()
+	if err != nil {
+		return nil, err
 	}
-	dir := t.TempDir()
+	if err := prepareNamespace(ctx, cluster, opts.Network); err != nil {
+		return nil, err
+	}
 	td := opts.TrustDomain
 	if td == "" {
 		td = "cluster.local"
@@ -111,39 +144,63 @@ func Start(t testing.TB, cluster *kubetest.Cluster, opts Options) *Istiod {
 	// istiod's. No tracing, no access log: nothing else to talk to.
 	mc := "trustDomain: " + td + "\nrootNamespace: " + RootNamespace + "\nenableTracing: false\ndefaultConfig:\n  discoveryAddress: 127.0.0.1:15012\n"
 	if err := os.WriteFile(meshConfig, []byte(mc), 0o644); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	// istiod cannot take passed listeners: free ports are picked, and the
 	// start is retried when another process took one first.
-	var id *Istiod
 	for attempt := 1; ; attempt++ {
-		id, err = launch(t, bin, dir, cluster.Kubeconfig(), meshConfig, opts.ClusterID)
+		id, err := launch(ctx, bin, dir, cluster.Kubeconfig(), meshConfig, opts)
 		if err == nil {
-			break
+			return id, nil
 		}
 		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
-			t.Fatalf("istiotest: %v", err)
+			return nil, fmt.Errorf("istiotest: %w", err)
 		}
 	}
-	return id
 }
 
-// launch starts istiod once and waits until it is ready; it stops it in
-// t.Cleanup, and at once when it does not get ready.
-func launch(t testing.TB, bin, dir, kubeconfig, meshConfig, clusterID string) (*Istiod, error) {
+// prepareNamespace creates istiod's namespace, or labels the one there,
+// with the network.
+func prepareNamespace(ctx context.Context, cluster *kubetest.Cluster, network string) error {
+	nss := cluster.Clientset().CoreV1().Namespaces()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: RootNamespace}}
+	if network != "" {
+		ns.Labels = map[string]string{NetworkLabel: network}
+	}
+	_, err := nss.Create(ctx, ns, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err) && network != "":
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, NetworkLabel, network)
+		if _, err := nss.Patch(ctx, RootNamespace, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("istiotest: label namespace %s with network %s: %w", RootNamespace, network, err)
+		}
+	case err != nil && !apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("istiotest: create namespace %s: %w", RootNamespace, err)
+	}
+	return nil
+}
+
+// launch starts istiod once and waits until it is ready; it stops it at
+// once when it does not get ready.
+func launch(ctx context.Context, bin, dir, kubeconfig, meshConfig string, opts Options) (*Istiod, error) {
 	ports := make([]string, 4)
 	for i := range ports {
-		ports[i] = freeAddr(t)
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = addr
 	}
-	id := &Istiod{XDSAddr: ports[0], HTTPAddr: ports[1], ClusterID: clusterID, done: make(chan struct{})}
+	id := &Istiod{Target: Target{XDSAddr: ports[0], ClusterID: opts.ClusterID, Network: opts.Network}, HTTPAddr: ports[1], done: make(chan struct{})}
 	if id.ClusterID == "" {
 		id.ClusterID = "Kubernetes"
 	}
-	f, err := os.CreateTemp(dir, "istiod-*.log")
+	// A retried start appends to the same log.
+	id.logPath = filepath.Join(dir, "istiod.log")
+	f, err := os.OpenFile(id.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	id.logPath = f.Name()
 	args := []string{"discovery",
 		"--kubeconfig", kubeconfig,
 		"--meshConfig", meshConfig,
@@ -153,6 +210,8 @@ func launch(t testing.TB, bin, dir, kubeconfig, meshConfig, clusterID string) (*
 		"--monitoringAddr", ports[2],
 		"--httpsAddr", ports[3],
 		"--secureGRPCAddr", "",
+		// ControlZ's fixed 9876 would be taken by a second istiod.
+		"--ctrlz_port", "0",
 		"--clusterID", id.ClusterID,
 		"--domain", "cluster.local",
 	}
@@ -176,7 +235,7 @@ func launch(t testing.TB, bin, dir, kubeconfig, meshConfig, clusterID string) (*
 		close(id.done)
 	}()
 	client := &http.Client{Timeout: 2 * time.Second}
-	err = kubetest.WaitFor(t.Context(), 2*time.Minute, func(ctx context.Context) (bool, error) {
+	err = kubetest.WaitFor(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		if err := id.Exited(); err != nil {
 			return false, err
 		}
@@ -190,17 +249,14 @@ func launch(t testing.TB, bin, dir, kubeconfig, meshConfig, clusterID string) (*
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		id.stop()
+		id.Stop()
 		return nil, fmt.Errorf("istiod is not ready: %v; log ends with:\n%s", err, id.LogTail(30))
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("istiod log %s ends with:\n%s", id.logPath, id.LogTail(40))
-		}
-		id.stop()
-	})
 	return id, nil
 }
+
+// LogPath is the file istiod writes its log to.
+func (id *Istiod) LogPath() string { return id.logPath }
 
 // Exited returns an error when istiod has exited (crashed), saying how,
 // and nil while it runs.
@@ -255,7 +311,8 @@ func (id *Istiod) LogTail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-func (id *Istiod) stop() {
+// Stop stops istiod: SIGTERM, and SIGKILL after 10 s.
+func (id *Istiod) Stop() {
 	select {
 	case <-id.done:
 		return
@@ -271,12 +328,11 @@ func (id *Istiod) stop() {
 }
 
 // freeAddr returns a 127.0.0.1 address with a port free right now.
-func freeAddr(t testing.TB) string {
-	t.Helper()
+func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer l.Close()
-	return l.Addr().String()
+	return l.Addr().String(), nil
 }

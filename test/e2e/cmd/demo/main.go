@@ -11,7 +11,14 @@
 // them (.demo/env), prints how to use meshctl and kubectl, and keeps
 // everything running until Ctrl-C.
 //
-//	go run ./test/e2e/cmd/demo --bin ./bin
+// With --istiod (on, or auto when pilot-discovery is built), each workload
+// cluster also runs a real istiod on its API server, the bookinfo pods get
+// IPs, and the demo prints the route istiod gives productpage's sidecar
+// for reviews; `meshplane-demo route` (the demo's own binary, copied to
+// .demo/bin) prints it for any pod and host while the demo runs.
+//
+//	go run ./test/e2e/cmd/demo --bin ./bin [--istiod auto|on|off]
+//	go run ./test/e2e/cmd/demo route [flags] HOST:PORT
 package main
 
 import (
@@ -26,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meshplane/meshplane/libs/kube/istiotest"
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/test/e2e/harness"
@@ -49,13 +57,22 @@ var (
 const mirrorNamespace = "meshplane"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "route" {
+		os.Exit(routeMain(os.Args[2:]))
+	}
 	bin := flag.String("bin", "bin", "directory of the built commands (make build)")
 	dir := flag.String("dir", ".demo", "directory for the demo's state, logs and kubeconfigs")
 	once := flag.Bool("once", false, "exit after the DestinationRules are listed instead of waiting for Ctrl-C")
+	istiod := flag.String("istiod", "auto", "run a real istiod (pilot-discovery) per workload cluster: on, off, or auto (when it is built in the tools cache; the demo never builds it)")
 	flag.Parse()
+	mode, err := parseIstiodMode(*istiod)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *bin, *dir, *once); err != nil {
+	if err := run(ctx, *bin, *dir, *once, mode); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -63,7 +80,7 @@ func main() {
 
 func step(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
 
-func run(ctx context.Context, bin, dir string, once bool) error {
+func run(ctx context.Context, bin, dir string, once bool, mode istiodMode) error {
 	bin, _ = filepath.Abs(bin)
 	dir, _ = filepath.Abs(dir)
 	if err := os.RemoveAll(dir); err != nil {
@@ -74,6 +91,11 @@ func run(ctx context.Context, bin, dir string, once bool) error {
 		return err
 	}
 	names := []string{"east", "west"}
+	withIstiod, why, err := mode.decide()
+	if err != nil {
+		return err
+	}
+	step("%s", why)
 
 	step("starting two workload clusters (kube-apiserver + etcd each): %v", names)
 	var clusters []*kubetest.Cluster
@@ -142,6 +164,18 @@ func run(ctx context.Context, bin, dir string, once bool) error {
 		defer agent.Stop()
 		procs = append(procs, agent)
 	}
+	var istiods []*istiotest.Istiod
+	if withIstiod {
+		step("giving the bookinfo pods IPs (as kubelets would) and starting a real istiod per workload cluster")
+		if istiods, err = startIstiods(ctx, dir, logs, clusters); err != nil {
+			return err
+		}
+		defer func() {
+			for _, id := range istiods {
+				id.Stop()
+			}
+		}()
+	}
 
 	if err := applyAndWait(ctx, clusters, mgmt, procs); err != nil {
 		return err
@@ -151,9 +185,18 @@ func run(ctx context.Context, bin, dir string, once bool) error {
 	if err != nil {
 		return err
 	}
-	env := demoEnv(bin, kubectl, meshctlConfig, kubeconfig)
+	paths := []string{bin, filepath.Dir(kubectl)}
+	if withIstiod {
+		paths = append(paths, filepath.Join(dir, "bin"))
+	}
+	env := demoEnv(paths, meshctlConfig, kubeconfig)
 	if err := showResults(ctx, kubectl, kubeconfig, clusters); err != nil {
 		return err
+	}
+	if withIstiod {
+		if err := showSidecarRoute(istiods, clusters[0]); err != nil {
+			return err
+		}
 	}
 
 	// The env file is written last: it also says the demo is ready (the
@@ -161,7 +204,7 @@ func run(ctx context.Context, bin, dir string, once bool) error {
 	if err := os.WriteFile(filepath.Join(dir, "env"), []byte(env), 0o644); err != nil {
 		return err
 	}
-	printUsage(env, dir, logs)
+	printUsage(env, dir, logs, withIstiod)
 	if once {
 		return nil
 	}
@@ -237,8 +280,16 @@ func showResults(ctx context.Context, kubectl, kubeconfig string, clusters []*ku
 	return nil
 }
 
-// printUsage prints how to use meshctl and kubectl against the demo.
-func printUsage(env, dir, logs string) {
+// printUsage prints how to use meshctl and kubectl against the demo, and
+// the route command when istiod runs.
+func printUsage(env, dir, logs string, withIstiod bool) {
+	routes := ""
+	if withIstiod {
+		routes = `
+  meshplane-demo route reviews.bookinfo.svc.cluster.local:9080   # the route east's istiod gives productpage's sidecar
+  meshplane-demo route --cluster west --pod bookinfo/reviews-v1-0 ratings.bookinfo.svc.cluster.local:9080
+`
+	}
 	fmt.Printf(`
 Use meshctl and kubectl against the demo (in another shell, from this directory):
 
@@ -251,13 +302,13 @@ Use meshctl and kubectl against the demo (in another shell, from this directory)
   kubectl --context mgmt get kubernetesclusters -n %[2]s   # the clusters every output expects
   kubectl --context mgmt get accesspolicy reviews -n bookinfo -o yaml   # its status: ACCEPTED, for both clusters
   kubectl --context east delete service ratings -n bookinfo         # its DestinationRule goes too
-
+%[6]s
 Or source the same lines: . %[3]s
 The kube contexts are east, west (workload clusters) and mgmt (management cluster); the meshctl
 context is %[4]q. A policy applied in mgmt may select both clusters; one applied in east changes only
 east, unless a ScopeGrant in mgmt grants more (docs/concepts.md#scope). docs/getting-started.md walks
 through the rest. Logs are in %[5]s
-`, indent(env, "  "), mirrorNamespace, filepath.Join(dir, "env"), demoContext, logs)
+`, indent(env, "  "), mirrorNamespace, filepath.Join(dir, "env"), demoContext, logs, routes)
 }
 
 // demoContext names the meshctl context the demo writes.
@@ -306,28 +357,31 @@ func writeKubeconfig(path string, clusters []*kubetest.Cluster) error {
 	return clientcmd.WriteToFile(*merged, path)
 }
 
-// demoEnv is the shell lines that put meshctl and kubectl on PATH and
-// point them at the demo.
-func demoEnv(bin, kubectl, meshctlConfig, kubeconfig string) string {
-	return fmt.Sprintf("export PATH=%s:%s:\"$PATH\"\nexport MESHPLANE_CONFIG=%s\nexport KUBECONFIG=%s\n",
-		bin, filepath.Dir(kubectl), meshctlConfig, kubeconfig)
+// demoEnv is the shell lines that put paths (meshctl's, kubectl's, and
+// meshplane-demo's with istiod) on PATH and point meshctl and kubectl at
+// the demo.
+func demoEnv(paths []string, meshctlConfig, kubeconfig string) string {
+	return fmt.Sprintf("export PATH=%s:\"$PATH\"\nexport MESHPLANE_CONFIG=%s\nexport KUBECONFIG=%s\n",
+		strings.Join(paths, ":"), meshctlConfig, kubeconfig)
 }
 
-// istiodVersion is the version the stand-in istiod's image names; the
-// demo runs no real istiod (see applyIstio).
+// istiodVersion is the version the istiod objects' image names.
 const istiodVersion = "1.24.0"
+
+// demoTrustDomain is the trust domain of both clusters' meshes.
+const demoTrustDomain = "cluster.local"
 
 // applyIstio gives c a mesh as discovery sees it: istiod's Deployment, the
 // Pod a controller would have made, its mesh ConfigMap, and an east-west
 // gateway whose LoadBalancer Service has an external address (nothing
 // assigns one in a bare API server, so the demo writes the status). These
-// are objects, not processes: discovery needs only them, and nothing in
-// the demo talks to istiod (no sidecars run). A real pilot-discovery per
-// cluster is light once built (about 110 MB resident each, measured with
-// the istioloop tests), but building it costs a fresh clone's first
-// `make demo` about 20 CPU-minutes and a 190 MB binary.
+// are objects, not processes: discovery needs only them. With --istiod a
+// real pilot-discovery runs beside them (startIstiods): light once built
+// (about 110 MB resident each), but building it costs a fresh clone about
+// 20 CPU-minutes and a 190 MB binary, so the default runs it only when it
+// is already built.
 func applyIstio(ctx context.Context, c *kubetest.Cluster) error {
-	if err := c.ApplyYAML(ctx, harness.IstioControlPlane("", istiodVersion, "cluster.local")); err != nil {
+	if err := c.ApplyYAML(ctx, harness.IstioControlPlane("", istiodVersion, demoTrustDomain)); err != nil {
 		return fmt.Errorf("apply istiod to %s: %w", c.Name, err)
 	}
 	if err := c.ApplyYAML(ctx, harness.EastWestGateway("network-"+c.Name)); err != nil {
