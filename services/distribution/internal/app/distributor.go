@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -49,6 +50,9 @@ type Distributor struct {
 	// whole snapshots only.
 	indexes IndexStore
 
+	// reads holds a token for each watch reading and scanning an output.
+	reads chan struct{}
+
 	mu       sync.Mutex
 	watchers map[string]map[chan struct{}]struct{}
 }
@@ -68,8 +72,27 @@ func NewDistributor(source OutputSource, acks AckStore, metrics Metrics, log *sl
 		resyncEvery: 30 * time.Second,
 		watchers:    map[string]map[chan struct{}]struct{}{},
 		replica:     replicaID(),
+		reads:       make(chan struct{}, 2*runtime.GOMAXPROCS(0)),
 	}
 }
+
+// SetMaxConcurrentReads bounds how many watches read and scan an output at
+// once (twice the CPUs Go uses by default): the memory a change of every
+// cluster's output takes is that many outputs, not all of them. Call it
+// before Run.
+func (d *Distributor) SetMaxConcurrentReads(n int) { d.reads = make(chan struct{}, max(n, 1)) }
+
+// acquireRead takes a read token; false when ctx ended first.
+func (d *Distributor) acquireRead(ctx context.Context) bool {
+	select {
+	case d.reads <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (d *Distributor) releaseRead() { <-d.reads }
 
 // replicaID is unique per process: the host name and a random suffix.
 func replicaID() string {
@@ -287,56 +310,79 @@ func (d *Distributor) WatchUpdates(ctx context.Context, cluster string, req Watc
 			d.log.Warn("reading an output version failed", "cluster", cluster, "error", err)
 			continue
 		}
-		e, err := d.source.GetEncoded(ctx, cluster)
-		if err != nil {
-			d.log.Warn("reading an output failed", "cluster", cluster, "error", err)
-			continue
+		var (
+			u           Update
+			scan        *snapshots.OutputScan
+			size, full  int
+			prepared    bool
+			notDecoding string
+		)
+		// At most d.reads watches read and scan an output at once: an edit
+		// of a federated service's policy changes every cluster's output
+		// together, and each is read whole.
+		if !d.acquireRead(ctx) {
+			return nil
 		}
-		if e.Version == have || e.Version == refused {
-			continue
-		}
-		// The output is sent as translation stored it, whole or cut into a
-		// delta: never decoded here (13 MB and 21,000 objects for one
-		// cluster at the reference estate).
-		scan, err := snapshots.ScanOutput(e.Data)
-		if err != nil {
-			d.log.Error("a stored output does not decode; not sent", "cluster", cluster, "version", e.Version, "error", err)
-			refused = e.Version
-			continue
-		}
-		full := scan.Size()
-		u, size := Update{Version: e.Version, Snapshot: scan.Data()}, full
-		if req.AcceptDelta && d.indexes != nil {
-			if delta := d.delta(ctx, cluster, base, e.Version, scan); delta != nil && len(delta) < full {
-				u, size = Update{Version: e.Version, Delta: delta}, len(delta)
+		func() {
+			defer d.releaseRead()
+			e, err := d.source.GetEncoded(ctx, cluster)
+			if err != nil {
+				d.log.Warn("reading an output failed", "cluster", cluster, "error", err)
+				return
 			}
+			if e.Version == have || e.Version == refused {
+				return
+			}
+			// The output is sent as translation stored it, whole or cut
+			// into a delta: never decoded here (13 MB and 21,000 objects
+			// for one cluster at the reference estate).
+			scan, err = snapshots.ScanOutput(e.Data)
+			if err != nil {
+				d.log.Error("a stored output does not decode; not sent", "cluster", cluster, "version", e.Version, "error", err)
+				notDecoding = e.Version
+				return
+			}
+			full = scan.Size()
+			u, size = Update{Version: e.Version, Snapshot: scan.Data()}, full
+			if req.AcceptDelta && d.indexes != nil {
+				if delta := d.delta(ctx, cluster, base, e.Version, scan); delta != nil && len(delta) < full {
+					u, size = Update{Version: e.Version, Delta: delta}, len(delta)
+				}
+			}
+			prepared = true
+		}()
+		if notDecoding != "" {
+			refused = notDecoding
+		}
+		if !prepared {
+			continue
 		}
 		if d.maxSendBytes > 0 && size > d.maxSendBytes {
 			// Sending it would end the stream with ResourceExhausted and
 			// the agent would redial into the same failure. Keep the
 			// stream: the agent keeps what it has, and a smaller version
 			// goes out as soon as there is one.
-			refused = e.Version
+			refused = u.Version
 			d.metrics.SnapshotRefused(cluster, size)
 			d.log.Error("output snapshot is larger than the message size limit; not sent",
-				"cluster", cluster, "version", e.Version, "bytes", size, "max_send_bytes", d.maxSendBytes)
+				"cluster", cluster, "version", u.Version, "bytes", size, "max_send_bytes", d.maxSendBytes)
 			continue
 		}
 		// Recorded before sending: the agent may ack before send returns.
-		if err := d.acks.RecordSent(ctx, cluster, sentVersion(e.Version, scan)); err != nil {
+		if err := d.acks.RecordSent(ctx, cluster, sentVersion(u.Version, scan)); err != nil {
 			// Its ack will be refused and the cluster reported behind
 			// until the next version; the agent still gets this one.
-			d.log.Warn("recording a sent version failed", "cluster", cluster, "version", e.Version, "error", err)
+			d.log.Warn("recording a sent version failed", "cluster", cluster, "version", u.Version, "error", err)
 		}
 		if err := send(u); err != nil {
-			return fmt.Errorf("send version %s to cluster %q: %w", e.Version, cluster, err)
+			return fmt.Errorf("send version %s to cluster %q: %w", u.Version, cluster, err)
 		}
 		if u.Delta != nil {
 			d.metrics.DeltaSent(cluster, size, full)
 		} else {
 			d.metrics.SnapshotSent(cluster, size)
 		}
-		have, base, held = e.Version, e.Version, false
+		have, base, held = u.Version, u.Version, false
 	}
 }
 

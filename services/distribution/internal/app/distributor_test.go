@@ -511,3 +511,71 @@ func TestWatchRefusesSnapshotOverTheLimit(t *testing.T) {
 	src.put(t, small2)
 	wantVersion(t, w.next(t), small2)
 }
+
+// gatedSource holds every read of an output until the test lets it go,
+// and counts the reads in flight.
+type gatedSource struct {
+	*source
+	gate    chan struct{}
+	entered chan struct{}
+
+	mu            sync.Mutex
+	inFlight, max int
+}
+
+func (g *gatedSource) GetEncoded(ctx context.Context, cluster string) (snapshots.Encoded[*snapshotv1.OutputSnapshot], error) {
+	g.mu.Lock()
+	g.inFlight++
+	g.max = max(g.max, g.inFlight)
+	g.mu.Unlock()
+	g.entered <- struct{}{}
+	defer func() {
+		g.mu.Lock()
+		g.inFlight--
+		g.mu.Unlock()
+	}()
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+	}
+	return snapshots.GetEncoded(ctx, snapshots.Store[*snapshotv1.OutputSnapshot](g.Memory), cluster)
+}
+
+// When every cluster's output changes at once, at most the bound of
+// watches read and scan an output together; the others wait their turn
+// and all get theirs.
+func TestConcurrentReadsAreBounded(t *testing.T) {
+	const clusters, bound = 6, 2
+	src := &gatedSource{source: newSource(), gate: make(chan struct{}), entered: make(chan struct{}, clusters)}
+	want := map[string]*snapshotv1.OutputSnapshot{}
+	for i := range clusters {
+		o := output(fmt.Sprintf("c%d", i), "a")
+		src.put(t, o)
+		want[o.GetCluster()] = o
+	}
+	d := app.NewDistributor(src, memory.NewAcks(nil), nil, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	d.SetMaxConcurrentReads(bound)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var watches []*watch
+	for c := range want {
+		watches = append(watches, startWatch(t, d, c, "", false))
+	}
+	for range bound {
+		<-src.entered
+	}
+	for range clusters {
+		src.gate <- struct{}{}
+	}
+	for _, w := range watches {
+		s := w.next(t)
+		wantVersion(t, s, want[s.GetCluster()])
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if src.max != bound {
+		t.Fatalf("%d outputs read at once, want the bound, %d", src.max, bound)
+	}
+}
