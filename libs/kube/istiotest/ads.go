@@ -31,6 +31,8 @@ type Proxy struct {
 	IP string
 	// Name and Namespace of the pod.
 	Name, Namespace string
+	// ServiceAccount the pod runs as; "default" when empty.
+	ServiceAccount string
 	// Labels of the pod, which Gateway selectors and workload selectors
 	// match.
 	Labels map[string]string
@@ -60,6 +62,9 @@ func (id *Istiod) Connect(ctx context.Context, p Proxy) (*ADS, error) {
 	if p.Namespace == "" {
 		p.Namespace = "default"
 	}
+	if p.ServiceAccount == "" {
+		p.ServiceAccount = "default"
+	}
 	labels := map[string]any{}
 	for k, v := range p.Labels {
 		labels[k] = v
@@ -70,7 +75,7 @@ func (id *Istiod) Connect(ctx context.Context, p Proxy) (*ADS, error) {
 		"CLUSTER_ID":        id.ClusterID,
 		"LABELS":            labels,
 		"INTERCEPTION_MODE": "REDIRECT",
-		"SERVICE_ACCOUNT":   "default",
+		"SERVICE_ACCOUNT":   p.ServiceAccount,
 		"WORKLOAD_NAME":     p.Name,
 		"INSTANCE_IPS":      p.IP,
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/meshplane/meshplane/libs/kube/istiotest"
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -33,6 +34,35 @@ func createService(t *testing.T, kube *kubetest.Cluster, namespace, name string,
 		t.Fatal(err)
 	}
 }
+
+// createEndpointSlice writes the EndpointSlice of Service name, with the
+// pods labelled app=name among pods, ready, on port, as Kubernetes's
+// endpoint-slice controller (which kubetest does not run) would: istiod
+// reads a Service's endpoints from it.
+func createEndpointSlice(t *testing.T, kube *kubetest.Cluster, namespace, name string, port int32, pods []pod) {
+	t.Helper()
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: &port, Protocol: ptr(corev1.ProtocolTCP)}},
+	}
+	for _, p := range pods {
+		if p.namespace != namespace || p.labels["app"] != name {
+			continue
+		}
+		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{p.ip},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(false)},
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: namespace, Name: p.name},
+			NodeName:   ptr("node-1"),
+		})
+	}
+	if _, err := kube.Clientset().DiscoveryV1().EndpointSlices(namespace).Create(t.Context(), es, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // weightedRoute finds the first route of the virtual host with domain in
 // rc and returns its clusters with their weights, "cluster=weight" in

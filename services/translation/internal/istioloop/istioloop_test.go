@@ -14,7 +14,6 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/meshplane/meshplane/libs/kube/istiotest"
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -220,11 +219,7 @@ func cluster(t *testing.T, cs map[string]*clusterv3.Cluster, name string) *clust
 // closing note quotes these).
 func logProto(t *testing.T, label string, m proto.Message) {
 	t.Helper()
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s:\n%s", label, b)
+	t.Logf("%s:\n%s", label, protoText(m))
 }
 
 func endpointsString(eps []istiotest.Endpoint) string {
