@@ -45,6 +45,14 @@ type mesh struct {
 // case name and the pods of the test, then istiod with trust domain td.
 func startMesh(t *testing.T, name, cluster, td string, pods ...pod) *mesh {
 	t.Helper()
+	return startMeshWith(t, name, cluster, td, pods, nil)
+}
+
+// startMeshWith is startMesh with a setup of the API server (services,
+// endpoints) that runs before istiod starts, so that istiod's first
+// answers already know it.
+func startMeshWith(t *testing.T, name, cluster, td string, pods []pod, setup func(*kubetest.Cluster)) *mesh {
+	t.Helper()
 	istiotest.SkipIfAsked(t)
 	if _, err := istiotest.PilotDiscoveryPath(); err != nil {
 		t.Fatal(err)
@@ -89,6 +97,9 @@ func startMesh(t *testing.T, name, cluster, td string, pods ...pod) *mesh {
 	}
 	for _, p := range pods {
 		p.create(t, kube)
+	}
+	if setup != nil {
+		setup(kube)
 	}
 	return &mesh{kube: kube, istiod: istiotest.Start(t, kube, istiotest.Options{TrustDomain: td})}
 }

@@ -8,11 +8,13 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	faultcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/fault/v3"
 	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/meshplane/meshplane/libs/kube/istiotest"
+	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -43,15 +45,21 @@ func newBookinfo(ns string) bookinfo {
 func (b bookinfo) pods() []pod { return []pod{b.productpage, b.reviewsV1, b.reviewsV2, b.ratingsV1} }
 
 // start starts istiod on cluster's output of golden case c, with the
-// bookinfo pods and services.
+// bookinfo pods and services, and the extra pods, each with a service
+// named by its app label.
 func (b bookinfo) start(t *testing.T, c, cluster, td string, extra ...pod) *mesh {
 	t.Helper()
-	m := startMesh(t, c, cluster, td, append(b.pods(), extra...)...)
-	for _, s := range []string{"productpage", "reviews", "ratings"} {
-		createService(t, m.kube, b.ns, s, 9080, 8080)
-		createEndpointSlice(t, m.kube, b.ns, s, 8080, append(b.pods(), extra...))
-	}
-	return m
+	pods := append(b.pods(), extra...)
+	return startMeshWith(t, c, cluster, td, pods, func(kube *kubetest.Cluster) {
+		done := map[string]bool{}
+		for _, p := range pods {
+			if k := p.namespace + "/" + p.labels["app"]; !done[k] {
+				done[k] = true
+				createService(t, kube, p.namespace, p.labels["app"], 9080, 8080)
+				createEndpointSlice(t, kube, p.namespace, p.labels["app"], 8080, pods)
+			}
+		}
+	})
 }
 
 // proxy is the sidecar of pod p.
@@ -63,11 +71,17 @@ func (p pod) proxy() istiotest.Proxy {
 func host(name, ns string) string { return name + "." + ns + ".svc.cluster.local" }
 
 // vsRoutes waits until the proxy's route for host:9080 holds routes
-// built from a VirtualService, and returns the virtual host.
-func vsRoutes(t *testing.T, m *mesh, p pod, hostname string) (*xds, *routev3.VirtualHost) {
+// built from a VirtualService, and its clusters include the host's and
+// the clusters named, and returns the virtual host.
+func vsRoutes(t *testing.T, m *mesh, p pod, hostname string, clusters ...string) (*xds, *routev3.VirtualHost) {
 	t.Helper()
 	var vh *routev3.VirtualHost
 	x := m.fetch(t, p.proxy(), []string{"9080"}, func(x *xds) string {
+		for _, c := range append(clusters, istiotest.ClusterName(9080, "", hostname)) {
+			if _, ok := x.clusters[c]; !ok {
+				return "no cluster " + c + " yet"
+			}
+		}
 		var why string
 		if vh, why = x.vhost(hostname, 9080); vh == nil {
 			return why
@@ -106,7 +120,8 @@ func TestTrafficPolicyRouteFieldsOnEnvoy(t *testing.T) {
 	m := b.start(t, "route-features", "east", "cluster.local")
 	tp := meshplaneObject(t, "route-features", "trafficPolicies", "reviews-everything")
 	reviews, ratings := host("reviews", "default"), host("ratings", "default")
-	x, vh := vsRoutes(t, m, b.productpage, reviews)
+	x, vh := vsRoutes(t, m, b.productpage, reviews, istiotest.ClusterName(9080, "version-v1", reviews), istiotest.ClusterName(9080, "version-v2", reviews),
+		istiotest.ClusterName(9080, "", ratings))
 
 	if n := len(vh.GetRoutes()); n != 2 {
 		tp.on(t, "virtual host "+vh.GetName(), vh).fail("spec.httpRequestMatchers", "virtual_hosts.routes", fmt.Sprintf("%d routes, want 2: the policy's and the catch-all", n))
@@ -200,8 +215,8 @@ func TestTrafficPolicyRouteFieldsOnEnvoy(t *testing.T) {
 		t.Fatal(err)
 	}
 	ratingsCheck := tp.on(t, "cluster "+rc.GetName(), rc)
-	ratingsCheck.that("(no mtls: the default DestinationRule, ISTIO_MUTUAL)", "cluster transport socket tls_certificate_sds_secret_configs",
-		tls != nil && len(tls.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()) == 1 && tls.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()[0].GetName() == "default",
+	ratingsCheck.that("(no mtls: the default DestinationRule, ISTIO_MUTUAL)", "cluster.transport_socket (for every endpoint, not auto mTLS's transport_socket_matches) tls_certificate_sds_secret_configs",
+		rc.GetTransportSocket() != nil && tls != nil && len(tls.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()) == 1 && tls.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()[0].GetName() == "default",
 		tls, "Istio's SDS certificate \"default\"")
 	ratingsCheck.that("(no outlierDetection)", "cluster.outlier_detection", rc.GetOutlierDetection() == nil, rc.GetOutlierDetection(), "none")
 
@@ -256,4 +271,71 @@ func TestRetriesAndTimeoutOnEnvoy(t *testing.T) {
 	c.equal("spec.policy.retries.perTryTimeout", "route.retry_policy.per_try_timeout", rp.GetPerTryTimeout(), durationpb.New(2*time.Second))
 	c.equal("spec.policy.retries.retryOn", "route.retry_policy.retry_on", rp.GetRetryOn(), "5xx,connect-failure")
 	c.equal("spec.policy.requestTimeout", "route.timeout", r.GetRoute().GetTimeout(), durationpb.New(10*time.Second))
+}
+
+// The TrafficPolicy fields route-features lacks (golden case
+// route-features-extra): an abort, matchers by regex and by presence, a
+// one-in-a-thousand canary, outlier detection with every field, and the
+// SIMPLE and ISTIO_MUTUAL TLS modes.
+func TestTrafficPolicyMoreFieldsOnEnvoy(t *testing.T) {
+	const c = "route-features-extra"
+	b := newBookinfo("default")
+	ratingsV2 := pod{namespace: "default", name: "ratings-v2-1", ip: "10.1.0.15", serviceAccount: "ratings",
+		labels: map[string]string{"app": "ratings", "version": "v2"}, containerPort: 8080}
+	m := b.start(t, c, "east", "cluster.local", ratingsV2)
+	reviews, ratings, productpage := host("reviews", "default"), host("ratings", "default"), host("productpage", "default")
+
+	v1, v2 := istiotest.ClusterName(9080, "version-v1", ratings), istiotest.ClusterName(9080, "version-v2", ratings)
+	abort := meshplaneObject(t, c, "trafficPolicies", "reviews-abort")
+	x, vh := vsRoutes(t, m, b.productpage, reviews, istiotest.ClusterName(9080, "", ratings), istiotest.ClusterName(9080, "", productpage), v1, v2)
+	r := vh.GetRoutes()[0]
+	ac := abort.on(t, "route 9080, virtual host "+vh.GetName()+", route 0", r)
+	ac.equal("spec.httpRequestMatchers[0] (prefix, method, headers by regex and by presence, query parameters by regex and by presence)", "route.match",
+		matchText(r.GetMatch()), "prefix /api; header :method exact POST; header x-canary present; header x-user regex ^a.*; query debug present; query id regex [0-9]+")
+	fault := &faultv3.HTTPFault{}
+	if !perFilter(t, r, "envoy.filters.http.fault", fault) {
+		ac.fail("spec.policy.faultInjection", "typed_per_filter_config[envoy.filters.http.fault]", "none")
+	} else {
+		ac.equal("spec.policy.faultInjection.abort.httpStatus", "HTTPFault.abort.http_status", fault.GetAbort().GetHttpStatus(), uint32(503))
+		ac.equal("spec.policy.faultInjection.percentage", "HTTPFault.abort.percentage", fault.GetAbort().GetPercentage(), percent(50))
+		ac.equal("(an abort, no delay)", "HTTPFault.delay", fault.GetDelay(), (*faultcommonv3.FaultDelay)(nil))
+	}
+
+	canary := meshplaneObject(t, c, "trafficPolicies", "ratings-canary")
+	_, rvh := vsRoutes(t, m, b.productpage, ratings)
+	rr := rvh.GetRoutes()[0]
+	canary.on(t, "route 9080, virtual host "+rvh.GetName()+", route 0", rr).equal(
+		"spec.policy.trafficShift.destinations[*].weight (999:1)", "route.weighted_clusters.clusters", weights(rr), map[string]uint32{v1: 999, v2: 1})
+	for _, name := range []string{istiotest.ClusterName(9080, "", ratings), v1, v2} {
+		cl := cluster(t, x.clusters, name)
+		cc := canary.on(t, "cluster "+name, cl)
+		od := cl.GetOutlierDetection()
+		cc.equal("spec.policy.outlierDetection.consecutiveErrors", "cluster.outlier_detection.consecutive_5xx", od.GetConsecutive_5Xx(), wrapperspb.UInt32(7))
+		cc.equal("spec.policy.outlierDetection.interval", "cluster.outlier_detection.interval", od.GetInterval(), durationpb.New(2*time.Second))
+		cc.equal("spec.policy.outlierDetection.baseEjectionTime", "cluster.outlier_detection.base_ejection_time", od.GetBaseEjectionTime(), durationpb.New(time.Minute))
+		cc.equal("spec.policy.outlierDetection.maxEjectionPercent", "cluster.outlier_detection.max_ejection_percent", od.GetMaxEjectionPercent(), wrapperspb.UInt32(50))
+		tls, err := istiotest.UpstreamTLS(cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc.that("spec.policy.mtls.istio.tlsMode SIMPLE", "cluster.transport_socket UpstreamTlsContext without a client certificate",
+			cl.GetTransportSocket() != nil && tls != nil && len(tls.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()) == 0 && len(tls.GetCommonTlsContext().GetTlsCertificates()) == 0,
+			tls, "TLS, without Istio's certificate")
+	}
+	eps, err := x.ads.ClusterEndpoints(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canary.on(t, "cluster "+v2, cluster(t, x.clusters, v2)).equal("spec.policy.trafficShift.destinations[1].kubeService.subset", "ClusterLoadAssignment.endpoints of "+v2,
+		addresses(eps), []string{ratingsV2.ip + ":8080"})
+
+	mtls := meshplaneObject(t, c, "trafficPolicies", "productpage-mtls")
+	pc := cluster(t, x.clusters, istiotest.ClusterName(9080, "", productpage))
+	tls, err := istiotest.UpstreamTLS(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtls.on(t, "cluster "+pc.GetName(), pc).that("spec.policy.mtls.istio.tlsMode ISTIO_MUTUAL", "cluster.transport_socket (for every endpoint, not auto mTLS's transport_socket_matches) tls_certificate_sds_secret_configs",
+		pc.GetTransportSocket() != nil && tls != nil && len(tls.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()) == 1 && tls.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()[0].GetName() == "default",
+		tls, "Istio's SDS certificate \"default\"")
 }

@@ -35,7 +35,6 @@ func TestWasmDeploymentPolicyOnEnvoy(t *testing.T) {
 	cart := pod{namespace: "shop", name: "cart-1", ip: "10.1.0.16", serviceAccount: "cart",
 		labels: map[string]string{"app": "cart"}, containerPort: 8080}
 	m := b.start(t, c, "east", "cluster.local", cart)
-	createService(t, m.kube, "shop", "cart", 9080, 8080)
 	policy := meshplaneObject(t, c, "wasmDeploymentPolicies", "auth")
 	jwt, headers := wasmFilterName("bookinfo", "auth.0.jwt"), wasmFilterName("bookinfo", "auth.0.headers")
 
