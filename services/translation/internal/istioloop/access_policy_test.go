@@ -9,6 +9,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	"github.com/meshplane/meshplane/libs/kube/istiotest"
+	"github.com/meshplane/meshplane/libs/kube/kubetest"
 )
 
 // principalText renders an RBAC principal: its leaves, with and/or/not
@@ -235,4 +236,112 @@ func keys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Global access with federation (golden case federation-global-access,
+// cluster east, trust domain east.local): deny by default with the
+// gateways allowed, and AccessPolicies for clients in another mesh.
+func TestGlobalAccessGatewaysOnEnvoy(t *testing.T) {
+	const c = "federation-global-access"
+	b := newBookinfo("default")
+	// The user's own ingress Gateway, so that the ingress gateway has an
+	// HTTP listener on which to see the global access policy (Meshplane
+	// writes no Gateway for ingress).
+	m := startMeshWith(t, c, "east", "east.local", b.pods(), func(kube *kubetest.Cluster) {
+		b.services(t, kube, nil)
+		ingress := `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: users-ingress, namespace: istio-system}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 8080, name: http, protocol: HTTP}
+    hosts: ["*"]
+`
+		if err := kube.ApplyYAML(t.Context(), []byte(ingress)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	vm := meshplaneObject(t, c, "virtualMeshes", "global")
+	const global = "ns[istio-system]-policy[global-access-policy]-rule[0]"
+
+	t.Run("ingress gateway", func(t *testing.T) {
+		gw := pod{namespace: "istio-system", name: "istio-ingressgateway-1", ip: "10.1.0.31", serviceAccount: "istio-ingressgateway",
+			labels: map[string]string{"istio": "ingressgateway"}}
+		p := gw.proxy()
+		p.Type = "router"
+		x := m.fetch(t, p, nil, func(x *xds) string {
+			if _, ok := x.listeners["0.0.0.0_8080"]; !ok {
+				return "no listener 0.0.0.0_8080"
+			}
+			return ""
+		})
+		l := x.listeners["0.0.0.0_8080"]
+		rbacs, err := istiotest.HTTPRBAC(l.GetFilterChains()[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := vm.on(t, "ingress gateway listener 0.0.0.0_8080", l)
+		if len(rbacs) != 1 {
+			check.fail("spec.globalAccessPolicy ENABLED", "http_filters "+istiotest.FilterHTTPRBAC, fmt.Sprintf("%d RBAC filters, want one", len(rbacs)))
+			return
+		}
+		pols := rbacs[0].GetRules().GetPolicies()
+		allow := "ns[istio-system]-policy[global-access-policy-istio-ingressgateway]-rule[0]"
+		check.equal("spec.globalAccessPolicy ENABLED (deny by default, the mesh's gateways allowed)", "RBAC ALLOW policies",
+			keys(pols), []string{allow, global})
+		check.equal("spec.globalAccessPolicy ENABLED (the gateway's allow policy)", "policy "+allow+" principals and permissions",
+			[]string{strings.Join(principals(pols[allow]), " | "), permissionsText(pols[allow])}, []string{"any", "any"})
+	})
+
+	t.Run("east-west gateway", func(t *testing.T) {
+		p := istiotest.Proxy{Type: "router", IP: "10.1.0.30", Name: "istio-eastwestgateway-1", Namespace: "istio-system",
+			Labels: map[string]string{"istio": "eastwestgateway"}, RouterMode: "sni-dnat"}
+		x := m.fetch(t, p, nil, func(x *xds) string {
+			if _, ok := x.listeners["0.0.0.0_15443"]; !ok {
+				return "no listener 0.0.0.0_15443"
+			}
+			return ""
+		})
+		l := x.listeners["0.0.0.0_15443"]
+		// AUTO_PASSTHROUGH chains forward the TLS stream unopened: istiod
+		// puts no RBAC on them, so deny by default does not stop
+		// federated traffic at the gateway; the server's sidecar checks
+		// the client's own identity.
+		for _, fc := range l.GetFilterChains() {
+			nr, err := istiotest.NetworkRBAC(fc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vm.on(t, "east-west gateway listener 0.0.0.0_15443 chain "+fc.GetFilterChainMatch().GetServerNames()[0], fc).that(
+				"spec.globalAccessPolicy ENABLED, spec.federation", "filters (no "+istiotest.FilterNetworkRBAC+" on an AUTO_PASSTHROUGH chain)",
+				len(nr) == 0, filterNames(fc.GetFilters()), "tcp_proxy alone")
+		}
+	})
+
+	t.Run("reviews", func(t *testing.T) {
+		_, chains, rbacs := inboundHTTP(t, m, b.reviewsV1, 8080)
+		ap := meshplaneObject(t, c, "accessPolicies", "reviews-from-west-productpage")
+		if len(rbacs) != 1 {
+			t.Fatalf("%d RBAC filters, want one", len(rbacs))
+		}
+		p := rbacs[0].GetPolicies()["ns[default]-policy[reviews]-rule[0]"]
+		check := ap.on(t, "listener virtualInbound of reviews-v1, chain "+chains[0].GetName()+" RBAC", rbacs[0])
+		check.equal("spec.sourceSelector[0].kubeServiceAccountRefs (cluster west: west's trust domain)", "policy ns[default]-policy[reviews]-rule[0] principals",
+			principals(p), []string{"principal exact spiffe://west.local/ns/default/sa/bookinfo-productpage"})
+		check.equal("spec.allowedPorts (9080, the service port)", "policy ns[default]-policy[reviews]-rule[0] permissions (the pod's port)",
+			permissionsText(p), "port 8080")
+	})
+
+	t.Run("ratings", func(t *testing.T) {
+		_, chains, rbacs := inboundHTTP(t, m, b.ratingsV1, 8080)
+		ap := meshplaneObject(t, c, "accessPolicies", "ratings-from-anyone")
+		if len(rbacs) != 1 {
+			t.Fatalf("%d RBAC filters, want one", len(rbacs))
+		}
+		p := rbacs[0].GetPolicies()["ns[default]-policy[ratings]-rule[0]"]
+		ap.on(t, "listener virtualInbound of ratings-v1, chain "+chains[0].GetName()+" RBAC", rbacs[0]).equal(
+			"spec.sourceSelector (empty: every identity), no allowed*", "policy ns[default]-policy[ratings]-rule[0] principals and permissions",
+			[]string{strings.Join(principals(p), " | "), permissionsText(p)}, []string{"any", "any"})
+	})
 }

@@ -50,16 +50,22 @@ func (b bookinfo) pods() []pod { return []pod{b.productpage, b.reviewsV1, b.revi
 func (b bookinfo) start(t *testing.T, c, cluster, td string, extra ...pod) *mesh {
 	t.Helper()
 	pods := append(b.pods(), extra...)
-	return startMeshWith(t, c, cluster, td, pods, func(kube *kubetest.Cluster) {
-		done := map[string]bool{}
-		for _, p := range pods {
-			if k := p.namespace + "/" + p.labels["app"]; !done[k] {
-				done[k] = true
-				createService(t, kube, p.namespace, p.labels["app"], 9080, 8080)
-				createEndpointSlice(t, kube, p.namespace, p.labels["app"], 8080, pods)
-			}
+	return startMeshWith(t, c, cluster, td, pods, func(kube *kubetest.Cluster) { b.services(t, kube, extra) })
+}
+
+// services creates the services of the bookinfo pods and the extra
+// pods, one per app label, with their endpoint slices.
+func (b bookinfo) services(t *testing.T, kube *kubetest.Cluster, extra []pod) {
+	t.Helper()
+	pods := append(b.pods(), extra...)
+	done := map[string]bool{}
+	for _, p := range pods {
+		if k := p.namespace + "/" + p.labels["app"]; !done[k] {
+			done[k] = true
+			createService(t, kube, p.namespace, p.labels["app"], 9080, 8080)
+			createEndpointSlice(t, kube, p.namespace, p.labels["app"], 8080, pods)
 		}
-	})
+	}
 }
 
 // proxy is the sidecar of pod p.
