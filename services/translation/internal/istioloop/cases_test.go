@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/meshplane/meshplane/libs/kube/istiotest"
 )
 
@@ -95,10 +96,26 @@ func TestLocalityFailoverAndGatewayEndpoints(t *testing.T) {
 	gatewayHasLocalEndpoints(t, m, 9080, "reviews.mesh.internal")
 }
 
-// The same for a VirtualDestination that a TrafficPolicy shifts traffic to.
+// The same for a VirtualDestination that a TrafficPolicy shifts traffic
+// to; and the sidecar's route for /v2 of reviews goes 80:20 to the
+// VirtualDestination's host and reviews.
 func TestTrafficShiftVirtualDestinationGatewayEndpoints(t *testing.T) {
-	m := startMesh(t, "traffic-shift-virtual-destination", "east", "cluster.local")
+	const c = "traffic-shift-virtual-destination"
+	b := newBookinfo("default")
+	m := b.start(t, c, "east", "cluster.local")
 	gatewayHasLocalEndpoints(t, m, 9080, "reviews.global")
+
+	tp := meshplaneObject(t, c, "trafficPolicies", "reviews-to-global")
+	reviews := host("reviews", "default")
+	_, vh := vsRoutes(t, m, b.productpage, reviews, istiotest.ClusterName(9080, "", "reviews.global"))
+	i := slices.IndexFunc(vh.GetRoutes(), func(r *routev3.Route) bool { return r.GetMatch().GetPrefix() == "/v2" })
+	check := tp.on(t, "route 9080, virtual host "+vh.GetName(), vh)
+	if i < 0 {
+		check.fail("spec.httpRequestMatchers[0].prefix", "route.match.prefix", "no route for /v2")
+		return
+	}
+	check.equal("spec.policy.trafficShift.destinations[0].virtualDestination, [1].kubeService (80:20)", "route.weighted_clusters.clusters",
+		weights(vh.GetRoutes()[i]), map[string]uint32{istiotest.ClusterName(9080, "", "reviews.global"): 80, istiotest.ClusterName(9080, "", reviews): 20})
 }
 
 // gatewayHasLocalEndpoints checks that the east-west gateway's
