@@ -71,7 +71,7 @@ func startMeshWith(t *testing.T, name, cluster, td string, pods []pod, setup fun
 	if len(objs) == 0 {
 		t.Fatalf("golden case %s has no objects for cluster %s", name, cluster)
 	}
-	kube := kubetest.Start(t, kubetest.Options{Name: "istioloop-" + cluster, SkipMeshplaneCRDs: true})
+	kube := leaseKube(t)
 	ctx := t.Context()
 	namespaces := map[string]bool{}
 	var docs []string
