@@ -11,16 +11,17 @@ import (
 )
 
 func TestValidateTrafficPolicy(t *testing.T) {
+	const retryConditions = "5xx, cancelled, connect-failure, deadline-exceeded, envoy-ratelimited, gateway-error, http3-post-connect-failure, internal, refused-stream, reset, reset-before-request, resource-exhausted, retriable-4xx, retriable-headers, retriable-status-codes, unavailable"
 	for _, tc := range []struct {
 		name, spec string
 		want       []string
 	}{
 		{"empty policy is valid", `{}`, nil},
 		{"a full valid policy", `{"httpRequestMatchers":[{"regex":"/a/[0-9]+","headers":[{"name":"x","value":"^v[12]$","regex":true}],"method":"GET"}],
-			"policy":{"requestTimeout":"1s","retries":{"attempts":0,"perTryTimeout":"0.1s"},"faultInjection":{"abort":{"httpStatus":503},"percentage":100},
+			"policy":{"requestTimeout":"1s","retries":{"attempts":2,"perTryTimeout":"0.1s","retryOn":"5xx,connect-failure,503,unavailable"},"faultInjection":{"abort":{"httpStatus":503},"percentage":100},
 			"trafficShift":{"destinations":[{"weight":0,"kubeService":{"name":"a"}},{"weight":1,"kubeService":{"name":"b"}}]},
 			"mirror":{"kubeService":{"name":"m"},"percentage":0},"outlierDetection":{},"mtls":{"istio":{"tlsMode":"ISTIO_MUTUAL"}}}}`, nil},
-		{"durations must be positive", `{"policy":{"requestTimeout":"0s","retries":{"perTryTimeout":"-1s"},"corsPolicy":{"maxAge":"0s"},"outlierDetection":{"interval":"-2s","baseEjectionTime":"0s"}}}`, []string{
+		{"durations must be positive", `{"policy":{"requestTimeout":"0s","retries":{"attempts":1,"perTryTimeout":"-1s"},"corsPolicy":{"maxAge":"0s"},"outlierDetection":{"interval":"-2s","baseEjectionTime":"0s"}}}`, []string{
 			"spec.policy.requestTimeout: must be positive",
 			"spec.policy.retries.perTryTimeout: must be positive",
 			"spec.policy.corsPolicy.maxAge: must be positive",
@@ -63,6 +64,34 @@ func TestValidateTrafficPolicy(t *testing.T) {
 		}},
 		{"abort status", `{"policy":{"faultInjection":{"abort":{"httpStatus":99}}}}`, []string{
 			"spec.policy.faultInjection.abort.httpStatus: must be between 200 and 599",
+		}},
+		// What istiod or Envoy would refuse, drop or change (found by
+		// internal/istioloop; golden case invalid-route-fields).
+		{"retries istiod refuses", `{"policy":{"retries":{"attempts":0,"retryOn":"5xx,bogus, reset,503,599"}}}`, []string{
+			"spec.policy.retries.attempts: 0 turns retries off: perTryTimeout and retryOn need attempts above 0",
+			`spec.policy.retries.retryOn: "bogus" is not a retry condition (one of ` + retryConditions + `, or a registered HTTP status code; comma-separated, without spaces)`,
+			`spec.policy.retries.retryOn: " reset" is not a retry condition (one of ` + retryConditions + `, or a registered HTTP status code; comma-separated, without spaces)`,
+			`spec.policy.retries.retryOn: "599" is not a retry condition (one of ` + retryConditions + `, or a registered HTTP status code; comma-separated, without spaces)`,
+		}},
+		{"headers istiod drops or Envoy refuses", `{"policy":{"headerManipulation":{"appendRequestHeaders":{"host":"a","x-pct":"50%","x-ok":"%HOSTNAME% 100%%","x-req":"%REQ(x-id)%"},
+			"removeRequestHeaders":[":path"],"appendResponseHeaders":{":status":"201","x-nl":"a\nb"}}}}`, []string{
+			`spec.policy.headerManipulation.removeRequestHeaders[0]: ":path" is not an HTTP header name (pseudo-headers such as :path cannot be added or removed)`,
+			`spec.policy.headerManipulation.appendResponseHeaders[:status]: ":status" is not an HTTP header name (pseudo-headers such as :path cannot be added or removed)`,
+			`spec.policy.headerManipulation.appendResponseHeaders[x-nl]: value "a\nb": control characters are not allowed`,
+			"spec.policy.headerManipulation.appendRequestHeaders[host]: the host header cannot be added or removed (Istio would rewrite the request's authority, or drop the operation)",
+			`spec.policy.headerManipulation.appendRequestHeaders[x-pct]: value "50%": a literal % is written %%; %NAME% and %NAME(...)% are Envoy variables`,
+		}},
+		{"CORS istiod refuses", `{"policy":{"corsPolicy":{"allowMethods":["GET","FOO","*"],"allowHeaders":["x-a","*","bad header"],"exposeHeaders":["x:b"],"maxAge":"1.5s"}}}`, []string{
+			`spec.policy.corsPolicy.allowMethods[1]: "FOO" is not an HTTP method`,
+			`spec.policy.corsPolicy.allowHeaders[2]: "bad header" is not an HTTP header name`,
+			`spec.policy.corsPolicy.exposeHeaders[0]: "x:b" is not an HTTP header name`,
+			"spec.policy.corsPolicy.maxAge: must be whole seconds: Envoy's Access-Control-Max-Age counts seconds",
+		}},
+		{"shares under Envoy's precision", `{"policy":{"faultInjection":{"fixedDelay":"1s","percentage":0.00001},"mirror":{"kubeService":{"name":"m"},"percentage":0.0001}}}`, []string{
+			"spec.policy.faultInjection.percentage: must be 0 or at least 0.0001: Envoy counts requests per million, and a smaller share is none",
+		}},
+		{"header matcher names", `{"httpRequestMatchers":[{"prefix":"/","headers":[{"name":"x y","value":"1"},{"name":"X-Upper"}]}]}`, []string{
+			`spec.httpRequestMatchers[0].headers[0].name: "x y" is not an HTTP header name`,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

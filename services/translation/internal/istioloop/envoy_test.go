@@ -65,7 +65,31 @@ func (m *mesh) fetch(t *testing.T, p istiotest.Proxy, routes []string, ready fun
 		}
 		return ready(x)
 	})
+	envoyAccepts(t, p.Name, got)
 	return got
+}
+
+// envoyAccepts checks every resource of x against Envoy's own constraints
+// on its fields (the protoc-gen-validate rules go-control-plane carries),
+// which Envoy checks before it takes a resource: a resource that breaks
+// one would be NACKed, the whole response with it.
+func envoyAccepts(t *testing.T, proxy string, x *xds) {
+	t.Helper()
+	type validator interface{ ValidateAll() error }
+	check := func(kind, name string, r validator) {
+		if err := r.ValidateAll(); err != nil {
+			t.Errorf("Envoy would reject %s %s of %s: %v\n%s", kind, name, proxy, err, protoText(r.(proto.Message)))
+		}
+	}
+	for n, c := range x.clusters {
+		check("cluster", n, c)
+	}
+	for n, l := range x.listeners {
+		check("listener", n, l)
+	}
+	for n, r := range x.routes {
+		check("route configuration", n, r)
+	}
 }
 
 // route returns the virtual host for host:port of what x holds, or why

@@ -345,3 +345,29 @@ func TestTrafficPolicyMoreFieldsOnEnvoy(t *testing.T) {
 		pc.GetTransportSocket() != nil && tls != nil && len(tls.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()) == 1 && tls.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()[0].GetName() == "default",
 		tls, "Istio's SDS certificate \"default\"")
 }
+
+// Policies that istiod would refuse, drop or change, or whose route Envoy
+// would refuse (golden case invalid-route-fields), are INVALID and write
+// nothing: the sidecar's routes for reviews are the valid policy's (an
+// Envoy variable and a literal %%) and the catch-all.
+func TestInvalidRouteFieldsOnEnvoy(t *testing.T) {
+	const c = "invalid-route-fields"
+	b := newBookinfo("default")
+	m := b.start(t, c, "east", "cluster.local")
+	_, vh := vsRoutes(t, m, b.productpage, host("reviews", "default"))
+	var prefixes []string
+	for _, r := range vh.GetRoutes() {
+		prefixes = append(prefixes, r.GetMatch().GetPrefix())
+	}
+	ok := meshplaneObject(t, c, "trafficPolicies", "header-variables")
+	check := ok.on(t, "route 9080, virtual host "+vh.GetName(), vh)
+	check.equal("(the INVALID policies of the case write nothing)", "virtual_hosts.routes[].match.prefix", prefixes, []string{"/ok", "/"})
+	if len(vh.GetRoutes()) == 2 {
+		got := map[string]string{}
+		for _, h := range vh.GetRoutes()[0].GetRequestHeadersToAdd() {
+			got[h.GetHeader().GetKey()] = h.GetHeader().GetValue()
+		}
+		check.equal("spec.policy.headerManipulation.appendRequestHeaders (%HOSTNAME%, 100%%)", "route.request_headers_to_add",
+			got, map[string]string{"x-served-by": "%HOSTNAME%", "x-share": "100%%"})
+	}
+}
