@@ -280,9 +280,10 @@ func TestRetriesAndTimeoutOnEnvoy(t *testing.T) {
 }
 
 // The TrafficPolicy fields route-features lacks (golden case
-// route-features-extra): an abort, matchers by regex and by presence, a
-// one-in-a-thousand canary, outlier detection with every field, and the
-// SIMPLE and ISTIO_MUTUAL TLS modes.
+// route-features-extra): an abort, matchers by regex, by presence and
+// inverted with a value, CORS with a prefix origin and credentials
+// refused, a one-in-a-thousand canary, outlier detection with every
+// field, and the SIMPLE and ISTIO_MUTUAL TLS modes.
 func TestTrafficPolicyMoreFieldsOnEnvoy(t *testing.T) {
 	const c = "route-features-extra"
 	b := newBookinfo("default")
@@ -297,7 +298,15 @@ func TestTrafficPolicyMoreFieldsOnEnvoy(t *testing.T) {
 	r := vh.GetRoutes()[0]
 	ac := abort.on(t, "route 9080, virtual host "+vh.GetName()+", route 0", r)
 	ac.equal("spec.httpRequestMatchers[0] (prefix, method, headers by regex and by presence, query parameters by regex and by presence)", "route.match",
-		matchText(r.GetMatch()), "prefix /api; header :method exact POST; header x-canary present; header x-user regex ^a.*; query debug present; query id regex [0-9]+")
+		matchText(r.GetMatch()), "prefix /api; header !x-env exact prod; header :method exact POST; header x-canary present; header x-user regex ^a.*; query debug present; query id regex [0-9]+")
+	cors := &corsv3.CorsPolicy{}
+	if !perFilter(t, r, "envoy.filters.http.cors", cors) {
+		ac.fail("spec.policy.corsPolicy", "typed_per_filter_config[envoy.filters.http.cors]", "none")
+	} else {
+		ac.equal("spec.policy.corsPolicy.allowOrigins[0].prefix", "CorsPolicy.allow_origin_string_match", cors.GetAllowOriginStringMatch(),
+			[]*matcherv3.StringMatcher{{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: "https://app."}}})
+		ac.equal("spec.policy.corsPolicy.allowCredentials false", "CorsPolicy.allow_credentials", cors.GetAllowCredentials(), wrapperspb.Bool(false))
+	}
 	fault := &faultv3.HTTPFault{}
 	if !perFilter(t, r, "envoy.filters.http.fault", fault) {
 		ac.fail("spec.policy.faultInjection", "typed_per_filter_config[envoy.filters.http.fault]", "none")

@@ -97,6 +97,18 @@ func TestWasmDeploymentPolicyOnEnvoy(t *testing.T) {
 		wc.equal("spec.filters[0].config", "Wasm.config.configuration (JSON)", cfg, map[string]any{"issuer": "https://issuer.example.com", "audiences": []any{"reviews"}})
 	}
 
+	// The OCI image: istiod passes its reference on (istio-agent pulls it).
+	hcfg, err := x.ads.ExtensionConfigs(headers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw := &wasmhttpv3.Wasm{}
+	if tec, ok := hcfg[headers]; !ok || tec.GetTypedConfig().UnmarshalTo(hw) != nil {
+		t.Fatalf("ECDS has no Wasm config %s: %v", headers, hcfg)
+	}
+	policy.on(t, "ECDS "+headers, hcfg[headers]).equal("spec.filters[1].ociImage", "Wasm.config.vm_config.code.remote.http_uri.uri",
+		hw.GetConfig().GetVmConfig().GetCode().GetRemote().GetHttpUri().GetUri(), "oci://ghcr.io/example/add-header:1.0")
+
 	// Not selected: productpage. Selected by the second selector: cart in
 	// namespace shop.
 	_, ppChains, ppFilters := inboundFilters(t, m, b.productpage)
