@@ -227,3 +227,56 @@ func TestFederatedRoutePoliciesOnEnvoy(t *testing.T) {
 	rc.equal("spec.policy.mirror.kubeService (ratings in west: its federated host), .percentage", "route.request_mirror_policies[0] cluster, runtime_fraction",
 		[]any{mirrors[0].GetCluster(), mirrors[0].GetRuntimeFraction().GetDefaultValue()}, []any{istiotest.ClusterName(9080, "", ratingsFed), percent(5)})
 }
+
+// Selective federation with a hostname suffix (golden case
+// federation-selective, cluster east): east's sidecar gets a cluster for
+// the service exported to every mesh (ratings of west), under the suffix,
+// through west's gateway, and none for another cluster's service that
+// is not exported to east;
+// east's east-west gateway passes the SNI of its own reviews, exported to
+// north.
+func TestSelectiveFederationOnEnvoy(t *testing.T) {
+	const c = "federation-selective"
+	b := newBookinfo("default")
+	m := b.start(t, c, "east", "cluster.local")
+	vm := meshplaneObject(t, c, "virtualMeshes", "global")
+	ratings := istiotest.ClusterName(9080, "", "ratings.default.svc.west.mesh.example")
+	x := m.fetch(t, b.productpage.proxy(), nil, func(x *xds) string {
+		if _, ok := x.clusters[ratings]; !ok {
+			return "no cluster " + ratings
+		}
+		return ""
+	})
+	cl := x.clusters[ratings]
+	check := vm.on(t, "cluster "+ratings, cl)
+	check.equal("spec.federation.hostnameSuffix, .selective.selectors[1] (ratings of west, to every mesh)", "cluster load_assignment endpoints (west's gateway)",
+		endpointsString(istiotest.Flatten(cl.GetLoadAssignment())), "west.example.com:15443 priority 0 locality \"\"")
+	// Services of the other clusters under the suffix (east's own
+	// reviews is there too: the server-side ServiceEntry the gateway
+	// resolves its SNI with).
+	var remote []string
+	for name := range x.clusters {
+		if strings.HasSuffix(name, ".mesh.example") && !strings.HasSuffix(name, ".svc.east.mesh.example") {
+			remote = append(remote, name)
+		}
+	}
+	slices.Sort(remote)
+	vm.on(t, "productpage's clusters", cl).equal("spec.federation.selective.selectors (only ratings of west is exported to east)", "the sidecar's clusters for other clusters' services",
+		remote, []string{ratings})
+
+	gw := istiotest.Proxy{Type: "router", IP: "10.1.0.30", Name: "istio-eastwestgateway-1", Namespace: "istio-system",
+		Labels: map[string]string{"istio": "eastwestgateway"}, RouterMode: "sni-dnat"}
+	gx := m.fetch(t, gw, nil, func(x *xds) string {
+		if _, ok := x.listeners["0.0.0.0_15443"]; !ok {
+			return "no listener 0.0.0.0_15443"
+		}
+		return ""
+	})
+	var snis []string
+	for _, fc := range gx.listeners["0.0.0.0_15443"].GetFilterChains() {
+		snis = append(snis, fc.GetFilterChainMatch().GetServerNames()...)
+	}
+	vm.on(t, "east-west gateway listener 0.0.0.0_15443", gx.listeners["0.0.0.0_15443"]).that(
+		"spec.federation.selective.selectors[0] (reviews of east, to north), .hostnameSuffix", "filter_chain_match.server_names",
+		slices.Contains(snis, sniName(9080, "reviews.default.svc.east.mesh.example")), snis, sniName(9080, "reviews.default.svc.east.mesh.example"))
+}
