@@ -176,6 +176,13 @@ func TestSourceSelectorOnEnvoy(t *testing.T) {
 		w.policy.on(t, w.client.namespace+"/"+w.client.name+"'s virtual host "+vh.GetName(), vh).that(
 			w.field, "virtual_hosts.routes (Istio keeps a route whose source_labels/source_namespace match the client)",
 			got == w.applies, fmt.Sprintf("%d routes", len(vh.GetRoutes())), want)
+		if w.client.name == b.productpage.name && w.client.namespace == b.productpage.namespace {
+			// from-west-only (a 2s timeout for clients in cluster west) has
+			// no route in east.
+			fromWest := meshplaneObject(t, c, "trafficPolicies", "from-west-only")
+			fromWest.on(t, "productpage's virtual host "+vh.GetName(), vh).that("spec.sourceSelector[0].kubeWorkloadMatcher.clusters (west)",
+				"virtual_hosts.routes (none with the policy's 2s timeout in east)", routeIndex(vh, 2*time.Second) < 0, routeIndex(vh, 2*time.Second), "no such route")
+		}
 		x.ads.Close()
 	}
 }
