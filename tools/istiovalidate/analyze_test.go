@@ -37,6 +37,10 @@ var knownFindings = []knownFinding{
 		"the subset is in the DestinationRule for the federated host in the root namespace (istio-system), which istiod applies mesh-wide; the analyzer looks for it in the VirtualService's namespace only for hosts that are not <name>.<namespace>.svc.cluster.local (istioloop TestFederatedTrafficShiftOnEnvoy shows istiod's cluster for the subset)",
 	},
 	{
+		"route-features-extra", "east", "DestinationRule default/ratings", "analyzer IST0128",
+		"the TrafficPolicy asks for tlsMode SIMPLE, and Meshplane's mtls.istio has no CA certificates to give: Envoy then originates TLS without checking the server's certificate, which is what SIMPLE without a CA means (istioloop TestTrafficPolicyMoreFieldsOnEnvoy checks the transport socket)",
+	},
+	{
 		"traffic-shift-virtual-destination", "west", "VirtualService default/reviews", "analyzer IST0112",
 		"the catch-all route to the VirtualService's own host names no port: on each port's route, istiod then sends to the same port (the listener's), which is what the catch-all means; naming one port would send every port's traffic to it",
 	},

@@ -328,33 +328,65 @@ func setRouteField(r *istiov1alpha3.HTTPRoute, field string, p *networkingv1.Tra
 	}
 }
 
-// normalizeWeights scales relative weights to Istio's percentages, which
-// must add up to 100, by the largest remainder method; ties go to the
-// earlier destination.
+// normalizeWeights scales relative weights to Istio's integer weights.
+// They add up to 100, percentages as people read them, by the largest
+// remainder method; ties go to the earlier destination. A non-zero weight
+// must not become 0: istiod drops a destination of weight 0 from the
+// route, so it would get no traffic at all (a 999:1 canary would get
+// none). When one would, the weights add up to 1,000, 10,000, ... up to
+// 1,000,000 instead, the first total at which none does; at 1,000,000, a
+// weight that still rounds to 0 gets 1, taken from the largest.
 func normalizeWeights(weights []uint32) []int32 {
 	var total uint64
 	for _, w := range weights {
 		total += uint64(w)
 	}
-	out := make([]int32, len(weights))
 	if total == 0 {
-		return out
+		return make([]int32, len(weights))
 	}
+	var out []int32
+	for scale := uint64(100); scale <= 1_000_000; scale *= 10 {
+		out = largestRemainder(weights, total, scale)
+		if len(dropped(weights, out)) == 0 {
+			return out
+		}
+	}
+	for _, i := range dropped(weights, out) {
+		out[i] = 1
+		out[slices.Index(out, slices.Max(out))]--
+	}
+	return out
+}
+
+// largestRemainder apportions scale among weights, whose sum is total.
+func largestRemainder(weights []uint32, total, scale uint64) []int32 {
+	out := make([]int32, len(weights))
 	type rem struct {
 		i int
 		r uint64
 	}
 	rems := make([]rem, len(weights))
-	var sum int32
+	var sum uint64
 	for i, w := range weights {
-		out[i] = int32(uint64(w) * 100 / total)
-		sum += out[i]
-		rems[i] = rem{i, uint64(w) * 100 % total}
+		out[i] = int32(uint64(w) * scale / total)
+		sum += uint64(out[i])
+		rems[i] = rem{i, uint64(w) * scale % total}
 	}
 	slices.SortStableFunc(rems, func(a, b rem) int { return cmp.Compare(b.r, a.r) })
-	for j := 0; sum < 100; j++ {
+	for j := 0; sum < scale; j++ {
 		out[rems[j%len(rems)].i]++
 		sum++
+	}
+	return out
+}
+
+// dropped lists the indexes of the non-zero weights that scaled to 0.
+func dropped(weights []uint32, scaled []int32) []int {
+	var out []int
+	for i, w := range weights {
+		if w > 0 && scaled[i] == 0 {
+			out = append(out, i)
+		}
 	}
 	return out
 }

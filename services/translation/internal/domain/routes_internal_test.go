@@ -18,7 +18,14 @@ func TestNormalizeWeights(t *testing.T) {
 		{[]uint32{1, 0}, []int32{100, 0}},
 		{[]uint32{2, 1, 1}, []int32{50, 25, 25}},
 		{[]uint32{1, 2}, []int32{33, 67}},
-		{[]uint32{4294967295, 4294967295, 1}, []int32{50, 50, 0}},
+		{[]uint32{1, 199}, []int32{1, 99}},
+		// A weight that would round to 0 at 100 (istiod would drop its
+		// destination): the first power of ten that keeps it.
+		{[]uint32{999, 1}, []int32{999, 1}},
+		{[]uint32{1, 2000}, []int32{5, 9995}},
+		{[]uint32{1, 1, 1, 997}, []int32{1, 1, 1, 997}},
+		// Past a million, it gets 1, taken from the largest.
+		{[]uint32{4294967295, 4294967295, 1}, []int32{499999, 500000, 1}},
 		{[]uint32{0, 0}, []int32{0, 0}},
 	} {
 		if got := normalizeWeights(tc.in); !slices.Equal(got, tc.want) {

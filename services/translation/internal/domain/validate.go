@@ -329,6 +329,7 @@ func validatePolicy(v *validator, p *networkingv1.TrafficPolicySpec_Policy) {
 			v.add(fp, "one of fixedDelay or abort is required")
 		}
 		v.percentage(fp+".percentage", f.GetPercentage())
+		v.envoyShare(fp+".percentage", f.GetPercentage())
 	}
 	if c := p.GetCorsPolicy(); c != nil {
 		validateCORS(v, base+".corsPolicy", c)
@@ -341,6 +342,7 @@ func validatePolicy(v *validator, p *networkingv1.TrafficPolicySpec_Policy) {
 			v.add(mp+".kubeService.name", "is required")
 		}
 		v.percentage(mp+".percentage", m.GetPercentage())
+		v.envoyShare(mp+".percentage", m.GetPercentage())
 		if m.GetPort() > 65535 {
 			v.add(mp+".port", "must be at most 65535")
 		}
@@ -482,5 +484,13 @@ func validateOutlierDetection(v *validator, path string, o *networkingv1.Outlier
 	v.istioDuration(path+".baseEjectionTime", o.GetBaseEjectionTime())
 	if o.GetMaxEjectionPercent() > 100 {
 		v.add(path+".maxEjectionPercent", "must be between 0 and 100")
+	}
+}
+
+// envoyShare checks a percentage of requests against Envoy's precision:
+// Envoy counts requests per million, so a share under 0.0001% is none.
+func (v *validator) envoyShare(path string, p float64) {
+	if p > 0 && p < 0.0001 {
+		v.add(path, "must be 0 or at least 0.0001: Envoy counts requests per million, and a smaller share is none")
 	}
 }

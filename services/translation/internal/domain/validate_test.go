@@ -12,6 +12,7 @@ import (
 )
 
 func TestValidateTrafficPolicy(t *testing.T) {
+	const retryConditions = "5xx, cancelled, connect-failure, deadline-exceeded, envoy-ratelimited, gateway-error, http3-post-connect-failure, internal, refused-stream, reset, reset-before-request, resource-exhausted, retriable-4xx, retriable-headers, retriable-status-codes, unavailable"
 	for _, tc := range []struct {
 		name, spec string
 		want       []string
@@ -64,6 +65,10 @@ func TestValidateTrafficPolicy(t *testing.T) {
 		}},
 		{"abort status", `{"policy":{"faultInjection":{"abort":{"httpStatus":99}}}}`, []string{
 			"spec.policy.faultInjection.abort.httpStatus: must be between 200 and 599",
+		}},
+		// Envoy counts requests per million (found by internal/istioloop).
+		{"shares under Envoy's precision", `{"policy":{"faultInjection":{"fixedDelay":"1s","percentage":0.00001},"mirror":{"kubeService":{"name":"m"},"percentage":0.0001}}}`, []string{
+			"spec.policy.faultInjection.percentage: must be 0 or at least 0.0001: Envoy counts requests per million, and a smaller share is none",
 		}},
 		// What Istio's validation refuses in the VirtualService and
 		// DestinationRule these fields go into (tools/istiovalidate).

@@ -371,9 +371,10 @@ func wasmPlugin(f *networkingv1.WasmDeploymentPolicySpec_WasmFilter, labels map[
 	if len(labels) > 0 {
 		wp.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(labels)}
 	}
-	if f.GetPriority() != 0 {
-		wp.Priority = wrapperspb.Int32(f.GetPriority())
-	}
+	// Always set: Istio orders a WasmPlugin without a priority after every
+	// one with a priority, negative ones included, where the policy's 0
+	// (unset) sits between 1 and -1.
+	wp.Priority = wrapperspb.Int32(f.GetPriority())
 	if h := f.GetHttp(); h != nil {
 		wp.Url, wp.Sha256 = h.GetUrl(), h.GetSha256()
 	} else {

@@ -5,8 +5,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/meshplane/meshplane/libs/kube/istiotest"
 )
 
@@ -66,7 +68,7 @@ func TestStaticFailoverKeepsIstiodUpAndOrdersEndpoints(t *testing.T) {
 // there, which the tlsMode label says).
 func TestLocalityFailoverAndGatewayEndpoints(t *testing.T) {
 	m := startMesh(t, "vd-locality-failover", "east", "cluster.local")
-	_, cs := m.clusters(t, istiotest.Proxy{IP: "10.9.0.20", Name: "productpage-v1", Namespace: "default",
+	ads, cs := m.clusters(t, istiotest.Proxy{IP: "10.9.0.20", Name: "productpage-v1", Namespace: "default",
 		Labels: map[string]string{"app": "productpage"}, Region: "us-east-1", Zone: "us-east-1a"})
 	c := cluster(t, cs, "outbound|9080||reviews.mesh.internal")
 	logProto(t, "sidecar cluster outbound|9080||reviews.mesh.internal load assignment", c.GetLoadAssignment())
@@ -75,17 +77,45 @@ func TestLocalityFailoverAndGatewayEndpoints(t *testing.T) {
 		prio[e.Address] = e.Priority
 	}
 	want := map[string]uint32{"reviews.default.svc.cluster.local": 0, "west.gw.example.com": 1, "198.51.100.7": 2}
-	if fmt.Sprint(prio) != fmt.Sprint(want) {
-		t.Errorf("priorities by endpoint %v, want %v", prio, want)
+	vd := meshplaneObject(t, "vd-locality-failover", "virtualDestinations", "reviews-local")
+	check := vd.on(t, "cluster "+c.GetName(), c)
+	check.equal("spec.localized.destinationSelectors, .failoverDirectives", "load_assignment.endpoints[].priority by endpoint", fmt.Sprint(prio), fmt.Sprint(want))
+	od := c.GetOutlierDetection()
+	check.equal("spec.localized.outlierDetection.consecutiveErrors", "cluster.outlier_detection.consecutive_5xx", od.GetConsecutive_5Xx().GetValue(), uint32(3))
+	check.equal("spec.localized.outlierDetection.interval", "cluster.outlier_detection.interval", od.GetInterval().AsDuration(), 5*time.Second)
+
+	// spec.port.protocol http: an HTTP route for the hostname.
+	rcs, err := ads.Routes("9080")
+	if err != nil {
+		t.Fatal(err)
 	}
+	vh := istiotest.VirtualHost(rcs["9080"], "reviews.mesh.internal")
+	check.that("spec.hostname, spec.port (9080, http)", "route configuration 9080 virtual host for reviews.mesh.internal", vh != nil && len(vh.GetRoutes()) > 0 &&
+		vh.GetRoutes()[0].GetRoute().GetCluster() == c.GetName(), vh, "a route to "+c.GetName())
 
 	gatewayHasLocalEndpoints(t, m, 9080, "reviews.mesh.internal")
 }
 
-// The same for a VirtualDestination that a TrafficPolicy shifts traffic to.
+// The same for a VirtualDestination that a TrafficPolicy shifts traffic
+// to; and the sidecar's route for /v2 of reviews goes 80:20 to the
+// VirtualDestination's host and reviews.
 func TestTrafficShiftVirtualDestinationGatewayEndpoints(t *testing.T) {
-	m := startMesh(t, "traffic-shift-virtual-destination", "east", "cluster.local")
+	const c = "traffic-shift-virtual-destination"
+	b := newBookinfo("default")
+	m := b.start(t, c, "east", "cluster.local")
 	gatewayHasLocalEndpoints(t, m, 9080, "reviews.global")
+
+	tp := meshplaneObject(t, c, "trafficPolicies", "reviews-to-global")
+	reviews := host("reviews", "default")
+	_, vh := vsRoutes(t, m, b.productpage, reviews, istiotest.ClusterName(9080, "", "reviews.global"))
+	i := slices.IndexFunc(vh.GetRoutes(), func(r *routev3.Route) bool { return r.GetMatch().GetPrefix() == "/v2" })
+	check := tp.on(t, "route 9080, virtual host "+vh.GetName(), vh)
+	if i < 0 {
+		check.fail("spec.httpRequestMatchers[0].prefix", "route.match.prefix", "no route for /v2")
+		return
+	}
+	check.equal("spec.policy.trafficShift.destinations[0].virtualDestination, [1].kubeService (80:20)", "route.weighted_clusters.clusters",
+		weights(vh.GetRoutes()[i]), map[string]uint32{istiotest.ClusterName(9080, "", "reviews.global"): 80, istiotest.ClusterName(9080, "", reviews): 20})
 }
 
 // gatewayHasLocalEndpoints checks that the east-west gateway's

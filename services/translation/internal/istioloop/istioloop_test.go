@@ -14,7 +14,6 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/meshplane/meshplane/libs/kube/istiotest"
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,6 +45,14 @@ type mesh struct {
 // case name and the pods of the test, then istiod with trust domain td.
 func startMesh(t *testing.T, name, cluster, td string, pods ...pod) *mesh {
 	t.Helper()
+	return startMeshWith(t, name, cluster, td, pods, nil)
+}
+
+// startMeshWith is startMesh with a setup of the API server (services,
+// endpoints) that runs before istiod starts, so that istiod's first
+// answers already know it.
+func startMeshWith(t *testing.T, name, cluster, td string, pods []pod, setup func(*kubetest.Cluster)) *mesh {
+	t.Helper()
 	istiotest.SkipIfAsked(t)
 	if _, err := istiotest.PilotDiscoveryPath(); err != nil {
 		t.Fatal(err)
@@ -64,7 +71,7 @@ func startMesh(t *testing.T, name, cluster, td string, pods ...pod) *mesh {
 	if len(objs) == 0 {
 		t.Fatalf("golden case %s has no objects for cluster %s", name, cluster)
 	}
-	kube := kubetest.Start(t, kubetest.Options{Name: "istioloop-" + cluster, SkipMeshplaneCRDs: true})
+	kube := leaseKube(t)
 	ctx := t.Context()
 	namespaces := map[string]bool{}
 	var docs []string
@@ -90,6 +97,9 @@ func startMesh(t *testing.T, name, cluster, td string, pods ...pod) *mesh {
 	}
 	for _, p := range pods {
 		p.create(t, kube)
+	}
+	if setup != nil {
+		setup(kube)
 	}
 	return &mesh{kube: kube, istiod: istiotest.Start(t, kube, istiotest.Options{TrustDomain: td})}
 }
@@ -220,11 +230,7 @@ func cluster(t *testing.T, cs map[string]*clusterv3.Cluster, name string) *clust
 // closing note quotes these).
 func logProto(t *testing.T, label string, m proto.Message) {
 	t.Helper()
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s:\n%s", label, b)
+	t.Logf("%s:\n%s", label, protoText(m))
 }
 
 func endpointsString(eps []istiotest.Endpoint) string {
