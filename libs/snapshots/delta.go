@@ -126,8 +126,12 @@ func Diff(baseVersion string, base OutputIndex, next *snapshotv1.OutputSnapshot)
 	if err != nil {
 		return nil, OutputIndex{}, err
 	}
+	b, err = scan.AppendDelta(nil, baseVersion, base)
+	if err != nil {
+		return nil, OutputIndex{}, err
+	}
 	d := &snapshotv1.OutputDelta{}
-	if err := proto.Unmarshal(scan.AppendDelta(nil, baseVersion, base), d); err != nil {
+	if err := proto.Unmarshal(b, d); err != nil {
 		return nil, OutputIndex{}, fmt.Errorf("decode the delta: %w", err)
 	}
 	return d, scan.Index, nil

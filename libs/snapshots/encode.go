@@ -20,6 +20,9 @@ type Encoded[T proto.Message] struct {
 	Value T
 	// Data decodes to Value. It is shared: nobody may modify it.
 	Data []byte
+	// Table, when not nil, is Data's output table (OutputEncoder's),
+	// which stores keep beside it. Shared too.
+	Table []byte
 }
 
 // Decoded returns e.Value, decoding e.Data when e has no Value.

@@ -26,6 +26,7 @@ type Memory[T proto.Message] struct {
 type memEntry struct {
 	version string
 	data    []byte
+	table   []byte
 }
 
 type memSub struct {
@@ -58,7 +59,7 @@ func (m *Memory[T]) Put(ctx context.Context, cluster, version string, v T) error
 func (m *Memory[T]) PutEncoded(_ context.Context, cluster string, e Encoded[T]) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.data[cluster] = memEntry{version: e.Version, data: e.Data}
+	m.data[cluster] = memEntry{version: e.Version, data: e.Data, table: e.Table}
 	m.notifyLocked(Change{Cluster: cluster, Version: e.Version})
 	return nil
 }
@@ -86,7 +87,7 @@ func (m *Memory[T]) GetEncoded(_ context.Context, cluster string) (Encoded[T], e
 	if !ok {
 		return Encoded[T]{}, ErrNotFound
 	}
-	return Encoded[T]{Version: e.version, Data: e.data}, nil
+	return Encoded[T]{Version: e.version, Data: e.data, Table: e.table}, nil
 }
 
 func (m *Memory[T]) Version(_ context.Context, cluster string) (string, error) {

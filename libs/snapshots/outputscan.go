@@ -32,6 +32,9 @@ type OutputScan struct {
 	Objects, Statuses, IssuedCertificates int
 
 	data []byte
+	// unchecked: the items were described by a table (ScanOutputTable),
+	// not checked; AppendDelta checks those it sends.
+	unchecked bool
 	// items are the objects and statuses, in the order of the encoding.
 	items []scanItem
 	// rest are the encoding's other fields, whole (tag included), in order.
@@ -110,6 +113,12 @@ func ScanOutput(data []byte) (*OutputScan, error) {
 			s.rest = append(s.rest, whole)
 		}
 	}
+	s.index()
+	return s, nil
+}
+
+// index fills s.Index from s.items.
+func (s *OutputScan) index() {
 	s.Index = OutputIndex{Objects: make(map[uint64]uint64, s.Objects), Statuses: make(map[uint64]uint64, s.Statuses)}
 	for _, it := range s.items {
 		if it.status {
@@ -118,7 +127,6 @@ func ScanOutput(data []byte) (*OutputScan, error) {
 			s.Index.Objects[it.key] = it.hash
 		}
 	}
-	return s, nil
 }
 
 // Size is the length of the whole encoding.
@@ -132,8 +140,13 @@ func (s *OutputScan) Data() []byte { return s.data }
 // every object and status whose key base does not hold or whose content
 // hash differs, the key hashes of what base holds and the scanned version
 // does not (sorted), and the version's other fields as its rest. The
-// objects and statuses keep the order of the encoding.
-func (s *OutputScan) AppendDelta(b []byte, baseVersion string, base OutputIndex) []byte {
+// objects and statuses keep the order of the encoding. For a scan made
+// from a table, each object and status sent is checked first; an error
+// (ErrMalformed, ErrTableMismatch) means the delta cannot be cut from
+// this scan, and b is returned as it was.
+func (s *OutputScan) AppendDelta(b []byte, baseVersion string, base OutputIndex) ([]byte, error) {
+	start := len(b)
+	var hasher contentHasher
 	b = appendString(b, deltaField("base_version"), baseVersion)
 	b = appendString(b, deltaField("version"), s.Version)
 	objects, statuses := deltaField("objects"), deltaField("statuses")
@@ -144,6 +157,11 @@ func (s *OutputScan) AppendDelta(b []byte, baseVersion string, base OutputIndex)
 		}
 		if h, ok := held[it.key]; ok && h == it.hash {
 			continue
+		}
+		if s.unchecked {
+			if err := s.checkItem(&hasher, it); err != nil {
+				return b[:start], err
+			}
 		}
 		b = protowire.AppendTag(b, num, protowire.BytesType)
 		b = protowire.AppendBytes(b, it.raw)
@@ -159,7 +177,7 @@ func (s *OutputScan) AppendDelta(b []byte, baseVersion string, base OutputIndex)
 	for _, r := range s.rest {
 		b = append(b, r...)
 	}
-	return b
+	return b, nil
 }
 
 func deltaField(name string) protowire.Number { return field(deltaDesc, name).Number() }

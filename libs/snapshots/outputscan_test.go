@@ -40,7 +40,7 @@ func TestScanOutputOfAnyEncoding(t *testing.T) {
 				t.Fatalf("case %d: scan read version %s, %d objects, %d statuses, %d certificates, %d bytes", i, scan.Version, scan.Objects, scan.Statuses, scan.IssuedCertificates, scan.Size())
 			}
 			d := &snapshotv1.OutputDelta{}
-			if err := proto.Unmarshal(scan.AppendDelta(nil, base.GetVersion(), snapshots.IndexOutput(base)), d); err != nil {
+			if err := proto.Unmarshal(cutDelta(t, scan, base.GetVersion(), snapshots.IndexOutput(base)), d); err != nil {
 				t.Fatalf("case %d: the delta does not decode: %v", i, err)
 			}
 			got, err := snapshots.ApplyDelta(base, d)
@@ -69,7 +69,7 @@ func TestScanOutputDeltaOfOneEdit(t *testing.T) {
 	}
 	baseIdx := scan(base).Index
 	d := &snapshotv1.OutputDelta{}
-	if err := proto.Unmarshal(scan(base).AppendDelta(nil, base.GetVersion(), baseIdx), d); err != nil {
+	if err := proto.Unmarshal(cutDelta(t, scan(base), base.GetVersion(), baseIdx), d); err != nil {
 		t.Fatal(err)
 	}
 	if len(d.GetObjects())+len(d.GetRemovedObjects()) != 0 {
@@ -79,7 +79,7 @@ func TestScanOutputDeltaOfOneEdit(t *testing.T) {
 	edited := next.Objects[250]
 	edited.Annotations["meshplane.dev/digest"] = "other"
 	snapshots.SealOutput(next)
-	if err := proto.Unmarshal(scan(next).AppendDelta(nil, base.GetVersion(), baseIdx), d); err != nil {
+	if err := proto.Unmarshal(cutDelta(t, scan(next), base.GetVersion(), baseIdx), d); err != nil {
 		t.Fatal(err)
 	}
 	if len(d.GetObjects()) != 1 || d.GetObjects()[0].GetName() != edited.GetName() {
@@ -125,7 +125,7 @@ func FuzzScanOutput(f *testing.F) {
 			t.Fatalf("scan counted %d objects and %d statuses, decoding %d and %d", scan.Objects, scan.Statuses, len(decoded.GetObjects()), len(decoded.GetStatuses()))
 		}
 		d := &snapshotv1.OutputDelta{}
-		if err := proto.Unmarshal(scan.AppendDelta(nil, base.GetVersion(), snapshots.IndexOutput(base)), d); err != nil {
+		if err := proto.Unmarshal(cutDelta(t, scan, base.GetVersion(), snapshots.IndexOutput(base)), d); err != nil {
 			t.Fatalf("the delta does not decode: %v", err)
 		}
 	})
@@ -168,7 +168,33 @@ func BenchmarkScanOutput(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			delta = scan.AppendDelta(delta[:0], base.GetVersion(), baseIdx)
+			if delta, err = scan.AppendDelta(delta[:0], base.GetVersion(), baseIdx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(delta)), "delta-B")
+	})
+	// /table is the same from the encoding's table, as translation
+	// stores it beside the encoding (OutputEncoder).
+	var enc snapshots.OutputEncoder
+	if _, _, err := enc.Encode(base); err != nil {
+		b.Fatal(err)
+	}
+	tdata, table, err := enc.Encode(next)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("table", func(b *testing.B) {
+		b.SetBytes(int64(len(tdata)))
+		var delta []byte
+		for b.Loop() {
+			scan, err := snapshots.ScanOutputTable(tdata, table)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if delta, err = scan.AppendDelta(delta[:0], base.GetVersion(), baseIdx); err != nil {
+				b.Fatal(err)
+			}
 		}
 		b.ReportMetric(float64(len(delta)), "delta-B")
 	})
@@ -184,4 +210,14 @@ func BenchmarkScanOutput(b *testing.B) {
 			}
 		}
 	})
+}
+
+// cutDelta is scan.AppendDelta, which must not fail.
+func cutDelta(t testing.TB, scan *snapshots.OutputScan, baseVersion string, base snapshots.OutputIndex) []byte {
+	t.Helper()
+	b, err := scan.AppendDelta(nil, baseVersion, base)
+	if err != nil {
+		t.Fatalf("cut a delta: %v", err)
+	}
+	return b
 }

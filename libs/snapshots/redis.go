@@ -16,7 +16,7 @@ import (
 //
 // Layout, for install I and kind K (input or output):
 //
-//	meshplane:{I}:K:<cluster>   hash {version, data}
+//	meshplane:{I}:K:<cluster>   hash {version, data, table (outputs: OutputEncoder's, optional)}
 //	meshplane:{I}:K             set of clusters
 //	meshplane:{I}:K:changes     pub/sub channel, messages "<cluster> <version>"
 //
@@ -53,7 +53,13 @@ func (r *Redis[T]) Put(ctx context.Context, cluster, version string, v T) error 
 // PutEncoded stores e by its encoding.
 func (r *Redis[T]) PutEncoded(ctx context.Context, cluster string, e Encoded[T]) error {
 	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, r.key(cluster), "version", e.Version, "data", e.Data)
+		if e.Table != nil {
+			p.HSet(ctx, r.key(cluster), "version", e.Version, "data", e.Data, "table", e.Table)
+		} else {
+			// No table of another version may stay beside these bytes.
+			p.HSet(ctx, r.key(cluster), "version", e.Version, "data", e.Data)
+			p.HDel(ctx, r.key(cluster), "table")
+		}
 		p.SAdd(ctx, r.base, cluster)
 		p.Publish(ctx, r.channel(), cluster+" "+e.Version)
 		return nil
@@ -78,7 +84,7 @@ func (r *Redis[T]) Get(ctx context.Context, cluster string) (Entry[T], error) {
 
 // GetEncoded returns the stored bytes of the cluster's snapshot.
 func (r *Redis[T]) GetEncoded(ctx context.Context, cluster string) (Encoded[T], error) {
-	vals, err := r.client.HMGet(ctx, r.key(cluster), "version", "data").Result()
+	vals, err := r.client.HMGet(ctx, r.key(cluster), "version", "data", "table").Result()
 	if err != nil {
 		return Encoded[T]{}, fmt.Errorf("read snapshot of cluster %q from redis: %w", cluster, err)
 	}
@@ -87,7 +93,11 @@ func (r *Redis[T]) GetEncoded(ctx context.Context, cluster string) (Encoded[T], 
 	if version == "" {
 		return Encoded[T]{}, ErrNotFound
 	}
-	return Encoded[T]{Version: version, Data: []byte(data)}, nil
+	e := Encoded[T]{Version: version, Data: []byte(data)}
+	if table, ok := vals[2].(string); ok {
+		e.Table = []byte(table)
+	}
+	return e, nil
 }
 
 func (r *Redis[T]) Version(ctx context.Context, cluster string) (string, error) {

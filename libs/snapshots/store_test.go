@@ -1,6 +1,7 @@
 package snapshots_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -33,6 +34,30 @@ func runContract(t *testing.T, newStore func(t *testing.T) snapshots.Store[*snap
 		}
 		if _, err := s.Version(ctx, "nope"); !errors.Is(err, snapshots.ErrNotFound) {
 			t.Fatalf("Version of a missing cluster: err = %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("table kept with its encoding only", func(t *testing.T) {
+		s := newStore(t)
+		a := output("a", "x")
+		var enc snapshots.OutputEncoder
+		data, table, err := enc.Encode(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := snapshots.PutEncoded(ctx, s, "a", snapshots.Encoded[*snapshotv1.OutputSnapshot]{Version: a.GetVersion(), Value: a, Data: data, Table: table}); err != nil {
+			t.Fatal(err)
+		}
+		e, err := snapshots.GetEncoded(ctx, s, "a")
+		if err != nil || !bytes.Equal(e.Data, data) || !bytes.Equal(e.Table, table) {
+			t.Fatalf("GetEncoded after a put with a table: %v, data equal %v, table equal %v", err, bytes.Equal(e.Data, data), bytes.Equal(e.Table, table))
+		}
+		// A later put without a table leaves none of the earlier version.
+		b := output("a", "y")
+		if err := s.Put(ctx, "a", b.GetVersion(), b); err != nil {
+			t.Fatal(err)
+		}
+		if e, err = snapshots.GetEncoded(ctx, s, "a"); err != nil || e.Table != nil || e.Version != b.GetVersion() {
+			t.Fatalf("GetEncoded after a put without a table: %v, version %s, table of %d bytes", err, e.Version, len(e.Table))
 		}
 	})
 	t.Run("put get list delete", func(t *testing.T) {

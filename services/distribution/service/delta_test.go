@@ -2,6 +2,8 @@ package service_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -122,5 +124,72 @@ func TestDeltasAcrossReplicas(t *testing.T) {
 			}
 			wantMetric(t, scrape(t, a.admin, "meshplane_distribution_deltas"), `meshplane_distribution_deltas_sent_total{cluster="east"}`, "2")
 		})
+	}
+}
+
+// Outputs stored with their tables (translation's OutputEncoder), through
+// a real Redis: deltas are cut by the table, and a table that does not
+// match its encoding (one that lies about an object the delta sends, or
+// that is not a table) costs a scan of the whole output, never a wrong
+// delta; an agent without a base gets the whole snapshot.
+func TestDeltasCutByTables(t *testing.T) {
+	r := redistest.Start(t)
+	cfg := service.DefaultConfig()
+	cfg.Redis.Addrs = r.Addr()
+	e := newEnvCA(t, platformtest.NewCA(t, "test CA"), cfg)
+	e.outputs = snapshots.NewRedis(r.Client(t), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	var enc snapshots.OutputEncoder
+	put := func(o *snapshotv1.OutputSnapshot, spoil func(table []byte) []byte) {
+		t.Helper()
+		data, table, err := enc.Encode(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spoil != nil {
+			table = spoil(slices.Clone(table))
+		}
+		if err := snapshots.PutEncoded(t.Context(), e.outputs, o.GetCluster(), snapshots.Encoded[*snapshotv1.OutputSnapshot]{Version: o.GetVersion(), Value: o, Data: data, Table: table}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := make([]string, 100)
+	for i := range names {
+		names[i] = fmt.Sprintf("svc-%03d", i)
+	}
+	v1 := output("east", names...)
+	put(v1, nil)
+	stream := deltaWatch(t, e.client(t, eastID, protocols[0].opts), "", "")
+	if got := nextResponse(t, stream); got.GetSnapshot().GetVersion() != v1.GetVersion() {
+		t.Fatalf("first response: %v; want the whole of v1", got)
+	}
+	held := v1
+	for i, spoil := range []func([]byte) []byte{
+		nil,
+		// The changed object's content hash, the last byte of the table.
+		func(b []byte) []byte { b[len(b)-1] ^= 1; return b },
+		func([]byte) []byte { return []byte("mpt1 not a table") },
+	} {
+		next := &snapshotv1.OutputSnapshot{Cluster: "east", Objects: slices.Clone(held.GetObjects())}
+		last := proto.Clone(next.Objects[99]).(*snapshotv1.Object)
+		last.Spec = fmt.Appendf(nil, `{"round":%d}`, i)
+		next.Objects[99] = last
+		snapshots.SealOutput(next)
+		put(next, spoil)
+		got := nextResponse(t, stream)
+		if got.GetDelta() == nil {
+			t.Fatalf("round %d: the whole snapshot, want a delta", i)
+		}
+		if n := len(got.GetDelta().GetObjects()); n != 1 {
+			t.Fatalf("round %d: the delta carries %d objects, want 1", i, n)
+		}
+		made, err := snapshots.ApplyDelta(held, got.GetDelta())
+		if err != nil || !proto.Equal(made, next) {
+			t.Fatalf("round %d: the delta makes %v, %v; want the next version", i, made.GetVersion(), err)
+		}
+		held = next
+	}
+	// No base: the whole snapshot, checked in full.
+	if got := nextResponse(t, deltaWatch(t, e.client(t, eastID, protocols[0].opts), "", "")); got.GetSnapshot().GetVersion() != held.GetVersion() {
+		t.Fatalf("a watch with no base got %v, want the whole snapshot", got)
 	}
 }

@@ -17,6 +17,7 @@ type metrics struct {
 	missing       prometheus.Gauge
 	lkgLoaded     prometheus.Gauge
 	lkgPending    prometheus.Gauge
+	encodingCache prometheus.Gauge
 }
 
 var _ app.Metrics = (*metrics)(nil)
@@ -60,8 +61,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meshplane_translation_last_good_pending_writes",
 			Help: "Changes to the last valid versions not yet written to the management cluster (retried).",
 		}),
+		encodingCache: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshplane_translation_encoding_cache_bytes",
+			Help: "Bytes of the last published outputs' encodings kept so that the next versions copy their unchanged objects (--encoding-cache-mib bounds it).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.outputObjects, m.outputBytes, m.publishErrors, m.safeMode, m.safeWaiting, m.lkgLoaded, m.lkgPending, m.missing} {
+	for _, c := range []prometheus.Collector{m.duration, m.outputObjects, m.outputBytes, m.publishErrors, m.safeMode, m.safeWaiting, m.lkgLoaded, m.lkgPending, m.missing, m.encodingCache} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -105,3 +110,5 @@ func (m *metrics) SetLastGood(loaded bool, pending int) {
 	m.lkgLoaded.Set(v)
 	m.lkgPending.Set(float64(pending))
 }
+
+func (m *metrics) SetEncodingCache(bytes int64) { m.encodingCache.Set(float64(bytes)) }

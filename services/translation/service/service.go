@@ -65,6 +65,10 @@ type Config struct {
 	// Kubeconfig and KubeContext reach the management cluster; an empty
 	// Kubeconfig means the in-cluster configuration.
 	Kubeconfig, KubeContext string
+	// EncodingCacheMiB bounds the encodings of the last published outputs
+	// kept so that the next versions copy their unchanged objects instead
+	// of encoding them again (app.Config.EncodingCacheBytes).
+	EncodingCacheMiB int
 
 	flags *platform.Flags
 }
@@ -78,6 +82,8 @@ func DefaultConfig() Config {
 		SafeStartWindow: 60 * time.Second,
 		ExpectedRefresh: app.DefaultExpectedRefresh,
 		Redis:           snapshots.NewRedisOptions(),
+		// The reference estate (C=100) keeps about 1.5 GB.
+		EncodingCacheMiB: 2048,
 	}
 }
 
@@ -92,6 +98,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags.String(&c.KubeContext, "kube-context", "kubeconfig context of the management cluster (default: the current one)")
 	c.flags.String(&c.ClustersNamespace, "clusters-namespace", "namespace of the management cluster where registration mirrors cluster records as KubernetesClusters (its --mirror-namespace); the registered ones are the clusters every output expects, and safe mode waits for them even after Redis restarts empty. Empty: safe mode waits for the clusters with outputs in Redis")
 	c.flags.Duration(&c.ExpectedRefresh, "expected-clusters-refresh", "how often the KubernetesClusters in --clusters-namespace are read again")
+	c.flags.Int(&c.EncodingCacheMiB, "encoding-cache-mib", "MiB of the last published outputs' encodings kept, so that an edit re-encodes only the objects it changed (about the sum of every cluster's output size; 0 keeps none and encodes every output whole)")
 	c.flags.Bool(&c.ExpectManagementCluster, "expect-management-cluster", "ingest reads the management cluster's own Meshplane resources (its --watch-management-cluster): their input, named the install name, is expected like a registered cluster's, so safe mode waits for it after Redis restarts empty and outputs built without it are incomplete; needs --clusters-namespace")
 	c.AddOwnFlags(c.flags)
 	c.Redis.AddFlags(fs)
@@ -115,6 +122,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Debounce < 0 {
 		errs = append(errs, errors.New("--debounce must not be negative"))
+	}
+	if c.EncodingCacheMiB < 0 {
+		errs = append(errs, errors.New("--encoding-cache-mib must not be negative"))
 	}
 	if c.SafeStartWindow < 0 {
 		errs = append(errs, errors.New("--safe-start-window must not be negative"))
@@ -256,6 +266,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		ExpectedRefresh:    cfg.ExpectedRefresh,
 		ExpectedManagement: management,
 		TestOutputHook:     d.hook,
+		EncodingCacheBytes: int64(cfg.EncodingCacheMiB) << 20,
 	}, d.inputs, d.outputs, metrics, log, topts...)
 	if d.acks != nil {
 		t.SetApplyReports(d.acks)

@@ -276,7 +276,10 @@ global:
 			wantArgs(t, containerArgs(t, objs, "Deployment", "r-ingest", "ingest"),
 				"--max-input-destinations=50000", "--max-input-workloads=0", "--max-input-meshes=5", "--max-input-policies=200", "--max-input-istio-objects=300")
 		}},
-	{name: "translation alone", chart: "translation", ns: mgmtNamespace, values: "debounce: 50ms\nworkloadClusterDomain: example.local\n", kinds: map[string]int{"Deployment": 1}},
+	{name: "translation alone", chart: "translation", ns: mgmtNamespace, values: "debounce: 50ms\nworkloadClusterDomain: example.local\nencodingCacheMiB: 0\n", kinds: map[string]int{"Deployment": 1},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			wantArgs(t, containerArgs(t, objs, "Deployment", "r-translation", "translation"), "--debounce=50ms", "--encoding-cache-mib=0")
+		}},
 	{name: "distribution alone", chart: "distribution", ns: mgmtNamespace, values: "redis:\n  addrs: [redis:6379]\n", kinds: map[string]int{"Deployment": 1}},
 	{
 		name: "agent with a relay address", chart: "agent", ns: agentNamespace, values: agentRelayValues,

@@ -12,6 +12,9 @@
 {{- with .Values.debounce }}
 - --debounce={{ . }}
 {{- end }}
+{{- if ne (toString .Values.encodingCacheMiB) "" }}
+- --encoding-cache-mib={{ .Values.encodingCacheMiB }}
+{{- end }}
 {{- if .Values.expectedClusters.enabled }}
 - --clusters-namespace={{ .Release.Namespace }}
 {{- with .Values.expectedClusters.refresh }}

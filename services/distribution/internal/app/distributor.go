@@ -336,18 +336,38 @@ func (d *Distributor) WatchUpdates(ctx context.Context, cluster string, req Watc
 			// The output is sent as translation stored it, whole or cut
 			// into a delta: never decoded here (13 MB and 21,000 objects
 			// for one cluster at the reference estate).
-			scan, err = snapshots.ScanOutput(e.Data)
-			if err != nil {
-				d.log.Error("a stored output does not decode; not sent", "cluster", cluster, "version", e.Version, "error", err)
+			scan = d.scan(cluster, e)
+			if scan == nil {
 				notDecoding = e.Version
 				return
 			}
 			full = scan.Size()
-			u, size = Update{Version: e.Version, Snapshot: scan.Data()}, full
 			if req.AcceptDelta && d.indexes != nil {
-				if delta := d.delta(ctx, cluster, base, e.Version, scan); delta != nil && len(delta) < full {
+				delta, err := d.delta(ctx, cluster, base, e.Version, scan)
+				if err != nil {
+					// The table does not describe what it is stored
+					// with: scanned whole, the delta is cut again.
+					d.log.Warn("an output's table does not match its encoding; scanning it whole", "cluster", cluster, "version", e.Version, "error", err)
+					if scan = d.scan(cluster, snapshots.Encoded[*snapshotv1.OutputSnapshot]{Version: e.Version, Data: e.Data}); scan == nil {
+						notDecoding = e.Version
+						return
+					}
+					delta, _ = d.delta(ctx, cluster, base, e.Version, scan)
+				}
+				if delta != nil && len(delta) < full {
 					u, size = Update{Version: e.Version, Delta: delta}, len(delta)
 				}
+			}
+			if u.Delta == nil {
+				// Sent whole: every object checked first.
+				verified, err := scan.Verified()
+				if err != nil {
+					d.log.Error("a stored output does not decode; not sent", "cluster", cluster, "version", e.Version, "error", err)
+					notDecoding = e.Version
+					return
+				}
+				scan = verified
+				u, size = Update{Version: e.Version, Snapshot: scan.Data()}, full
 			}
 			prepared = true
 		}()
@@ -386,10 +406,31 @@ func (d *Distributor) WatchUpdates(ctx context.Context, cluster string, req Watc
 	}
 }
 
+// scan returns the scan of a stored output: by its table when translation
+// stored one that matches it, else of every byte; nil when the output
+// does not decode (logged).
+func (d *Distributor) scan(cluster string, e snapshots.Encoded[*snapshotv1.OutputSnapshot]) *snapshots.OutputScan {
+	if e.Table != nil {
+		scan, err := snapshots.ScanOutputTable(e.Data, e.Table)
+		if err == nil {
+			return scan
+		}
+		d.log.Warn("an output's table does not match its encoding; scanning it whole", "cluster", cluster, "version", e.Version, "error", err)
+	}
+	scan, err := snapshots.ScanOutput(e.Data)
+	if err != nil {
+		d.log.Error("a stored output does not decode; not sent", "cluster", cluster, "version", e.Version, "error", err)
+		return nil
+	}
+	return scan
+}
+
 // delta returns the encoded delta from base to the scanned version, or
 // nil when there is none to send: no base, or its index is not kept. It
-// keeps the version's index either way, for the next delta from it.
-func (d *Distributor) delta(ctx context.Context, cluster, base, version string, scan *snapshots.OutputScan) []byte {
+// keeps the version's index either way, for the next delta from it. An
+// error means the scan's table does not match its encoding: nothing is
+// kept then.
+func (d *Distributor) delta(ctx context.Context, cluster, base, version string, scan *snapshots.OutputScan) ([]byte, error) {
 	var from snapshots.OutputIndex
 	var err error
 	if base != "" {
@@ -400,13 +441,15 @@ func (d *Distributor) delta(ctx context.Context, cluster, base, version string, 
 	}
 	var delta []byte
 	if base != "" && err == nil {
-		delta = scan.AppendDelta(nil, base, from)
+		if delta, err = scan.AppendDelta(nil, base, from); err != nil {
+			return nil, err
+		}
 	}
 	if err := d.indexes.PutIndex(ctx, cluster, version, scan.Index); err != nil {
 		// The next version goes out whole.
 		d.log.Warn("keeping an output index failed", "cluster", cluster, "version", version, "error", err)
 	}
-	return delta
+	return delta, nil
 }
 
 // sentVersion is what an ack of the scanned output may hold.

@@ -64,6 +64,9 @@ type Metrics interface {
 	// SetLastGood records whether the stored last valid versions have been
 	// read, and how many writes to the store are pending.
 	SetLastGood(loaded bool, pending int)
+	// SetEncodingCache records the bytes of output encodings kept for
+	// the next versions (Config.EncodingCacheBytes).
+	SetEncodingCache(bytes int64)
 }
 
 // NopMetrics discards everything.
@@ -75,3 +78,4 @@ func (NopMetrics) ObservePublishError(string)              {}
 func (NopMetrics) SetSafeMode(bool, int)                   {}
 func (NopMetrics) SetMissing(int)                          {}
 func (NopMetrics) SetLastGood(bool, int)                   {}
+func (NopMetrics) SetEncodingCache(int64)                  {}
