@@ -718,6 +718,14 @@ func (t *Translator) translate(ctx context.Context) {
 	if marking {
 		t.inc.Invalidate()
 	}
+	// An output that nothing changes after translating (no marking, no
+	// missing cluster) is published as soon as it is sealed, while the
+	// others are still being sealed, when publishing is not held back.
+	if !marking && t.publishesAsSealed() {
+		t.inc.OnSealed(func(o *snapshotv1.OutputSnapshot) { t.publishIfNew(ctx, o) })
+	} else {
+		t.inc.OnSealed(nil)
+	}
 	// The incremental translator updates the state that Describe reads.
 	t.stateMu.Lock()
 	res, err := t.inc.TranslateWithIDs(inputs, ids, t.lastGood)
@@ -817,6 +825,28 @@ func (t *Translator) publishPending(ctx context.Context) {
 	}
 	close(next)
 	wg.Wait()
+}
+
+// publishesAsSealed reports whether outputs may be published as the
+// translation seals them: publishing is not held back, and no expected
+// cluster is missing (markIncomplete would publish marked copies).
+func (t *Translator) publishesAsSealed() bool {
+	if t.holdPublishing() || t.waitLastGood() {
+		return false
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.missingLocked()) == 0
+}
+
+// publishIfNew publishes o unless its version is published already.
+func (t *Translator) publishIfNew(ctx context.Context, o *snapshotv1.OutputSnapshot) {
+	t.mu.RLock()
+	done := t.published[o.GetCluster()] == o.GetVersion()
+	t.mu.RUnlock()
+	if !done {
+		t.publishOne(ctx, o)
+	}
 }
 
 // publishOne encodes o and stores it; a failure is retried on the next

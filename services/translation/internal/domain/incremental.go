@@ -32,7 +32,18 @@ type Incremental struct {
 	trafficEnc, accessEnc sourceEncodings
 	// Counts of full and incremental translations.
 	full, incremental int
+	// sealed is OnSealed's function.
+	sealed func(*snapshotv1.OutputSnapshot)
 }
+
+// OnSealed sets a function that each translation calls with every output
+// as soon as it is sealed, before the translation returns: on the
+// goroutine that sealed it, several at once (each with other clusters'
+// outputs), in cluster order within each. A caller may publish an output
+// then, rather than after every output is sealed: an edit that changes
+// the outputs of 100 clusters seals them for about half a second on two
+// cores. It must not modify the output; nil sets none.
+func (in *Incremental) OnSealed(f func(*snapshotv1.OutputSnapshot)) { in.sealed = f }
 
 // Counts returns how many translations were full and how many
 // incremental.
@@ -114,7 +125,9 @@ func (in *Incremental) TranslateWithIDs(inputs map[string]*snapshotv1.InputSnaps
 	// hold their messages.
 	clear(in.trafficEnc)
 	clear(in.accessEnc)
-	r, st, err := translateAll(inputs, in.opts, last)
+	opts := in.opts
+	opts.sealed = in.sealed
+	r, st, err := translateAll(inputs, opts, last)
 	if err != nil {
 		in.st = nil
 		return nil, err
@@ -570,7 +583,7 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids m
 		outputs[c] = prev.rebuildOutput(c, inputs[c].GetVersion(), order, aOrder, newObjs, newClient, newAPObjs, sc)
 		rebuilt = append(rebuilt, outputs[c])
 	}
-	prev.sealers.seal(rebuilt, nil)
+	prev.sealers.seal(rebuilt, nil, in.sealed)
 	for _, k := range order {
 		destObjs[k] = newObjs[k]
 		if len(newClient[k]) > 0 {

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
@@ -164,6 +165,15 @@ func TestIncrementalMatchesFull(t *testing.T) {
 				inputs["east"] = east
 			}
 			inc := domain.NewIncremental(domain.Options{})
+			// Every output that changed was handed to OnSealed sealed, as
+			// it is returned.
+			var sealedMu sync.Mutex
+			sealed, last := map[string]string{}, map[string]string{}
+			inc.OnSealed(func(o *snapshotv1.OutputSnapshot) {
+				sealedMu.Lock()
+				defer sealedMu.Unlock()
+				sealed[o.GetCluster()] = o.GetVersion()
+			})
 			var incLast, fullLast domain.LastGood
 			for step := range 40 {
 				var ids map[string]domain.SourceIDs
@@ -174,6 +184,13 @@ func TestIncrementalMatchesFull(t *testing.T) {
 				if err != nil {
 					t.Fatalf("step %d: incremental: %v", step, err)
 				}
+				for c, o := range got.Outputs {
+					if o.GetVersion() != last[c] && sealed[c] != o.GetVersion() {
+						t.Fatalf("step %d: the output of %s is %s, but OnSealed was given %q", step, c, o.GetVersion(), sealed[c])
+					}
+					last[c] = o.GetVersion()
+				}
+				clear(sealed)
 				want, err := domain.TranslateResult(inputs, domain.Options{}, fullLast)
 				if err != nil {
 					t.Fatalf("step %d: full: %v", step, err)

@@ -42,6 +42,8 @@ type Options struct {
 	// labels holds the label map of each cluster's objects, which they
 	// share; set by withDefaults.
 	labels *labelMaps
+	// sealed is Incremental.OnSealed's function.
+	sealed func(*snapshotv1.OutputSnapshot)
 }
 
 // labelMaps gives the objects of one cluster one label map, instead of
@@ -272,7 +274,7 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 	if err := translateExtensions(inputs, ix, outputs, opts, last, next); err != nil {
 		return nil, nil, err
 	}
-	sealers := sealOutputs(outputs, e)
+	sealers := sealOutputs(outputs, e, opts.sealed)
 	applied := &Applied{inputs: inputs, ix: ix, traffic: tr, policies: policies, access: access, accessPs: accessPolicies, vms: vms, vds: vds}
 	res := &Result{Outputs: outputs, LastGood: next, Applied: applied}
 	return res, &incState{opts: opts, result: res, set: set, users: users, destObjs: destObjs, clientObjs: clientObjs, exported: exportedSubsetNames(vms, tr), apObjs: apObjs, apShared: apShared, sealers: sealers}, nil
@@ -281,13 +283,13 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 // sealOutputs adds the federated objects of e to the outputs and seals
 // every output (sealShards). It returns the sealers, for incremental
 // translations that reuse the objects.
-func sealOutputs(outputs map[string]*snapshotv1.OutputSnapshot, e *emitter) sealShards {
+func sealOutputs(outputs map[string]*snapshotv1.OutputSnapshot, e *emitter, sealed func(*snapshotv1.OutputSnapshot)) sealShards {
 	sealers := newSealShards()
 	sealers.seal(slices.Collect(maps.Values(outputs)), func(out *snapshotv1.OutputSnapshot) {
 		if b := e.federated[out.GetCluster()]; b != nil && b.labels != nil {
 			b.place(out)
 		}
-	})
+	}, sealed)
 	return sealers
 }
 
@@ -317,8 +319,9 @@ func (s sealShards) shard(cluster string) int {
 }
 
 // seal seals outs, each by its cluster's sealer, the sealers in parallel;
-// prepare, when not nil, runs on each output first, on the same goroutine.
-func (s sealShards) seal(outs []*snapshotv1.OutputSnapshot, prepare func(*snapshotv1.OutputSnapshot)) {
+// prepare, when not nil, runs on each output first, and sealed after it
+// is sealed, on the same goroutine.
+func (s sealShards) seal(outs []*snapshotv1.OutputSnapshot, prepare, sealed func(*snapshotv1.OutputSnapshot)) {
 	byShard := make([][]*snapshotv1.OutputSnapshot, len(s))
 	for _, out := range outs {
 		i := s.shard(out.GetCluster())
@@ -338,6 +341,9 @@ func (s sealShards) seal(outs []*snapshotv1.OutputSnapshot, prepare func(*snapsh
 					prepare(out)
 				}
 				s[i].Seal(out)
+				if sealed != nil {
+					sealed(out)
+				}
 			}
 		})
 	}
