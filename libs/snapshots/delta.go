@@ -1,6 +1,7 @@
 package snapshots
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -20,9 +21,44 @@ import (
 // wrong, and the agent checks every state a delta makes against the new
 // version's full content hash before it uses it (ApplyDelta); a wrong
 // delta costs a whole snapshot, never a wrong state.
+//
+// Each list is sorted by key hash, with each key once (of an output that
+// holds a key twice, the last in the encoding): distribution diffs a
+// version against the one an agent holds by merging the two, and stores
+// and reads an index without sorting or hashing it again (at the
+// reference estate, Go maps of 21,000 entries cost it 40% of its CPU).
 type OutputIndex struct {
-	Objects  map[uint64]uint64
-	Statuses map[uint64]uint64
+	Objects  IndexEntries
+	Statuses IndexEntries
+}
+
+// IndexEntry is an object's or status's key hash and content hash.
+type IndexEntry struct{ Key, Hash uint64 }
+
+// IndexEntries are index entries sorted by key, each key once.
+type IndexEntries []IndexEntry
+
+// Get returns the content hash of key.
+func (e IndexEntries) Get(key uint64) (hash uint64, ok bool) {
+	i, found := slices.BinarySearchFunc(e, key, func(x IndexEntry, k uint64) int { return cmp.Compare(x.Key, k) })
+	if !found {
+		return 0, false
+	}
+	return e[i].Hash, true
+}
+
+// sortEntries sorts entries, given in the order of an encoding, by key,
+// and keeps the last of each key.
+func sortEntries(e []IndexEntry) IndexEntries {
+	slices.SortStableFunc(e, func(a, b IndexEntry) int { return cmp.Compare(a.Key, b.Key) })
+	out := e[:0]
+	for i, x := range e {
+		if i+1 < len(e) && e[i+1].Key == x.Key {
+			continue // a later one of the same key
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 // hash8 is the first 8 bytes of the SHA-256 of b.
@@ -61,15 +97,16 @@ func StatusKeyHash(s *snapshotv1.ResourceStatus) uint64 {
 // IndexOutput returns the index of an output: the one ScanOutput finds in
 // any encoding of it.
 func IndexOutput(s *snapshotv1.OutputSnapshot) OutputIndex {
-	idx := OutputIndex{Objects: make(map[uint64]uint64, len(s.GetObjects())), Statuses: make(map[uint64]uint64, len(s.GetStatuses()))}
+	objs := make([]IndexEntry, 0, len(s.GetObjects()))
+	sts := make([]IndexEntry, 0, len(s.GetStatuses()))
 	var c contentHasher
 	for _, o := range s.GetObjects() {
-		idx.Objects[ObjectKeyHash(o)] = encodedContentHash(&c, o, objectMapFields)
+		objs = append(objs, IndexEntry{ObjectKeyHash(o), encodedContentHash(&c, o, objectMapFields)})
 	}
 	for _, st := range s.GetStatuses() {
-		idx.Statuses[StatusKeyHash(st)] = encodedContentHash(&c, st, nil)
+		sts = append(sts, IndexEntry{StatusKeyHash(st), encodedContentHash(&c, st, nil)})
 	}
-	return idx
+	return OutputIndex{Objects: sortEntries(objs), Statuses: sortEntries(sts)}
 }
 
 // Encode returns the index as bytes: the object and status counts, then
@@ -78,21 +115,16 @@ func (x OutputIndex) Encode() []byte {
 	b := make([]byte, 0, 16+16*(len(x.Objects)+len(x.Statuses)))
 	b = binary.BigEndian.AppendUint64(b, uint64(len(x.Objects)))
 	b = binary.BigEndian.AppendUint64(b, uint64(len(x.Statuses)))
-	for _, m := range []map[uint64]uint64{x.Objects, x.Statuses} {
-		keys := make([]uint64, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			b = binary.BigEndian.AppendUint64(b, k)
-			b = binary.BigEndian.AppendUint64(b, m[k])
+	for _, e := range [2]IndexEntries{x.Objects, x.Statuses} {
+		for _, x := range e {
+			b = binary.BigEndian.AppendUint64(b, x.Key)
+			b = binary.BigEndian.AppendUint64(b, x.Hash)
 		}
 	}
 	return b
 }
 
-// DecodeIndex reads what Encode wrote.
+// DecodeIndex reads what Encode wrote; keys out of order are refused.
 func DecodeIndex(b []byte) (OutputIndex, error) {
 	if len(b) < 16 {
 		return OutputIndex{}, fmt.Errorf("output index: %d bytes, want at least 16", len(b))
@@ -102,13 +134,16 @@ func DecodeIndex(b []byte) (OutputIndex, error) {
 	if objects > uint64(len(b))/16 || statuses > uint64(len(b))/16 || (objects+statuses)*16 != uint64(len(b)) {
 		return OutputIndex{}, fmt.Errorf("output index: %d objects and %d statuses do not fit %d bytes", objects, statuses, len(b))
 	}
-	x := OutputIndex{Objects: make(map[uint64]uint64, objects), Statuses: make(map[uint64]uint64, statuses)}
-	for i := range objects + statuses {
-		k, v := binary.BigEndian.Uint64(b[16*i:]), binary.BigEndian.Uint64(b[16*i+8:])
-		if i < objects {
-			x.Objects[k] = v
-		} else {
-			x.Statuses[k] = v
+	all := make([]IndexEntry, objects+statuses)
+	for i := range all {
+		all[i] = IndexEntry{binary.BigEndian.Uint64(b[16*i:]), binary.BigEndian.Uint64(b[16*i+8:])}
+	}
+	x := OutputIndex{Objects: all[:objects:objects], Statuses: all[objects:]}
+	for _, e := range [2]IndexEntries{x.Objects, x.Statuses} {
+		for i := 1; i < len(e); i++ {
+			if e[i-1].Key >= e[i].Key {
+				return OutputIndex{}, fmt.Errorf("output index: keys out of order at entry %d", i)
+			}
 		}
 	}
 	return x, nil

@@ -236,7 +236,8 @@ func TestObjectHashCovers(t *testing.T) {
 		o := proto.Clone(base).(*snapshotv1.Object)
 		change(o)
 		out := &snapshotv1.OutputSnapshot{Cluster: "east", Objects: []*snapshotv1.Object{o}}
-		for _, h := range snapshots.IndexOutput(out).Objects {
+		for _, e := range snapshots.IndexOutput(out).Objects {
+			h := e.Hash
 			if other, dup := seen[h]; dup {
 				t.Errorf("changing %s hashes as changing %s", name, other)
 			}

@@ -119,14 +119,16 @@ func ScanOutput(data []byte) (*OutputScan, error) {
 
 // index fills s.Index from s.items.
 func (s *OutputScan) index() {
-	s.Index = OutputIndex{Objects: make(map[uint64]uint64, s.Objects), Statuses: make(map[uint64]uint64, s.Statuses)}
+	objs := make([]IndexEntry, 0, s.Objects)
+	sts := make([]IndexEntry, 0, s.Statuses)
 	for _, it := range s.items {
 		if it.status {
-			s.Index.Statuses[it.key] = it.hash
+			sts = append(sts, IndexEntry{it.key, it.hash})
 		} else {
-			s.Index.Objects[it.key] = it.hash
+			objs = append(objs, IndexEntry{it.key, it.hash})
 		}
 	}
+	s.Index = OutputIndex{Objects: sortEntries(objs), Statuses: sortEntries(sts)}
 }
 
 // Size is the length of the whole encoding.
@@ -155,7 +157,7 @@ func (s *OutputScan) AppendDelta(b []byte, baseVersion string, base OutputIndex)
 		if it.status {
 			held, num = base.Statuses, statuses
 		}
-		if h, ok := held[it.key]; ok && h == it.hash {
+		if h, ok := held.Get(it.key); ok && h == it.hash {
 			continue
 		}
 		if s.unchecked {
@@ -192,17 +194,20 @@ func appendString(b []byte, num protowire.Number, v string) []byte {
 
 // appendRemoved appends the keys of base that next does not hold, sorted,
 // as a packed fixed64 field.
-func appendRemoved(b []byte, num protowire.Number, base, next map[uint64]uint64) []byte {
+func appendRemoved(b []byte, num protowire.Number, base, next IndexEntries) []byte {
 	var removed []uint64
-	for k := range base {
-		if _, ok := next[k]; !ok {
-			removed = append(removed, k)
+	j := 0
+	for _, e := range base {
+		for j < len(next) && next[j].Key < e.Key {
+			j++
+		}
+		if j == len(next) || next[j].Key != e.Key {
+			removed = append(removed, e.Key)
 		}
 	}
 	if len(removed) == 0 {
 		return b
 	}
-	slices.Sort(removed)
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(8*len(removed)))
 	for _, k := range removed {

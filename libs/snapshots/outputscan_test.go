@@ -2,8 +2,8 @@ package snapshots_test
 
 import (
 	"errors"
-	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
@@ -33,7 +33,7 @@ func TestScanOutputOfAnyEncoding(t *testing.T) {
 			if err != nil {
 				t.Fatalf("case %d: %v", i, err)
 			}
-			if !maps.Equal(scan.Index.Objects, want.Objects) || !maps.Equal(scan.Index.Statuses, want.Statuses) {
+			if !slices.Equal(scan.Index.Objects, want.Objects) || !slices.Equal(scan.Index.Statuses, want.Statuses) {
 				t.Fatalf("case %d: the scan's index is not the decoded output's", i)
 			}
 			if scan.Version != next.GetVersion() || scan.Objects != len(next.GetObjects()) || scan.Statuses != len(next.GetStatuses()) || scan.IssuedCertificates != 2 || scan.Size() != len(b) {

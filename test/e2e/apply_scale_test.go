@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -190,12 +191,13 @@ func TestAgentRefusesADeltaThatDoesNotCheckOut(t *testing.T) {
 	// The index of the version the agent holds now claims what the first
 	// one held too: the DestinationRule of the Service.
 	added := 0
-	for k, h := range with.Objects {
-		if _, ok := without.Objects[k]; !ok {
-			without.Objects[k] = h
+	for _, e := range with.Objects {
+		if _, ok := without.Objects.Get(e.Key); !ok {
+			without.Objects = append(without.Objects, e)
 			added++
 		}
 	}
+	slices.SortFunc(without.Objects, func(a, b snapshots.IndexEntry) int { return cmp.Compare(a.Key, b.Key) })
 	if added == 0 {
 		t.Fatal("the version with the Service holds no object the one without lacks")
 	}

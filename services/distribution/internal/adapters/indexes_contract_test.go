@@ -3,6 +3,7 @@ package adapters_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/meshplane/meshplane/libs/redistest"
@@ -30,7 +31,7 @@ func TestIndexStoreContract(t *testing.T) {
 			a, b := f.new(t)
 			ctx := t.Context()
 			index := func(i int) snapshots.OutputIndex {
-				return snapshots.OutputIndex{Objects: map[uint64]uint64{uint64(i): uint64(i * 7), 1 << 63: 5}, Statuses: map[uint64]uint64{uint64(i): 1}}
+				return snapshots.OutputIndex{Objects: snapshots.IndexEntries{{Key: uint64(i), Hash: uint64(i * 7)}, {Key: 1 << 63, Hash: 5}}, Statuses: snapshots.IndexEntries{{Key: uint64(i), Hash: 1}}}
 			}
 			if _, err := a.GetIndex(ctx, "east", "v0"); !errors.Is(err, snapshots.ErrNotFound) {
 				t.Fatalf("GetIndex of nothing = %v, want ErrNotFound", err)
@@ -53,7 +54,7 @@ func TestIndexStoreContract(t *testing.T) {
 					}
 					continue
 				}
-				if err != nil || got.Objects[uint64(i)] != uint64(i*7) || got.Objects[1<<63] != 5 || got.Statuses[uint64(i)] != 1 || len(got.Objects) != 2 {
+				if err != nil || !slices.Equal(got.Objects, index(i).Objects) || !slices.Equal(got.Statuses, index(i).Statuses) {
 					t.Errorf("v%d = %+v, %v", i, got, err)
 				}
 			}

@@ -2,7 +2,7 @@ package app_test
 
 import (
 	"log/slog"
-	"maps"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,7 +61,7 @@ func TestPublishedOutputsCarryTheirTables(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !maps.Equal(fromTable.Index.Objects, full.Index.Objects) || fromTable.Objects != len(want.GetObjects()) {
+				if !slices.Equal(fromTable.Index.Objects, full.Index.Objects) || fromTable.Objects != len(want.GetObjects()) {
 					t.Fatalf("the table's index is not the encoding's (%d objects, want %d)", fromTable.Objects, len(want.GetObjects()))
 				}
 			}
