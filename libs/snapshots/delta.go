@@ -40,17 +40,30 @@ type IndexEntries []IndexEntry
 
 // Get returns the content hash of key.
 func (e IndexEntries) Get(key uint64) (hash uint64, ok bool) {
-	i, found := slices.BinarySearchFunc(e, key, func(x IndexEntry, k uint64) int { return cmp.Compare(x.Key, k) })
-	if !found {
-		return 0, false
+	lo, hi := 0, len(e)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if e[m].Key < key {
+			lo = m + 1
+		} else {
+			hi = m
+		}
 	}
-	return e[i].Hash, true
+	if lo < len(e) && e[lo].Key == key {
+		return e[lo].Hash, true
+	}
+	return 0, false
 }
 
 // sortEntries sorts entries, given in the order of an encoding, by key,
-// and keeps the last of each key.
+// and keeps the last of each key. The sort is a stable radix sort: 21,000
+// entries a version, for every changed output of an edit.
 func sortEntries(e []IndexEntry) IndexEntries {
-	slices.SortStableFunc(e, func(a, b IndexEntry) int { return cmp.Compare(a.Key, b.Key) })
+	if len(e) < 64 {
+		slices.SortStableFunc(e, func(a, b IndexEntry) int { return cmp.Compare(a.Key, b.Key) })
+	} else {
+		radixSort(e)
+	}
 	out := e[:0]
 	for i, x := range e {
 		if i+1 < len(e) && e[i+1].Key == x.Key {
@@ -59,6 +72,34 @@ func sortEntries(e []IndexEntry) IndexEntries {
 		out = append(out, x)
 	}
 	return out
+}
+
+// radixSort sorts e by key, stably, a byte at a time.
+func radixSort(e []IndexEntry) {
+	src, dst := e, make([]IndexEntry, len(e))
+	for shift := 0; shift < 64; shift += 8 {
+		var count [256]int
+		for _, x := range src {
+			count[byte(x.Key>>shift)]++
+		}
+		if count[byte(src[0].Key>>shift)] == len(src) {
+			continue // every key has this byte
+		}
+		sum := 0
+		for i, c := range count {
+			count[i] = sum
+			sum += c
+		}
+		for _, x := range src {
+			b := byte(x.Key >> shift)
+			dst[count[b]] = x
+			count[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &e[0] {
+		copy(e, src)
+	}
 }
 
 // hash8 is the first 8 bytes of the SHA-256 of b.

@@ -331,3 +331,42 @@ func TestDeltaReceiverDuplicateKeyAfterDeltas(t *testing.T) {
 		t.Fatalf("the receiver computed another version than ApplyDelta:\n%v\n%v", err, wantErr)
 	}
 }
+
+// An index is its output's key and content hashes, sorted by key, each key
+// once, the last in the output's order: what a map filled in that order
+// holds. Outputs of 1 to 300 objects, some keys twice, cover both sorts.
+func TestIndexIsSortedLastOfEachKey(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	for c := range 200 {
+		o := &snapshotv1.OutputSnapshot{Cluster: "east"}
+		for i := range 1 + r.IntN(300) {
+			name := i
+			if r.IntN(10) == 0 {
+				name = r.IntN(i + 1) // a key seen before
+			}
+			o.Objects = append(o.Objects, deltaObject("VirtualService", name, fmt.Sprintf(`{"i":%d}`, i)))
+		}
+		want := map[uint64]uint64{}
+		for _, obj := range o.Objects {
+			want[snapshots.ObjectKeyHash(obj)] = snapshots.IndexOutput(&snapshotv1.OutputSnapshot{Objects: []*snapshotv1.Object{obj}}).Objects[0].Hash
+		}
+		got := snapshots.IndexOutput(o).Objects
+		if len(got) != len(want) {
+			t.Fatalf("case %d: %d entries for %d keys", c, len(got), len(want))
+		}
+		for i, e := range got {
+			if i > 0 && got[i-1].Key >= e.Key {
+				t.Fatalf("case %d: entries out of order at %d", c, i)
+			}
+			if want[e.Key] != e.Hash {
+				t.Fatalf("case %d: key %x has hash %x, want the last one's, %x", c, e.Key, e.Hash, want[e.Key])
+			}
+			if h, ok := got.Get(e.Key); !ok || h != e.Hash {
+				t.Fatalf("case %d: Get(%x) = %x, %v", c, e.Key, h, ok)
+			}
+		}
+		if _, ok := got.Get(12345); ok {
+			t.Fatalf("case %d: Get of a key no entry has succeeded", c)
+		}
+	}
+}
