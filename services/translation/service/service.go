@@ -98,7 +98,6 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags.String(&c.KubeContext, "kube-context", "kubeconfig context of the management cluster (default: the current one)")
 	c.flags.String(&c.ClustersNamespace, "clusters-namespace", "namespace of the management cluster where registration mirrors cluster records as KubernetesClusters (its --mirror-namespace); the registered ones are the clusters every output expects, and safe mode waits for them even after Redis restarts empty. Empty: safe mode waits for the clusters with outputs in Redis")
 	c.flags.Duration(&c.ExpectedRefresh, "expected-clusters-refresh", "how often the KubernetesClusters in --clusters-namespace are read again")
-	c.flags.Int(&c.EncodingCacheMiB, "encoding-cache-mib", "MiB of the last published outputs' encodings kept, so that an edit re-encodes only the objects it changed (about the sum of every cluster's output size; 0 keeps none and encodes every output whole)")
 	c.flags.Bool(&c.ExpectManagementCluster, "expect-management-cluster", "ingest reads the management cluster's own Meshplane resources (its --watch-management-cluster): their input, named the install name, is expected like a registered cluster's, so safe mode waits for it after Redis restarts empty and outputs built without it are incomplete; needs --clusters-namespace")
 	c.AddOwnFlags(c.flags)
 	c.Redis.AddFlags(fs)
@@ -108,6 +107,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 // translation as they are (the management cluster's kubeconfig is
 // registration's there).
 func (c *Config) AddOwnFlags(f *platform.Flags) {
+	f.Int(&c.EncodingCacheMiB, "encoding-cache-mib", "MiB of the last published outputs' encodings kept, so that an edit re-encodes only the objects it changed (about the sum of every cluster's output size; 0 keeps none and encodes every output whole)")
 	f.String(&c.RecordsNamespace, "records-namespace", "namespace of the management cluster where the last valid version of every resource is kept, so that a restart and a lost Redis cannot lose them (empty: in memory only)")
 }
 
