@@ -35,24 +35,11 @@ func encodeOutputFast(s *snapshotv1.OutputSnapshot) ([]byte, bool) {
 	if !fastOutputOK || s == nil || len(s.ProtoReflect().GetUnknown()) > 0 {
 		return nil, false
 	}
-	det := proto.MarshalOptions{Deterministic: true}
-	size := 64
-	for _, o := range s.GetObjects() {
-		size += len(o.GetSpec()) + 256
-	}
-	for _, st := range s.GetStatuses() {
-		size += len(st.GetStatus()) + 128
-	}
-	// Fields 1 to 3, then objects (4) and statuses (5), then 6 to 11: the
-	// order protobuf-go writes them in.
-	b, err := det.MarshalAppend(make([]byte, 0, size), &snapshotv1.OutputSnapshot{
-		Cluster: s.GetCluster(), Version: s.GetVersion(), GeneratedAt: s.GetGeneratedAt(),
-	})
-	if err != nil {
+	b, ok := outputHead(s, statusesSize(s, objectsSize(s)))
+	if !ok {
 		return nil, false
 	}
 	var e objectEncoder
-	var ok bool
 	for _, o := range s.GetObjects() {
 		if b, ok = e.object(b, o); !ok {
 			return nil, false
@@ -63,15 +50,46 @@ func encodeOutputFast(s *snapshotv1.OutputSnapshot) ([]byte, bool) {
 			return nil, false
 		}
 	}
-	b, err = det.MarshalAppend(b, &snapshotv1.OutputSnapshot{
+	return outputTail(b, s)
+}
+
+// objectsSize is about the size of the encoding of s's objects, and room
+// for its other fields but statuses.
+func objectsSize(s *snapshotv1.OutputSnapshot) int {
+	size := 64
+	for _, o := range s.GetObjects() {
+		size += len(o.GetSpec()) + 256
+	}
+	return size
+}
+
+// statusesSize is size and about the size of the encoding of s's
+// statuses.
+func statusesSize(s *snapshotv1.OutputSnapshot, size int) int {
+	for _, st := range s.GetStatuses() {
+		size += len(st.GetStatus()) + 128
+	}
+	return size
+}
+
+// outputHead returns s's fields 1 to 3 encoded, in a buffer of capacity
+// size: protobuf-go writes them first, then objects (4) and statuses (5),
+// then the rest (outputTail).
+func outputHead(s *snapshotv1.OutputSnapshot, size int) ([]byte, bool) {
+	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(make([]byte, 0, size), &snapshotv1.OutputSnapshot{
+		Cluster: s.GetCluster(), Version: s.GetVersion(), GeneratedAt: s.GetGeneratedAt(),
+	})
+	return b, err == nil
+}
+
+// outputTail appends s's fields 6 to 11 to b.
+func outputTail(b []byte, s *snapshotv1.OutputSnapshot) ([]byte, bool) {
+	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(b, &snapshotv1.OutputSnapshot{
 		InputVersions: s.GetInputVersions(), IssuedCertificates: s.GetIssuedCertificates(),
 		WasmFilters: s.GetWasmFilters(), AccessLogPolicies: s.GetAccessLogPolicies(),
 		MissingClusters: s.GetMissingClusters(), GatewayDetector: s.GetGatewayDetector(),
 	})
-	if err != nil {
-		return nil, false
-	}
-	return b, true
+	return b, err == nil
 }
 
 // objectEncoder appends objects. It keeps the encoding of each label map

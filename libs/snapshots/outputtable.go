@@ -9,7 +9,6 @@ import (
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 )
 
 // An output table is what translation knows of every object and status of
@@ -115,21 +114,12 @@ func (e *OutputEncoder) encodeFast(s *snapshotv1.OutputSnapshot) (data, table []
 	if !fastOutputOK || s == nil || len(s.ProtoReflect().GetUnknown()) > 0 {
 		return nil, nil, false
 	}
-	det := proto.MarshalOptions{Deterministic: true}
 	size := len(e.data) + 4096
 	if e.data == nil {
-		size = 64
-		for _, o := range s.GetObjects() {
-			size += len(o.GetSpec()) + 256
-		}
+		size = objectsSize(s)
 	}
-	for _, st := range s.GetStatuses() {
-		size += len(st.GetStatus()) + 128
-	}
-	b, err := det.MarshalAppend(make([]byte, 0, size), &snapshotv1.OutputSnapshot{
-		Cluster: s.GetCluster(), Version: s.GetVersion(), GeneratedAt: s.GetGeneratedAt(),
-	})
-	if err != nil {
+	b, ok := outputHead(s, statusesSize(s, size))
+	if !ok {
 		return nil, nil, false
 	}
 	objs, sts := s.GetObjects(), s.GetStatuses()
@@ -187,12 +177,7 @@ func (e *OutputEncoder) encodeFast(s *snapshotv1.OutputSnapshot) (data, table []
 		v, _ := fieldValue(b[start:])
 		t = appendTableItem(t, true, len(v), StatusKeyHash(st), e.hasher.sum(v, nil))
 	}
-	b, err = det.MarshalAppend(b, &snapshotv1.OutputSnapshot{
-		InputVersions: s.GetInputVersions(), IssuedCertificates: s.GetIssuedCertificates(),
-		WasmFilters: s.GetWasmFilters(), AccessLogPolicies: s.GetAccessLogPolicies(),
-		MissingClusters: s.GetMissingClusters(), GatewayDetector: s.GetGatewayDetector(),
-	})
-	if err != nil {
+	if b, ok = outputTail(b, s); !ok {
 		return nil, nil, false
 	}
 	head := appendTableHeader(make([]byte, 0, 64+len(t)), s.GetVersion(), len(b), len(objs)+len(sts))
