@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// backoff doubles a delay up to a cap, with full jitter.
+// backoff doubles a delay up to a cap, with "equal jitter": each wait is
+// drawn between half the delay and the whole of it.
 type backoff struct {
 	min, max, cur time.Duration
 }
