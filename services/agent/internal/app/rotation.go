@@ -157,19 +157,7 @@ func (c *CACerts) rotate(ctx context.Context, st *caState, ic *snapshotv1.Issued
 		log.Warn("the rotation state on the cacerts Secret does not parse; left alone", "error", err)
 		return time.Time{}
 	}
-	status := &RotationStatus{
-		Phase: string(rot.Phase), Serial: rot.Serial, StartedAt: rot.StartedAt, PhaseStartedAt: rot.PhaseStartedAt,
-		DualRoot: rot.NewRoot != "" && rot.Phase != domain.RotationDone,
-	}
-	for p, n := range rot.Bounced {
-		if status.Bounced == nil {
-			status.Bounced = map[string]int{}
-		}
-		status.Bounced[string(p)] = n
-	}
-	if rot.Phase == domain.RotationNone && rot.Serial == "" {
-		status = nil
-	}
+	status := rotationStatusOf(rot)
 	c.setRotation(st, status)
 	if !rot.Phase.Active() {
 		return time.Time{}
@@ -181,97 +169,113 @@ func (c *CACerts) rotate(ctx context.Context, st *caState, ic *snapshotv1.Issued
 		c.setRotation(st, status)
 		return time.Time{}
 	}
-	if rot.Phase.Bounces() && (!ic.GetAutoRestartPods() || c.pods == nil) {
-		// Auto-restart was turned off: stop restarting, and keep the old
-		// root, which pods not yet restarted still need; the next
-		// intermediate drops it.
-		rot.Phase = domain.RotationNone
-		if err := c.writeRotation(ctx, stored, ic, rot, nil); err != nil {
-			return c.rotationFailed(st, status, log, err, now)
-		}
-		c.rotationMetrics.RotationFinished(RotationAbandoned)
-		log.Info("auto-restart is off: the rotation stops here", "serial", rot.Serial)
-		c.setRotation(st, &RotationStatus{Phase: string(rot.Phase), Serial: rot.Serial, DualRoot: rot.NewRoot != ""})
-		return time.Time{}
+	step := rotationStep{st: st, ic: ic, stored: stored, rot: rot, status: status, log: log, now: now}
+	switch {
+	case rot.Phase.Bounces() && (!ic.GetAutoRestartPods() || c.pods == nil):
+		return c.stopRotation(ctx, step)
+	case rot.Phase == domain.RotationDropOldRoot:
+		return c.dropOldRoots(ctx, step)
 	}
+	return c.bounceStep(ctx, step)
+}
 
-	if rot.Phase == domain.RotationDropOldRoot {
-		roots, err := pki.ParseCertificates(stored.Data[RootCertKey])
-		if err != nil {
-			return c.rotationFailed(st, status, log, fmt.Errorf("root-cert.pem: %w", err), now)
-		}
-		var keep []*x509.Certificate
-		for _, r := range roots {
-			if rootFingerprint(r) == rot.NewRoot {
-				keep = append(keep, r)
-			}
-		}
-		if len(keep) == 0 {
-			return c.rotationFailed(st, status, log, errors.New("root-cert.pem lacks the new root; the old roots are kept"), now)
-		}
-		data := maps.Clone(stored.Data)
-		data[RootCertKey] = pki.EncodeCertificates(keep...)
-		rot.Phase = domain.RotationDone
-		if err := c.writeRotation(ctx, stored, ic, rot, data); err != nil {
-			return c.rotationFailed(st, status, log, err, now)
-		}
-		c.rotationMetrics.RotationFinished(RotationCompleted)
-		log.Info("every pod holds a certificate of the new root: dropped the old roots from root-cert.pem", "serial", rot.Serial)
-		status.Phase, status.DualRoot = string(rot.Phase), false
-		c.setRotation(st, status)
-		return time.Time{}
+// rotationStep is what one step of a rotation works on: the state, the
+// certificate and the Secret it is for, the rotation recorded there and
+// the status being reported.
+type rotationStep struct {
+	st     *caState
+	ic     *snapshotv1.IssuedCertificate
+	stored StoredSecret
+	rot    domain.Rotation
+	status *RotationStatus
+	log    *slog.Logger
+	now    time.Time
+}
+
+// rotationStatusOf is the status that reports rot; nil for no rotation.
+func rotationStatusOf(rot domain.Rotation) *RotationStatus {
+	if rot.Phase == domain.RotationNone && rot.Serial == "" {
+		return nil
 	}
+	status := &RotationStatus{
+		Phase: string(rot.Phase), Serial: rot.Serial, StartedAt: rot.StartedAt, PhaseStartedAt: rot.PhaseStartedAt,
+		DualRoot: rot.NewRoot != "" && rot.Phase != domain.RotationDone,
+	}
+	for p, n := range rot.Bounced {
+		if status.Bounced == nil {
+			status.Bounced = map[string]int{}
+		}
+		status.Bounced[string(p)] = n
+	}
+	return status
+}
 
+// failed records a failed step (rotationFailed) and returns when to try
+// again.
+func (c *CACerts) failed(s rotationStep, err error) time.Time {
+	return c.rotationFailed(s.st, s.status, s.log, err, s.now)
+}
+
+// stopRotation ends a rotation whose auto-restart was turned off: no more
+// restarts, and the old root stays, which the pods not yet restarted
+// still need; the next intermediate drops it.
+func (c *CACerts) stopRotation(ctx context.Context, s rotationStep) time.Time {
+	rot := s.rot
+	rot.Phase = domain.RotationNone
+	if err := c.writeRotation(ctx, s.stored, s.ic, rot, nil); err != nil {
+		return c.failed(s, err)
+	}
+	c.rotationMetrics.RotationFinished(RotationAbandoned)
+	s.log.Info("auto-restart is off: the rotation stops here", "serial", rot.Serial)
+	c.setRotation(s.st, &RotationStatus{Phase: string(rot.Phase), Serial: rot.Serial, DualRoot: rot.NewRoot != ""})
+	return time.Time{}
+}
+
+// dropOldRoots is the last phase: every pod holds a certificate of the
+// new root, so root-cert.pem keeps only that root.
+func (c *CACerts) dropOldRoots(ctx context.Context, s rotationStep) time.Time {
+	rot := s.rot
+	roots, err := pki.ParseCertificates(s.stored.Data[RootCertKey])
+	if err != nil {
+		return c.failed(s, fmt.Errorf("root-cert.pem: %w", err))
+	}
+	var keep []*x509.Certificate
+	for _, r := range roots {
+		if rootFingerprint(r) == rot.NewRoot {
+			keep = append(keep, r)
+		}
+	}
+	if len(keep) == 0 {
+		return c.failed(s, errors.New("root-cert.pem lacks the new root; the old roots are kept"))
+	}
+	data := maps.Clone(s.stored.Data)
+	data[RootCertKey] = pki.EncodeCertificates(keep...)
+	rot.Phase = domain.RotationDone
+	if err := c.writeRotation(ctx, s.stored, s.ic, rot, data); err != nil {
+		return c.failed(s, err)
+	}
+	c.rotationMetrics.RotationFinished(RotationCompleted)
+	s.log.Info("every pod holds a certificate of the new root: dropped the old roots from root-cert.pem", "serial", rot.Serial)
+	s.status.Phase, s.status.DualRoot = string(rot.Phase), false
+	c.setRotation(s.st, s.status)
+	return time.Time{}
+}
+
+// bounceStep restarts the next pods of a restarting phase, and moves to
+// the next phase once every pod of this one is restarted.
+func (c *CACerts) bounceStep(ctx context.Context, s rotationStep) time.Time {
+	rot, status, now := s.rot, s.status, s.now
 	pods, err := c.pods.List(ctx)
 	if err != nil {
-		return c.rotationFailed(st, status, log, fmt.Errorf("list pods: %w", err), now)
+		return c.failed(s, fmt.Errorf("list pods: %w", err))
 	}
 	write := false
 	if len(rot.Revisions) == 0 {
-		rot.Revisions = domain.IstiodRevisions(pods, ic.GetSecretNamespace())
+		rot.Revisions = domain.IstiodRevisions(pods, s.ic.GetSecretNamespace())
 		write = true
 	}
-	scope := domain.BounceScope{Namespace: ic.GetSecretNamespace(), Revisions: rot.Revisions, GatewayLabels: c.currentGatewayLabels()}
-	var phasePods []domain.BouncePod
-	for _, p := range pods {
-		if scope.PhaseOf(p) == rot.Phase {
-			phasePods = append(phasePods, p)
-		}
-	}
-
-	c.mu.Lock()
-	key := rot.Serial + "/" + string(rot.Phase)
-	if st.bounce.key != key {
-		st.bounce = bounceState{key: key, expected: map[string]int{}, lastProgress: now, lastWaiting: -1}
-	}
-	bs := &st.bounce
-	c.mu.Unlock()
-	plan := domain.PlanBounce(phasePods, rot.PhaseStartedAt, bs.expected, c.maxUnavailable)
-	if len(plan.Delete) > 0 || plan.Waiting != bs.lastWaiting {
-		bs.lastProgress, bs.lastWaiting = now, plan.Waiting
-	} else if !plan.Done && now.Sub(bs.lastProgress) >= c.bounceStall {
-		// Nothing moved for a long time: a controller was scaled down or
-		// a pod was deleted for good. Expect what is there now.
-		log.Warn("pods of the phase did not come back; expecting the pods there are now", "phase", rot.Phase, "waiting", plan.Waiting, "stalled_for", now.Sub(bs.lastProgress))
-		bs.expected = map[string]int{}
-		bs.lastProgress = now
-		plan = domain.PlanBounce(phasePods, rot.PhaseStartedAt, bs.expected, c.maxUnavailable)
-	}
-
-	deleted := 0
-	var delErr error
-	for _, p := range plan.Delete {
-		if ctx.Err() != nil {
-			delErr = ctx.Err()
-			break
-		}
-		if err := c.pods.Delete(ctx, p.Namespace, p.Name, p.UID); err != nil {
-			delErr = fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
-			break
-		}
-		deleted++
-		log.Info("restarted a pod for the new intermediate", "phase", rot.Phase, "pod", p.Namespace+"/"+p.Name)
-	}
+	plan := c.planBounce(s, rot, pods)
+	deleted, delErr := c.bouncePods(ctx, s, plan)
 	if deleted > 0 {
 		c.rotationMetrics.PodsBounced(string(rot.Phase), deleted)
 		if rot.Bounced == nil {
@@ -285,7 +289,7 @@ func (c *CACerts) rotate(ctx context.Context, st *caState, ic *snapshotv1.Issued
 		rot.Phase = rot.Phase.Next(rot.NewRoot != "")
 		rot.PhaseStartedAt = now.Truncate(time.Second)
 		write = true
-		log.Info("rotation phase done", "phase", prevPhase, "next", rot.Phase, "bounced", rot.Bounced[prevPhase])
+		s.log.Info("rotation phase done", "phase", prevPhase, "next", rot.Phase, "bounced", rot.Bounced[prevPhase])
 	}
 	if write {
 		// A cancelled context (leadership lost) does not write: the next
@@ -294,15 +298,15 @@ func (c *CACerts) rotate(ctx context.Context, st *caState, ic *snapshotv1.Issued
 		if ctx.Err() != nil {
 			return time.Time{}
 		}
-		if err := c.writeRotation(ctx, stored, ic, rot, nil); err != nil {
+		if err := c.writeRotation(ctx, s.stored, s.ic, rot, nil); err != nil {
 			if errors.Is(err, ErrSecretChanged) {
 				return now // read it again
 			}
-			return c.rotationFailed(st, status, log, err, now)
+			return c.failed(s, err)
 		}
 		if rot.Phase == domain.RotationDone {
 			c.rotationMetrics.RotationFinished(RotationCompleted)
-			log.Info("rotation completed", "serial", rot.Serial, "bounced", rot.Bounced)
+			s.log.Info("rotation completed", "serial", rot.Serial, "bounced", rot.Bounced)
 		}
 	}
 	status.Phase, status.PhaseStartedAt, status.Waiting = string(rot.Phase), rot.PhaseStartedAt, plan.Waiting
@@ -315,15 +319,15 @@ func (c *CACerts) rotate(ctx context.Context, st *caState, ic *snapshotv1.Issued
 	}
 	if delErr != nil {
 		if ctx.Err() != nil {
-			c.setRotation(st, status)
+			c.setRotation(s.st, status)
 			return time.Time{}
 		}
-		return c.rotationFailed(st, status, log, delErr, now)
+		return c.failed(s, delErr)
 	}
 	c.mu.Lock()
-	st.rotationBackoff.Reset()
+	s.st.rotationBackoff.Reset()
 	c.mu.Unlock()
-	c.setRotation(st, status)
+	c.setRotation(s.st, status)
 	switch {
 	case rot.Phase == domain.RotationDone:
 		return time.Time{}
@@ -331,6 +335,53 @@ func (c *CACerts) rotate(ctx context.Context, st *caState, ic *snapshotv1.Issued
 		return now // the next phase at once
 	}
 	return now.Add(c.bouncePoll)
+}
+
+// planBounce plans the restarts of the pods of rot's phase, expecting
+// those there now when nothing moved for bounceStall (a controller scaled
+// down, or a pod deleted for good).
+func (c *CACerts) planBounce(s rotationStep, rot domain.Rotation, pods []domain.BouncePod) domain.BouncePlan {
+	scope := domain.BounceScope{Namespace: s.ic.GetSecretNamespace(), Revisions: rot.Revisions, GatewayLabels: c.currentGatewayLabels()}
+	var phasePods []domain.BouncePod
+	for _, p := range pods {
+		if scope.PhaseOf(p) == rot.Phase {
+			phasePods = append(phasePods, p)
+		}
+	}
+	c.mu.Lock()
+	key := rot.Serial + "/" + string(rot.Phase)
+	if s.st.bounce.key != key {
+		s.st.bounce = bounceState{key: key, expected: map[string]int{}, lastProgress: s.now, lastWaiting: -1}
+	}
+	bs := &s.st.bounce
+	c.mu.Unlock()
+	plan := domain.PlanBounce(phasePods, rot.PhaseStartedAt, bs.expected, c.maxUnavailable)
+	if len(plan.Delete) > 0 || plan.Waiting != bs.lastWaiting {
+		bs.lastProgress, bs.lastWaiting = s.now, plan.Waiting
+	} else if !plan.Done && s.now.Sub(bs.lastProgress) >= c.bounceStall {
+		s.log.Warn("pods of the phase did not come back; expecting the pods there are now", "phase", rot.Phase, "waiting", plan.Waiting, "stalled_for", s.now.Sub(bs.lastProgress))
+		bs.expected = map[string]int{}
+		bs.lastProgress = s.now
+		plan = domain.PlanBounce(phasePods, rot.PhaseStartedAt, bs.expected, c.maxUnavailable)
+	}
+	return plan
+}
+
+// bouncePods deletes the pods plan restarts, and returns how many it
+// deleted and the error that stopped it.
+func (c *CACerts) bouncePods(ctx context.Context, s rotationStep, plan domain.BouncePlan) (int, error) {
+	deleted := 0
+	for _, p := range plan.Delete {
+		if ctx.Err() != nil {
+			return deleted, ctx.Err()
+		}
+		if err := c.pods.Delete(ctx, p.Namespace, p.Name, p.UID); err != nil {
+			return deleted, fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		deleted++
+		s.log.Info("restarted a pod for the new intermediate", "phase", s.rot.Phase, "pod", p.Namespace+"/"+p.Name)
+	}
+	return deleted, nil
 }
 
 // writeRotation records rot on the Secret, with data when it changes.
