@@ -310,71 +310,21 @@ func (d *Distributor) WatchUpdates(ctx context.Context, cluster string, req Watc
 			d.log.Warn("reading an output version failed", "cluster", cluster, "error", err)
 			continue
 		}
-		var (
-			u           Update
-			scan        *snapshots.OutputScan
-			size, full  int
-			prepared    bool
-			notDecoding string
-		)
 		// At most d.reads watches read and scan an output at once: an edit
 		// of a federated service's policy changes every cluster's output
 		// together, and each is read whole.
 		if !d.acquireRead(ctx) {
 			return nil
 		}
-		func() {
+		p := func() prepared {
 			defer d.releaseRead()
-			e, err := d.source.GetEncoded(ctx, cluster)
-			if err != nil {
-				d.log.Warn("reading an output failed", "cluster", cluster, "error", err)
-				return
-			}
-			if e.Version == have || e.Version == refused {
-				return
-			}
-			// The output is sent as translation stored it, whole or cut
-			// into a delta: never decoded here (13 MB and 21,000 objects
-			// for one cluster at the reference estate).
-			scan = d.scan(cluster, e)
-			if scan == nil {
-				notDecoding = e.Version
-				return
-			}
-			full = scan.Size()
-			if req.AcceptDelta && d.indexes != nil {
-				delta, err := d.delta(ctx, cluster, base, e.Version, scan)
-				if err != nil {
-					// The table does not describe what it is stored
-					// with: scanned whole, the delta is cut again.
-					d.log.Warn("an output's table does not match its encoding; scanning it whole", "cluster", cluster, "version", e.Version, "error", err)
-					if scan = d.scan(cluster, snapshots.Encoded[*snapshotv1.OutputSnapshot]{Version: e.Version, Data: e.Data}); scan == nil {
-						notDecoding = e.Version
-						return
-					}
-					delta, _ = d.delta(ctx, cluster, base, e.Version, scan)
-				}
-				if delta != nil && len(delta) < full {
-					u, size = Update{Version: e.Version, Delta: delta}, len(delta)
-				}
-			}
-			if u.Delta == nil {
-				// Sent whole: every object checked first.
-				verified, err := scan.Verified()
-				if err != nil {
-					d.log.Error("a stored output does not decode; not sent", "cluster", cluster, "version", e.Version, "error", err)
-					notDecoding = e.Version
-					return
-				}
-				scan = verified
-				u, size = Update{Version: e.Version, Snapshot: scan.Data()}, full
-			}
-			prepared = true
+			return d.prepare(ctx, cluster, req, have, base, refused)
 		}()
-		if notDecoding != "" {
-			refused = notDecoding
+		u, scan, size, full := p.update, p.scan, p.size, p.full
+		if p.notDecoding != "" {
+			refused = p.notDecoding
 		}
-		if !prepared {
+		if !p.prepared {
 			continue
 		}
 		if d.maxSendBytes > 0 && size > d.maxSendBytes {
@@ -404,6 +354,68 @@ func (d *Distributor) WatchUpdates(ctx context.Context, cluster string, req Watc
 		}
 		have, base, held = u.Version, u.Version, false
 	}
+}
+
+// prepared is an output read and made ready to send: the update, its
+// scan, its size and the whole snapshot's. notDecoding names a stored
+// version that does not decode (not to be read again).
+type prepared struct {
+	update      Update
+	scan        *snapshots.OutputScan
+	size, full  int
+	prepared    bool
+	notDecoding string
+}
+
+// prepare reads the cluster's output and makes the update for an agent
+// that holds have (in full: base), unless the output is have or refused.
+func (d *Distributor) prepare(ctx context.Context, cluster string, req WatchRequest, have, base, refused string) (p prepared) {
+	e, err := d.source.GetEncoded(ctx, cluster)
+	if err != nil {
+		d.log.Warn("reading an output failed", "cluster", cluster, "error", err)
+		return p
+	}
+	if e.Version == have || e.Version == refused {
+		return p
+	}
+	// The output is sent as translation stored it, whole or cut
+	// into a delta: never decoded here (13 MB and 21,000 objects
+	// for one cluster at the reference estate).
+	scan := d.scan(cluster, e)
+	if scan == nil {
+		p.notDecoding = e.Version
+		return p
+	}
+	p.full = scan.Size()
+	if req.AcceptDelta && d.indexes != nil {
+		delta, err := d.delta(ctx, cluster, base, e.Version, scan)
+		if err != nil {
+			// The table does not describe what it is stored
+			// with: scanned whole, the delta is cut again.
+			d.log.Warn("an output's table does not match its encoding; scanning it whole", "cluster", cluster, "version", e.Version, "error", err)
+			if scan = d.scan(cluster, snapshots.Encoded[*snapshotv1.OutputSnapshot]{Version: e.Version, Data: e.Data}); scan == nil {
+				p.notDecoding = e.Version
+				return p
+			}
+			delta, _ = d.delta(ctx, cluster, base, e.Version, scan)
+		}
+		if delta != nil && len(delta) < p.full {
+			p.update, p.size = Update{Version: e.Version, Delta: delta}, len(delta)
+		}
+	}
+	if p.update.Delta == nil {
+		// Sent whole: every object checked first.
+		verified, err := scan.Verified()
+		if err != nil {
+			d.log.Error("a stored output does not decode; not sent", "cluster", cluster, "version", e.Version, "error", err)
+			p.notDecoding = e.Version
+			return p
+		}
+		scan = verified
+		p.update, p.size = Update{Version: e.Version, Snapshot: scan.Data()}, p.full
+	}
+	p.scan, p.prepared = scan, true
+	return p
 }
 
 // scan returns the scan of a stored output: by its table when translation
