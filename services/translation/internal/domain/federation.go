@@ -325,7 +325,7 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, tr *trafficTransl
 		// federated host, by host group, which the hosts are checked
 		// against in order.
 		var own []ownObject
-		for _, k := range e.ownNames(cluster, IstioNetworkingV1, KindServiceEntry) {
+		for _, k := range e.namesOutsideBlocks(cluster, IstioNetworkingV1, KindServiceEntry) {
 			if g, ok := groups[k[0]]; ok {
 				own = append(own, ownObject{group: g, namespace: k[1]})
 			}
@@ -341,9 +341,9 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, tr *trafficTransl
 			ns := fh.client.Namespace
 			// The same host for another client mesh of this cluster in the
 			// same namespace, or an object the emitter has already.
-			if p := b.pairAt(run, ns); p != nil {
-				p.merge(0, x.parents)
-				p.merge(1, x.parents)
+			if p := b.hostPairIn(run, ns); p != nil {
+				p.merge(pairServiceEntry, x.parents)
+				p.merge(pairDestinationRule, x.parents)
 				continue
 			}
 			for len(own) > 0 && own[0].group < x.group {

@@ -287,7 +287,7 @@ func sealOutputs(outputs map[string]*snapshotv1.OutputSnapshot, e *emitter, seal
 	sealers := newSealShards()
 	sealers.seal(slices.Collect(maps.Values(outputs)), func(out *snapshotv1.OutputSnapshot) {
 		if b := e.federated[out.GetCluster()]; b != nil && b.labels != nil {
-			b.place(out)
+			b.addObjectsTo(out)
 		}
 	}, sealed)
 	return sealers
@@ -646,6 +646,15 @@ type federatedSegment struct {
 	at int
 }
 
+// pairObject names one of a federatedPair's two objects; it indexes
+// federatedPair.merged.
+type pairObject int
+
+const (
+	pairServiceEntry    pairObject = 0
+	pairDestinationRule pairObject = 1
+)
+
 // federatedPair is a ServiceEntry and a DestinationRule at
 // (namespace, x.host) in the block's cluster.
 type federatedPair struct {
@@ -693,9 +702,9 @@ func (e *emitter) addFederated(b *federatedBlock, namespace string, x *exportedD
 	b.segments[len(b.segments)-1].to++
 }
 
-// pairAt finds the pair in namespace among the pairs from run on, those
+// hostPairIn finds the pair in namespace among the pairs from run on, those
 // of the last host added.
-func (b *federatedBlock) pairAt(run int, namespace string) *federatedPair {
+func (b *federatedBlock) hostPairIn(run int, namespace string) *federatedPair {
 	for i := run; i < len(b.pairs); i++ {
 		if b.pairs[i].namespace == namespace {
 			return &b.pairs[i]
@@ -704,9 +713,9 @@ func (b *federatedBlock) pairAt(run int, namespace string) *federatedPair {
 	return nil
 }
 
-// ownNames lists the (name, namespace) of the objects of one kind the
+// namesOutsideBlocks lists the (name, namespace) of the objects of one kind the
 // emitter has in cluster outside the federated blocks, in order.
-func (e *emitter) ownNames(cluster, apiVersion, kind string) [][2]string {
+func (e *emitter) namesOutsideBlocks(cluster, apiVersion, kind string) [][2]string {
 	var out [][2]string
 	for k := range e.shards[cluster] {
 		if k.apiVersion == apiVersion && k.kind == kind {
@@ -719,17 +728,17 @@ func (e *emitter) ownNames(cluster, apiVersion, kind string) [][2]string {
 
 // federatedPair finds the pair holding the object, and which of the two
 // it is.
-func (e *emitter) federatedPair(apiVersion, kind string, at ObjectKey) (*federatedPair, int) {
+func (e *emitter) federatedPair(apiVersion, kind string, at ObjectKey) (*federatedPair, pairObject) {
 	b := e.federated[at.Cluster]
 	if b == nil || apiVersion != IstioNetworkingV1 {
 		return nil, 0
 	}
-	var k int
+	var k pairObject
 	switch kind {
 	case KindServiceEntry:
-		k = 0
+		k = pairServiceEntry
 	case KindDestinationRule:
-		k = 1
+		k = pairDestinationRule
 	default:
 		return nil, 0
 	}
@@ -742,9 +751,8 @@ func (e *emitter) federatedPair(apiVersion, kind string, at ObjectKey) (*federat
 	return nil, 0
 }
 
-// merge adds parents to those of the pair's ServiceEntry (k 0) or
-// DestinationRule (k 1).
-func (p *federatedPair) merge(k int, parents []ParentRef) {
+// merge adds parents to those of the pair's object k.
+func (p *federatedPair) merge(k pairObject, parents []ParentRef) {
 	if p.merged == nil {
 		shared := p.x.parents[:len(p.x.parents):len(p.x.parents)]
 		dr := shared
@@ -757,9 +765,9 @@ func (p *federatedPair) merge(k int, parents []ParentRef) {
 }
 
 // annotations are those of the pair's object k.
-func (p *federatedPair) annotations(k int) map[string]string {
+func (p *federatedPair) annotations(k pairObject) map[string]string {
 	if p.merged == nil {
-		if k == 1 && p.x.drAnnotations != nil {
+		if k == pairDestinationRule && p.x.drAnnotations != nil {
 			return p.x.drAnnotations
 		}
 		return p.x.annotations
@@ -770,7 +778,7 @@ func (p *federatedPair) annotations(k int) map[string]string {
 // flush encodes the objects into the outputs of their clusters. Objects for
 // a cluster without an output (no agent has reported for it) are dropped.
 // The federated blocks' objects are not added to the outputs yet: see
-// place.
+// addObjectsTo.
 func (e *emitter) flush(outputs map[string]*snapshotv1.OutputSnapshot, opts Options) error {
 	for _, p := range e.order {
 		if s := p.segment; s != nil {
@@ -803,14 +811,14 @@ func (e *emitter) flush(outputs map[string]*snapshotv1.OutputSnapshot, opts Opti
 	return nil
 }
 
-// place adds the objects of b to out, its cluster's output, once every
+// addObjectsTo adds the objects of b to out, its cluster's output, once every
 // other object is in: in the output's order when that costs only a merge,
 // as sorting two million objects is most of sealing. The order is then the
 // one SortOutput gives for the emitter's order, since no two objects have
 // the same key. When two do, the objects are added in the emitter's order,
 // as the other objects are, for SortOutput to order as it always has.
 // Outputs of different blocks may be placed concurrently.
-func (b *federatedBlock) place(out *snapshotv1.OutputSnapshot) {
+func (b *federatedBlock) addObjectsTo(out *snapshotv1.OutputSnapshot) {
 	if b.oneNamespace {
 		if merged, ok := b.mergeInto(out.Objects); ok {
 			out.Objects = merged
@@ -884,11 +892,11 @@ func (a *objectAllocator) next() *snapshotv1.Object {
 	return o
 }
 
-// object makes the pair's DestinationRule (k 1) or ServiceEntry (k 0).
-func (b *federatedBlock) object(p *federatedPair, k int, o *snapshotv1.Object) *snapshotv1.Object {
+// object makes the pair's object k.
+func (b *federatedBlock) object(p *federatedPair, k pairObject, o *snapshotv1.Object) *snapshotv1.Object {
 	se, dr := p.specs()
 	o.ApiVersion, o.Namespace, o.Name, o.Labels, o.Annotations = IstioNetworkingV1, p.namespace, p.x.host, b.labels, p.annotations(k)
-	if k == 1 {
+	if k == pairDestinationRule {
 		o.Kind, o.Spec = KindDestinationRule, dr
 	} else {
 		o.Kind, o.Spec = KindServiceEntry, se
@@ -904,8 +912,8 @@ func (b *federatedBlock) objects() []*snapshotv1.Object {
 	alloc := objectAllocator{left: 2 * n}
 	for i := range b.pairs {
 		p := &b.pairs[i]
-		objs[i] = b.object(p, 1, alloc.next())
-		objs[n+i] = b.object(p, 0, alloc.next())
+		objs[i] = b.object(p, pairDestinationRule, alloc.next())
+		objs[n+i] = b.object(p, pairServiceEntry, alloc.next())
 	}
 	return objs
 }
@@ -925,9 +933,9 @@ func (b *federatedBlock) mergeInto(others []*snapshotv1.Object) (merged []*snaps
 	n := len(b.pairs)
 	merged = make([]*snapshotv1.Object, 0, len(others)+2*n)
 	alloc := objectAllocator{left: 2 * n}
-	for _, k := range [2]int{1, 0} { // DestinationRule < ServiceEntry
+	for _, k := range [2]pairObject{pairDestinationRule, pairServiceEntry} { // DestinationRule < ServiceEntry
 		kind := KindServiceEntry
-		if k == 1 {
+		if k == pairDestinationRule {
 			kind = KindDestinationRule
 		}
 		// The others before this kind in b's namespace, then those of it,

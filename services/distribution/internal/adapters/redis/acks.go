@@ -41,8 +41,7 @@ func NewAcks(client goredis.UniversalClient, install string) *Acks {
 	return &Acks{client: client, base: fmt.Sprintf("meshplane:{%s}:acks", install), acks: snapshots.NewRedisAcks(client, install)}
 }
 
-func (a *Acks) key(cluster string) string { return a.base + ":" + cluster }
-func (a *Acks) watchingKey() string       { return strings.TrimSuffix(a.base, ":acks") + ":watching" }
+func (a *Acks) watchingKey() string { return strings.TrimSuffix(a.base, ":acks") + ":watching" }
 func (a *Acks) sentKey(cluster string) string {
 	return strings.TrimSuffix(a.base, ":acks") + ":sent:" + cluster
 }
