@@ -137,133 +137,199 @@ func FederatedHostname(name, namespace, cluster, suffix string) string {
 // listener has a cluster per subset over the server-side ServiceEntry's
 // endpoints. tr gives the subsets.
 func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, tr *trafficTranslation, addrs map[string]*addrSet) error {
-	encodings := newHostEncodings()
-	backing := &backingWorkloads{ix: ix}
-	var exports []export
-	var clients []exportClient // the chunk the clients of exports go in
-	var counts []int           // clients by cluster
-	clusterIndex := map[string]int{}
-	var clusters []string
+	f := &federation{e: e, ix: ix, tr: tr, encodings: newHostEncodings(), backing: &backingWorkloads{ix: ix}, clusterIndex: map[string]int{}}
 	for _, vm := range vms.all {
-		fed := vm.Spec.GetFederation()
-		if len(vm.Errors) > 0 || fed == nil || len(vm.Members) < 2 {
+		f.exportVirtualMesh(vm)
+	}
+	byClient, groups := f.byClient()
+	order := make([]int, len(f.clusters))
+	for ci := range order {
+		order[ci] = ci
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(f.clusters[a], f.clusters[b]) })
+	warned := map[*mesh]bool{}
+	for _, ci := range order {
+		if len(byClient[ci]) == 0 {
 			continue
 		}
-		if fed.GetMode() == nil {
-			continue
-		}
-		suffix := cmp.Or(fed.GetHostnameSuffix(), DefaultHostnameSuffix)
-		if fed.GetFlatNetwork() {
-			for _, m := range vm.Members {
-				as := vm.Meshes[m.RefKey()]
-				as.Warnings = append(as.Warnings, "spec.federation.flatNetwork is not translated yet; federated traffic goes through east-west gateways")
-			}
-		}
-		exported := exportRule(ix, vm)
-		// The members' clusters, numbered.
-		memberCluster := make([]int, len(vm.Members))
-		for j, m := range vm.Members {
-			ci, ok := clusterIndex[m.Key.Cluster]
-			if !ok {
-				ci = len(clusters)
-				clusterIndex[m.Key.Cluster] = ci
-				clusters = append(clusters, m.Key.Cluster)
-				counts = append(counts, 0)
-			}
-			memberCluster[j] = ci
-		}
-		vmParent := ParentRef{Kind: parentKindVirtualMesh, Name: vm.Key.Name, Namespace: vm.Key.Namespace, Cluster: vm.Key.Cluster}
-		for _, server := range vm.Members {
-			gw := federationGateway(server)
-			if gw == nil {
-				as := vm.Meshes[server.RefKey()]
-				as.Warnings = append(as.Warnings, "the mesh has no east-west gateway with an external address and TLS port; its destinations are not federated")
-				continue
-			}
-			var hosts []string
-			for _, d := range ix.byCluster[server.Key.Cluster] {
-				if d.Mesh != server.Key || !exported.exportsAny(d) {
-					continue
-				}
-				host := FederatedHostname(d.Key.Name, d.Key.Namespace, d.Key.Cluster, suffix)
-				dParent := ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster}
-				var x *exportedDest
-				var sub *federatedSubsets
-				if cap(clients)-len(clients) < len(vm.Members) {
-					// Chunks, as growing one array for all would copy
-					// it and leave garbage several times its size.
-					clients = make([]exportClient, 0, max(1<<16, len(vm.Members)))
-				}
-				from := len(clients)
-				for j, client := range vm.Members {
-					if client.Key == server.Key || client.Key.Cluster == server.Key.Cluster || !exported.exports(d, client) {
-						continue
-					}
-					if x == nil {
-						parents := []ParentRef{vmParent, dParent}
-						x = &exportedDest{host: host, dst: d, server: server, gw: gw, vm: vm, parents: parents, annotations: parentsAnnotation(parents)}
-						x.sans = spiffeIDs(server.TrustDomain, backing.of(d))
-						if len(x.sans) == 0 {
-							as := vm.Meshes[server.RefKey()]
-							as.Warnings = append(as.Warnings, fmt.Sprintf("no discovered workload runs service %s: its clients check the server's certificate against the shared root only, not its service accounts", d.Key))
-						}
-						x.addr0, x.ok0 = candidateAddress(host, 0)
-						if sub = exportedSubsets(tr, d); sub != nil {
-							x.subsets = sub.names
-							x.drParents = append(slices.Clone(parents), sub.parents...)
-							x.drAnnotations = parentsAnnotation(x.drParents)
-						}
-					}
-					clients = append(clients, exportClient{member: int32(j), cluster: int32(memberCluster[j])})
-					counts[memberCluster[j]]++
-				}
-				if x == nil {
-					continue
-				}
-				exports = append(exports, export{host: host, x: x, clients: clients[from:len(clients):len(clients)]})
-				if sub != nil && len(d.Selector) > 0 {
-					// The subsets' labels, for the east-west gateway.
-					e.add(IstioNetworkingV1, KindDestinationRule, ObjectKey{Cluster: server.Key.Cluster, Namespace: d.Key.Namespace, Name: host}, x.drParents,
-						&istiov1alpha3.DestinationRule{
-							Host:          host,
-							TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}},
-							Subsets:       sub.subsets,
-						})
-				}
-				hosts = append(hosts, host)
-				vm.federated = append(vm.federated, d.Key)
-				if len(d.Selector) > 0 {
-					for _, p := range d.PortInfo {
-						if p.GetTargetPortName() != "" {
-							as := vm.Meshes[server.RefKey()]
-							as.Warnings = append(as.Warnings, fmt.Sprintf("service %s port %d has the named target port %q, whose number discovery does not know; federated traffic reaches its pods on port %d", d.Key, p.GetPort(), p.GetTargetPortName(), p.GetPort()))
-						}
-					}
-					e.add(IstioNetworkingV1, KindServiceEntry, ObjectKey{Cluster: server.Key.Cluster, Namespace: d.Key.Namespace, Name: host}, []ParentRef{vmParent, dParent},
-						&istiov1alpha3.ServiceEntry{
-							Hosts:            []string{host},
-							Ports:            serverServiceEntryPorts(d),
-							Location:         istiov1alpha3.ServiceEntry_MESH_INTERNAL,
-							Resolution:       istiov1alpha3.ServiceEntry_STATIC,
-							WorkloadSelector: &istiov1alpha3.WorkloadSelector{Labels: maps.Clone(d.Selector)},
-						})
-				}
-			}
-			if len(hosts) == 0 {
-				continue
-			}
-			ns := cmp.Or(gw.GetService().GetNamespace(), server.Namespace)
-			e.add(IstioNetworkingV1, KindGateway, ObjectKey{Cluster: server.Key.Cluster, Namespace: ns, Name: FederationGatewayName}, []ParentRef{vmParent},
-				&istiov1alpha3.Gateway{
-					Selector: maps.Clone(gw.GetWorkloadLabels()),
-					Servers: []*istiov1alpha3.Server{{
-						Port:  &istiov1alpha3.Port{Number: cmp.Or(gw.GetTlsContainerPort(), gw.GetExternalTlsPort()), Name: "tls", Protocol: "TLS"},
-						Hosts: []string{"*." + suffix},
-						Tls:   &istiov1alpha3.ServerTLSSettings{Mode: istiov1alpha3.ServerTLSSettings_AUTO_PASSTHROUGH},
-					}},
-				})
+		if err := f.emitClientCluster(f.clusters[ci], byClient[ci], groups, addrs, warned); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// federation is what emitFederation gathers: the exports, and the client
+// clusters, numbered in the order first met.
+type federation struct {
+	e         *emitter
+	ix        *Index
+	tr        *trafficTranslation
+	encodings *hostEncodings
+	backing   *backingWorkloads
+
+	exports      []export
+	clients      []exportClient // the chunk the clients of exports go in
+	counts       []int          // clients by cluster
+	clusterIndex map[string]int
+	clusters     []string
+}
+
+// exportVirtualMesh exports what each member of vm serves to the members
+// that may reach it, when vm federates two or more meshes.
+func (f *federation) exportVirtualMesh(vm *virtualMesh) {
+	fed := vm.Spec.GetFederation()
+	if len(vm.Errors) > 0 || fed == nil || len(vm.Members) < 2 {
+		return
+	}
+	if fed.GetMode() == nil {
+		return
+	}
+	suffix := cmp.Or(fed.GetHostnameSuffix(), DefaultHostnameSuffix)
+	if fed.GetFlatNetwork() {
+		for _, m := range vm.Members {
+			as := vm.Meshes[m.RefKey()]
+			as.Warnings = append(as.Warnings, "spec.federation.flatNetwork is not translated yet; federated traffic goes through east-west gateways")
+		}
+	}
+	v := vmExport{vm: vm, exported: exportRule(f.ix, vm), suffix: suffix,
+		parent: ParentRef{Kind: parentKindVirtualMesh, Name: vm.Key.Name, Namespace: vm.Key.Namespace, Cluster: vm.Key.Cluster}}
+	// The members' clusters, numbered.
+	v.memberCluster = make([]int, len(vm.Members))
+	for j, m := range vm.Members {
+		ci, ok := f.clusterIndex[m.Key.Cluster]
+		if !ok {
+			ci = len(f.clusters)
+			f.clusterIndex[m.Key.Cluster] = ci
+			f.clusters = append(f.clusters, m.Key.Cluster)
+			f.counts = append(f.counts, 0)
+		}
+		v.memberCluster[j] = ci
+	}
+	for _, server := range vm.Members {
+		f.exportServer(v, server)
+	}
+}
+
+// vmExport is a VirtualMesh being exported: its rule, hostname suffix,
+// parent reference, and each member's client cluster number.
+type vmExport struct {
+	vm            *virtualMesh
+	exported      *exportRules
+	suffix        string
+	parent        ParentRef
+	memberCluster []int
+}
+
+// exportServer exports server's destinations, and adds the Gateway that
+// passes their federated hostnames through its east-west gateway.
+func (f *federation) exportServer(v vmExport, server *mesh) {
+	vm := v.vm
+	gw := federationGateway(server)
+	if gw == nil {
+		as := vm.Meshes[server.RefKey()]
+		as.Warnings = append(as.Warnings, "the mesh has no east-west gateway with an external address and TLS port; its destinations are not federated")
+		return
+	}
+	var hosts []string
+	for _, d := range f.ix.byCluster[server.Key.Cluster] {
+		if d.Mesh != server.Key || !v.exported.exportsAny(d) {
+			continue
+		}
+		if host, ok := f.exportDestination(v, server, gw, d); ok {
+			hosts = append(hosts, host)
+		}
+	}
+	if len(hosts) == 0 {
+		return
+	}
+	ns := cmp.Or(gw.GetService().GetNamespace(), server.Namespace)
+	f.e.add(IstioNetworkingV1, KindGateway, ObjectKey{Cluster: server.Key.Cluster, Namespace: ns, Name: FederationGatewayName}, []ParentRef{v.parent},
+		&istiov1alpha3.Gateway{
+			Selector: maps.Clone(gw.GetWorkloadLabels()),
+			Servers: []*istiov1alpha3.Server{{
+				Port:  &istiov1alpha3.Port{Number: cmp.Or(gw.GetTlsContainerPort(), gw.GetExternalTlsPort()), Name: "tls", Protocol: "TLS"},
+				Hosts: []string{"*." + v.suffix},
+				Tls:   &istiov1alpha3.ServerTLSSettings{Mode: istiov1alpha3.ServerTLSSettings_AUTO_PASSTHROUGH},
+			}},
+		})
+}
+
+// exportDestination exports d to the members that may reach it, and adds
+// its server-side objects: the ServiceEntry that gives its federated host
+// the local workloads, and the DestinationRule with its subsets' labels.
+// It returns the federated host; ok is false when no member reaches d.
+func (f *federation) exportDestination(v vmExport, server *mesh, gw *discoveryv1.MeshSpec_Gateway, d *destination) (host string, ok bool) {
+	vm := v.vm
+	host = FederatedHostname(d.Key.Name, d.Key.Namespace, d.Key.Cluster, v.suffix)
+	dParent := ParentRef{Kind: parentKindDestination, Name: d.Key.Name, Namespace: d.Key.Namespace, Cluster: d.Key.Cluster}
+	var x *exportedDest
+	var sub *federatedSubsets
+	if cap(f.clients)-len(f.clients) < len(vm.Members) {
+		// Chunks, as growing one array for all would copy
+		// it and leave garbage several times its size.
+		f.clients = make([]exportClient, 0, max(1<<16, len(vm.Members)))
+	}
+	from := len(f.clients)
+	for j, client := range vm.Members {
+		if client.Key == server.Key || client.Key.Cluster == server.Key.Cluster || !v.exported.exports(d, client) {
+			continue
+		}
+		if x == nil {
+			parents := []ParentRef{v.parent, dParent}
+			x = &exportedDest{host: host, dst: d, server: server, gw: gw, vm: vm, parents: parents, annotations: parentsAnnotation(parents)}
+			x.sans = spiffeIDs(server.TrustDomain, f.backing.of(d))
+			if len(x.sans) == 0 {
+				as := vm.Meshes[server.RefKey()]
+				as.Warnings = append(as.Warnings, fmt.Sprintf("no discovered workload runs service %s: its clients check the server's certificate against the shared root only, not its service accounts", d.Key))
+			}
+			x.addr0, x.ok0 = candidateAddress(host, 0)
+			if sub = exportedSubsets(f.tr, d); sub != nil {
+				x.subsets = sub.names
+				x.drParents = append(slices.Clone(parents), sub.parents...)
+				x.drAnnotations = parentsAnnotation(x.drParents)
+			}
+		}
+		f.clients = append(f.clients, exportClient{member: int32(j), cluster: int32(v.memberCluster[j])})
+		f.counts[v.memberCluster[j]]++
+	}
+	if x == nil {
+		return "", false
+	}
+	f.exports = append(f.exports, export{host: host, x: x, clients: f.clients[from:len(f.clients):len(f.clients)]})
+	if sub != nil && len(d.Selector) > 0 {
+		// The subsets' labels, for the east-west gateway.
+		f.e.add(IstioNetworkingV1, KindDestinationRule, ObjectKey{Cluster: server.Key.Cluster, Namespace: d.Key.Namespace, Name: host}, x.drParents,
+			&istiov1alpha3.DestinationRule{
+				Host:          host,
+				TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}},
+				Subsets:       sub.subsets,
+			})
+	}
+	vm.federated = append(vm.federated, d.Key)
+	if len(d.Selector) > 0 {
+		for _, p := range d.PortInfo {
+			if p.GetTargetPortName() != "" {
+				as := vm.Meshes[server.RefKey()]
+				as.Warnings = append(as.Warnings, fmt.Sprintf("service %s port %d has the named target port %q, whose number discovery does not know; federated traffic reaches its pods on port %d", d.Key, p.GetPort(), p.GetTargetPortName(), p.GetPort()))
+			}
+		}
+		f.e.add(IstioNetworkingV1, KindServiceEntry, ObjectKey{Cluster: server.Key.Cluster, Namespace: d.Key.Namespace, Name: host}, []ParentRef{v.parent, dParent},
+			&istiov1alpha3.ServiceEntry{
+				Hosts:            []string{host},
+				Ports:            serverServiceEntryPorts(d),
+				Location:         istiov1alpha3.ServiceEntry_MESH_INTERNAL,
+				Resolution:       istiov1alpha3.ServiceEntry_STATIC,
+				WorkloadSelector: &istiov1alpha3.WorkloadSelector{Labels: maps.Clone(d.Selector)},
+			})
+	}
+	return host, true
+}
+
+// byClient returns the federated hosts of each client cluster (by
+// number), and the host groups: each host's first export.
+func (f *federation) byClient() ([][]federatedHost, map[string]int) {
+	exports := f.exports
 	// Each client's hosts must be in host order, then client mesh order:
 	// distributing the exports in host order leaves only ties on a host
 	// (two client meshes in one cluster) for the sort below.
@@ -280,8 +346,8 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, tr *trafficTransl
 		x.group = i
 		groups[x.host] = i
 	}
-	byClient := make([][]federatedHost, len(clusters))
-	for ci, n := range counts {
+	byClient := make([][]federatedHost, len(f.clusters))
+	for ci, n := range f.counts {
 		byClient[ci] = make([]federatedHost, 0, n)
 	}
 	for _, ex := range exports {
@@ -290,86 +356,81 @@ func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, tr *trafficTransl
 			byClient[c.cluster] = append(byClient[c.cluster], federatedHost{exportedDest: ex.x, client: members[c.member]})
 		}
 	}
-	order := make([]int, len(clusters))
-	for ci := range order {
-		order[ci] = ci
+	return byClient, groups
+}
+
+// emitClientCluster adds the ServiceEntry and DestinationRule pairs of the
+// hosts federated to cluster, fhs.
+func (f *federation) emitClientCluster(cluster string, fhs []federatedHost, groups map[string]int, addrs map[string]*addrSet, warned map[*mesh]bool) error {
+	e := f.e
+	var last *mesh
+	for _, fh := range fhs {
+		if fh.client != last && !fh.client.SmartDNS && !warned[fh.client] {
+			warned[fh.client] = true
+			as := fh.vm.Meshes[fh.client.RefKey()]
+			as.Warnings = append(as.Warnings, "istiod's DNS proxying (ISTIO_META_DNS_CAPTURE) is off in this mesh; its workloads cannot resolve federated hostnames")
+		}
+		last = fh.client
 	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(clusters[a], clusters[b]) })
-	warned := map[*mesh]bool{}
-	for _, ci := range order {
-		cluster, fhs := clusters[ci], byClient[ci]
-		if len(fhs) == 0 {
+	if !hostThenClientOrder(fhs) {
+		slices.SortFunc(fhs, func(a, b federatedHost) int {
+			return cmp.Or(strings.Compare(a.host, b.host), a.client.Key.compare(b.client.Key))
+		})
+	}
+	used := addrs[cluster]
+	if used == nil {
+		used = newAddrSet(len(fhs))
+		addrs[cluster] = used
+	}
+	b := e.federatedBlock(cluster, len(fhs))
+	// The emitter's own ServiceEntries in the cluster whose name is a
+	// federated host, by host group, which the hosts are checked
+	// against in order.
+	var own []ownObject
+	for _, k := range e.namesOutsideBlocks(cluster, IstioNetworkingV1, KindServiceEntry) {
+		if g, ok := groups[k[0]]; ok {
+			own = append(own, ownObject{group: g, namespace: k[1]})
+		}
+	}
+	slices.SortFunc(own, func(a, b ownObject) int { return cmp.Compare(a.group, b.group) })
+	// The pairs of the current host start at run.
+	group, run := -1, 0
+	for _, fh := range fhs {
+		x := fh.exportedDest
+		if x.group != group {
+			group, run = x.group, len(b.pairs)
+		}
+		ns := fh.client.Namespace
+		// The same host for another client mesh of this cluster in the
+		// same namespace, or an object the emitter has already.
+		if p := b.hostPairIn(run, ns); p != nil {
+			p.merge(pairServiceEntry, x.parents)
+			p.merge(pairDestinationRule, x.parents)
 			continue
 		}
-		var last *mesh
-		for _, fh := range fhs {
-			if fh.client != last && !fh.client.SmartDNS && !warned[fh.client] {
-				warned[fh.client] = true
-				as := fh.vm.Meshes[fh.client.RefKey()]
-				as.Warnings = append(as.Warnings, "istiod's DNS proxying (ISTIO_META_DNS_CAPTURE) is off in this mesh; its workloads cannot resolve federated hostnames")
+		for len(own) > 0 && own[0].group < x.group {
+			own = own[1:]
+		}
+		if len(own) > 0 && own[0].group == x.group && slices.ContainsFunc(own, func(o ownObject) bool { return o.group == x.group && o.namespace == ns }) {
+			at := ObjectKey{Cluster: cluster, Namespace: ns, Name: x.host}
+			e.add(IstioNetworkingV1, KindServiceEntry, at, x.parents, nil)
+			e.add(IstioNetworkingV1, KindDestinationRule, at, x.parents, nil)
+			continue
+		}
+		addr := x.address(used)
+		var enc *encodedHost // nil: x's own specs
+		if !x.hasSpecs || x.addr != addr {
+			got, err := f.encodings.get(x, addr)
+			if err != nil {
+				return err
 			}
-			last = fh.client
-		}
-		if !hostThenClientOrder(fhs) {
-			slices.SortFunc(fhs, func(a, b federatedHost) int {
-				return cmp.Or(strings.Compare(a.host, b.host), a.client.Key.compare(b.client.Key))
-			})
-		}
-		used := addrs[cluster]
-		if used == nil {
-			used = newAddrSet(len(fhs))
-			addrs[cluster] = used
-		}
-		b := e.federatedBlock(cluster, len(fhs))
-		// The emitter's own ServiceEntries in the cluster whose name is a
-		// federated host, by host group, which the hosts are checked
-		// against in order.
-		var own []ownObject
-		for _, k := range e.namesOutsideBlocks(cluster, IstioNetworkingV1, KindServiceEntry) {
-			if g, ok := groups[k[0]]; ok {
-				own = append(own, ownObject{group: g, namespace: k[1]})
+			if x.hasSpecs {
+				enc = got
+			} else {
+				x.se, x.dr, x.addr, x.hasSpecs = got.se, got.dr, addr, true
 			}
 		}
-		slices.SortFunc(own, func(a, b ownObject) int { return cmp.Compare(a.group, b.group) })
-		// The pairs of the current host start at run.
-		group, run := -1, 0
-		for _, fh := range fhs {
-			x := fh.exportedDest
-			if x.group != group {
-				group, run = x.group, len(b.pairs)
-			}
-			ns := fh.client.Namespace
-			// The same host for another client mesh of this cluster in the
-			// same namespace, or an object the emitter has already.
-			if p := b.hostPairIn(run, ns); p != nil {
-				p.merge(pairServiceEntry, x.parents)
-				p.merge(pairDestinationRule, x.parents)
-				continue
-			}
-			for len(own) > 0 && own[0].group < x.group {
-				own = own[1:]
-			}
-			if len(own) > 0 && own[0].group == x.group && slices.ContainsFunc(own, func(o ownObject) bool { return o.group == x.group && o.namespace == ns }) {
-				at := ObjectKey{Cluster: cluster, Namespace: ns, Name: x.host}
-				e.add(IstioNetworkingV1, KindServiceEntry, at, x.parents, nil)
-				e.add(IstioNetworkingV1, KindDestinationRule, at, x.parents, nil)
-				continue
-			}
-			addr := x.address(used)
-			var enc *encodedHost // nil: x's own specs
-			if !x.hasSpecs || x.addr != addr {
-				got, err := encodings.get(x, addr)
-				if err != nil {
-					return err
-				}
-				if x.hasSpecs {
-					enc = got
-				} else {
-					x.se, x.dr, x.addr, x.hasSpecs = got.se, got.dr, addr, true
-				}
-			}
-			e.addFederated(b, ns, x, enc)
-		}
+		e.addFederated(b, ns, x, enc)
 	}
 	return nil
 }
