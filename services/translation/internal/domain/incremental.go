@@ -383,6 +383,12 @@ func diffPolicies[P keyedPolicy, R interface {
 }
 
 // update is the incremental path; ok is false when it does not apply.
+// Its phases: which policies changed (nothing is changed before it is
+// known that the incremental path applies), the destinations they select
+// get their policy lists again and are recomputed with every destination
+// whose subsets they add, their objects and those of the AccessPolicies
+// are made again, then the statuses, and the outputs of the clusters
+// concerned are rebuilt and sealed.
 func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids map[string]SourceIDs) (*Result, bool, error) {
 	prev := in.st
 	changedClusters, ok := changedInputs(prev.inputs, inputs)
@@ -396,50 +402,143 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids m
 	a := prev.result.Applied
 	tr := a.traffic
 
-	// Which policies changed: a new or edited policy gets a new instance;
-	// an unchanged one keeps its instance, status and all. Nothing is
-	// changed before it is known that the incremental path applies.
-	policies, newByKey, changed, deleted, ok := diffPolicies(a.policies, tr.byKey, inputs, changedClusters,
+	d, ok := in.diffAll(a, tr, inputs, ids, changedClusters)
+	if !ok {
+		return nil, false, nil
+	}
+	aFresh, aAffected, ok := prev.accessAffected(a, d)
+	if !ok {
+		return nil, false, nil
+	}
+	tr.byKey = d.newByKey
+	tr.lastGood = prev.result.LastGood.Traffic
+	affected, fresh, isFresh := reapplyTraffic(tr, d)
+	order, recomputed := recomputeDestinations(tr, affected, isFresh, prev.result.LastGood.Traffic)
+	for _, k := range order {
+		if subsetNames(tr.states[k]) != prev.exported[k] && len(tr.fed.clients(a.ix.byKey[k])) > 0 {
+			// Federation's DestinationRules change: they are made by a
+			// full translation only. The state is dropped with it.
+			return nil, false, nil
+		}
+	}
+
+	// Policy-level conflict messages about recomputed destinations are
+	// made again below.
+	for _, p := range d.policies {
+		for k := range p.conflicts {
+			if recomputed[k] {
+				delete(p.conflicts, k)
+			}
+		}
+	}
+	rb, err := prev.rebuildDestinations(a, tr, order, fresh, d.newByKey, changedClusters, opts)
+	if err != nil {
+		return nil, true, err
+	}
+
+	// AccessPolicies: the destinations they select get their lists, the
+	// statuses for them and their AuthorizationPolicies made again.
+	aTouched, newAPObjs, aOrder, err := a.rebuildAccess(aAffected, d.aChanged, aFresh, opts)
+	if err != nil {
+		return nil, true, err
+	}
+	for _, k := range aOrder {
+		rb.outClusters[k.Cluster] = true
+	}
+
+	// Statuses of the touched policies, and of none for deleted ones.
+	sc, next, err := policyStatuses(prev.result.LastGood, d.deleted, d.aDeleted, rb.touched, aTouched, d.newByKey, d.accessByKey, len(d.aChanged) > 0)
+	if err != nil {
+		return nil, true, err
+	}
+	for c := range sc.drop {
+		rb.outClusters[c] = true
+	}
+
+	// New outputs for the clusters concerned; the others are reused.
+	outputs := maps.Clone(prev.result.Outputs)
+	rebuilt := make([]*snapshotv1.OutputSnapshot, 0, len(rb.outClusters))
+	for c := range rb.outClusters {
+		if inputs[c] == nil {
+			continue // a client cluster without an output
+		}
+		outputs[c] = prev.rebuildOutput(c, inputs[c].GetVersion(), order, aOrder, rb.newObjs, rb.newClient, newAPObjs, sc)
+		rebuilt = append(rebuilt, outputs[c])
+	}
+	prev.sealers.seal(rebuilt, nil, in.sealed)
+	prev.keepObjects(order, aOrder, rb, newAPObjs)
+
+	applied := *a
+	applied.inputs = inputs
+	applied.policies = d.policies
+	applied.accessPs = d.accessPs
+	res := &Result{Outputs: outputs, LastGood: next, Applied: &applied}
+	prev.inputs = inputs
+	prev.result = res
+	return res, true, nil
+}
+
+// policyDiff is which TrafficPolicies and AccessPolicies an update
+// changed: the new lists and indexes, the changed (new or edited) and
+// the deleted ones.
+type policyDiff struct {
+	policies    []*trafficPolicy
+	newByKey    map[ObjectKey]*trafficPolicy
+	changed     map[*trafficPolicy]bool
+	deleted     []*trafficPolicy
+	accessPs    []*accessPolicy
+	accessByKey map[ObjectKey]*accessPolicy
+	aChanged    map[*accessPolicy]bool
+	aDeleted    []*accessPolicy
+}
+
+// diffAll finds which policies changed: a new or edited policy gets a
+// new instance; an unchanged one keeps its instance, status and all.
+func (in *Incremental) diffAll(a *Applied, tr *trafficTranslation, inputs map[string]*snapshotv1.InputSnapshot, ids map[string]SourceIDs, changedClusters []string) (d policyDiff, ok bool) {
+	d.policies, d.newByKey, d.changed, d.deleted, ok = diffPolicies(a.policies, tr.byKey, inputs, changedClusters,
 		(*snapshotv1.InputSnapshot).GetTrafficPolicies, newTrafficPolicy, compareAcceptance, in.trafficEnc,
 		func(c string) [][]byte { return ids[c].Traffic })
 	if !ok {
-		return nil, false, nil
+		return d, false
 	}
 	oldAccess := make(map[ObjectKey]*accessPolicy, len(a.accessPs))
 	for _, p := range a.accessPs {
 		oldAccess[p.Key] = p
 	}
-	accessPs, accessByKey, aChanged, aDeleted, ok := diffPolicies(a.accessPs, oldAccess, inputs, changedClusters,
+	d.accessPs, d.accessByKey, d.aChanged, d.aDeleted, ok = diffPolicies(a.accessPs, oldAccess, inputs, changedClusters,
 		(*snapshotv1.InputSnapshot).GetAccessPolicies, newAccessPolicy, compareAccessAcceptance, in.accessEnc,
 		func(c string) [][]byte { return ids[c].Access })
-	if !ok {
-		return nil, false, nil
-	}
-	var aFresh []*accessPolicy
-	aAffected := map[ObjectKey]bool{}
-	for p := range aChanged {
-		if accessByKey[p.Key] == p {
+	return d, ok
+}
+
+// accessAffected prepares the new and edited AccessPolicies and returns
+// them with the destinations the changed ones select; ok is false when one
+// of those shares its AuthorizationPolicy's key with a mesh-wide object,
+// which a full translation sorts out.
+func (prev *incState) accessAffected(a *Applied, d policyDiff) (fresh []*accessPolicy, affected map[ObjectKey]bool, ok bool) {
+	affected = map[ObjectKey]bool{}
+	for p := range d.aChanged {
+		if d.accessByKey[p.Key] == p {
 			a.access.prepare(p, prev.result.LastGood.Access)
-			aFresh = append(aFresh, p)
+			fresh = append(fresh, p)
 		}
 		for _, k := range p.selected {
 			if prev.apShared[k] {
-				// Its AuthorizationPolicy shares a key with a mesh-wide
-				// object: a full translation sorts that out.
-				return nil, false, nil
+				return nil, nil, false
 			}
-			aAffected[k] = true
+			affected[k] = true
 		}
 	}
-	tr.byKey = newByKey
-	tr.lastGood = prev.result.LastGood.Traffic
+	return fresh, affected, true
+}
 
-	// The destinations the old and new versions select get their policy
-	// lists rebuilt.
-	affected := map[ObjectKey]bool{}
-	var fresh []*trafficPolicy
-	for p := range changed {
-		if newByKey[p.Key] == p {
+// reapplyTraffic prepares the new and edited TrafficPolicies, and gives
+// the destinations that the old and new versions select their policy
+// lists again. It returns those destinations and the fresh policies.
+func reapplyTraffic(tr *trafficTranslation, d policyDiff) (affected map[ObjectKey]bool, fresh []*trafficPolicy, isFresh map[*trafficPolicy]bool) {
+	affected = map[ObjectKey]bool{}
+	for p := range d.changed {
+		if d.newByKey[p.Key] == p {
 			tr.prepare(p)
 			fresh = append(fresh, p)
 		}
@@ -448,13 +547,13 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids m
 		}
 	}
 	tr.lastGood = nil // as in translateAll: prepare was its last reader
-	isFresh := make(map[*trafficPolicy]bool, len(fresh))
+	isFresh = make(map[*trafficPolicy]bool, len(fresh))
 	for _, p := range fresh {
 		isFresh[p] = true
 	}
 	for k := range affected {
 		st := tr.states[k]
-		applied := slices.DeleteFunc(slices.Clone(st.applied), func(p *trafficPolicy) bool { return changed[p] })
+		applied := slices.DeleteFunc(slices.Clone(st.applied), func(p *trafficPolicy) bool { return d.changed[p] })
 		for _, p := range fresh {
 			if _, found := slices.BinarySearchFunc(p.selected, k, ObjectKey.compare); found {
 				applied = append(applied, p)
@@ -463,12 +562,15 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids m
 		slices.SortFunc(applied, compareAcceptance)
 		st.applied = applied
 	}
+	return affected, fresh, isFresh
+}
 
-	// Recompute them, and every destination whose subsets they add or
-	// added; each recomputed destination's targets join in turn.
+// recomputeDestinations recomputes the affected destinations, and every
+// destination whose subsets they add or added; each recomputed
+// destination's targets join in turn. It returns them in key order.
+func recomputeDestinations(tr *trafficTranslation, affected map[ObjectKey]bool, isFresh map[*trafficPolicy]bool, lastGood map[ObjectKey]LastGoodTraffic) (order []ObjectKey, recomputed map[ObjectKey]bool) {
 	queue := slices.SortedFunc(maps.Keys(affected), ObjectKey.compare)
-	recomputed := map[ObjectKey]bool{}
-	var order []ObjectKey
+	recomputed = map[ObjectKey]bool{}
 	for len(queue) > 0 {
 		k := queue[0]
 		queue = queue[1:]
@@ -483,7 +585,7 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids m
 				// Its prior version is the last valid one kept now, as a
 				// full translation's prepare finds it: it may have been
 				// accepted in a newer generation since it was made.
-				p.refreshPrior(prev.result.LastGood.Traffic)
+				p.refreshPrior(lastGood)
 			}
 		}
 		lost := st.reset(tr.states)
@@ -492,102 +594,74 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids m
 		queue = append(queue, st.targets...)
 	}
 	slices.SortFunc(order, ObjectKey.compare)
-	for _, k := range order {
-		if subsetNames(tr.states[k]) != prev.exported[k] && len(tr.fed.clients(a.ix.byKey[k])) > 0 {
-			// Federation's DestinationRules change: they are made by a
-			// full translation only. The state is dropped with it.
-			return nil, false, nil
-		}
-	}
+	return order, recomputed
+}
 
-	// Policy-level conflict messages about recomputed destinations are
-	// made again below.
-	for _, p := range policies {
-		for k := range p.conflicts {
-			if recomputed[k] {
-				delete(p.conflicts, k)
-			}
-		}
+// rebuilt is what rebuildDestinations made: each recomputed destination's
+// objects in its own cluster and in its clients', the clusters whose
+// outputs change, and the TrafficPolicies whose statuses do.
+type rebuilt struct {
+	newObjs     map[ObjectKey][]*snapshotv1.Object
+	newClient   map[ObjectKey][]clusterObject
+	outClusters map[string]bool
+	touched     map[*trafficPolicy]bool
+}
+
+// rebuildDestinations makes the objects of the recomputed destinations
+// (order) again.
+func (prev *incState) rebuildDestinations(a *Applied, tr *trafficTranslation, order []ObjectKey, fresh []*trafficPolicy, newByKey map[ObjectKey]*trafficPolicy, changedClusters []string, opts Options) (rebuilt, error) {
+	rb := rebuilt{
+		newObjs: map[ObjectKey][]*snapshotv1.Object{}, newClient: map[ObjectKey][]clusterObject{},
+		outClusters: map[string]bool{}, touched: map[*trafficPolicy]bool{},
 	}
-	touched := map[*trafficPolicy]bool{}
 	for _, p := range fresh {
-		touched[p] = true
+		rb.touched[p] = true
 	}
-	newObjs := map[ObjectKey][]*snapshotv1.Object{}
-	newClient := map[ObjectKey][]clusterObject{}
-	outClusters := map[string]bool{}
 	for _, c := range changedClusters {
-		outClusters[c] = true
+		rb.outClusters[c] = true
 	}
 	for _, k := range order {
 		d := a.ix.byKey[k]
 		warnPlaintext(tr, a.vms, d)
 		objs, err := destinationObjects(d, tr, prev.users, prev.set, opts, nil)
 		if err != nil {
-			return nil, true, err
+			return rb, err
 		}
-		newObjs[k] = objs
-		outClusters[k.Cluster] = true
+		rb.newObjs[k] = objs
+		rb.outClusters[k.Cluster] = true
 		cobjs, err := clientObjects(d, tr, prev.users, prev.set, opts)
 		if err != nil {
-			return nil, true, err
+			return rb, err
 		}
-		newClient[k] = cobjs
+		rb.newClient[k] = cobjs
 		for _, co := range prev.clientObjs[k] {
-			outClusters[co.cluster] = true
+			rb.outClusters[co.cluster] = true
 		}
 		for _, co := range cobjs {
-			outClusters[co.cluster] = true
+			rb.outClusters[co.cluster] = true
 		}
 		st := tr.states[k]
 		for _, p := range st.applied {
-			touched[p] = true
+			rb.touched[p] = true
 		}
 		for _, pk := range st.allDRParents() {
 			if p := newByKey[pk]; p != nil {
-				touched[p] = true
+				rb.touched[p] = true
 			}
 		}
 	}
 	// A policy whose subset contribution to a recomputed destination went
 	// away was applied to a destination that was recomputed itself, so it
 	// is touched above.
+	return rb, nil
+}
 
-	// AccessPolicies: the destinations they select get their lists, the
-	// statuses for them and their AuthorizationPolicies made again.
-	aTouched, newAPObjs, aOrder, err := a.rebuildAccess(aAffected, aChanged, aFresh, opts)
-	if err != nil {
-		return nil, true, err
-	}
-	for _, k := range aOrder {
-		outClusters[k.Cluster] = true
-	}
-
-	// Statuses of the touched policies, and of none for deleted ones.
-	sc, next, err := policyStatuses(prev.result.LastGood, deleted, aDeleted, touched, aTouched, newByKey, accessByKey, len(aChanged) > 0)
-	if err != nil {
-		return nil, true, err
-	}
-	for c := range sc.drop {
-		outClusters[c] = true
-	}
-
-	// New outputs for the clusters concerned; the others are reused.
-	outputs := maps.Clone(prev.result.Outputs)
-	destObjs := prev.destObjs
-	rebuilt := make([]*snapshotv1.OutputSnapshot, 0, len(outClusters))
-	for c := range outClusters {
-		if inputs[c] == nil {
-			continue // a client cluster without an output
-		}
-		outputs[c] = prev.rebuildOutput(c, inputs[c].GetVersion(), order, aOrder, newObjs, newClient, newAPObjs, sc)
-		rebuilt = append(rebuilt, outputs[c])
-	}
-	prev.sealers.seal(rebuilt, nil, in.sealed)
+// keepObjects keeps the objects made for the next update.
+func (prev *incState) keepObjects(order, aOrder []ObjectKey, rb rebuilt, newAPObjs map[ObjectKey]*snapshotv1.Object) {
 	for _, k := range order {
-		destObjs[k] = newObjs[k]
-		if len(newClient[k]) > 0 {
-			prev.clientObjs[k] = newClient[k]
+		prev.destObjs[k] = rb.newObjs[k]
+		if len(rb.newClient[k]) > 0 {
+			prev.clientObjs[k] = rb.newClient[k]
 		} else {
 			delete(prev.clientObjs, k)
 		}
@@ -599,15 +673,6 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids m
 			delete(prev.apObjs, k)
 		}
 	}
-
-	applied := *a
-	applied.inputs = inputs
-	applied.policies = policies
-	applied.accessPs = accessPs
-	res := &Result{Outputs: outputs, LastGood: next, Applied: &applied}
-	prev.inputs = inputs
-	prev.result = res
-	return res, true, nil
 }
 
 // rebuildAccess gives each destination that changed AccessPolicies select
