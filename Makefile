@@ -55,11 +55,12 @@ istio-validate: ## Build bin/meshplane-istio-validate, which `meshctl render --v
 	$(ISTIO_VALIDATE_GO) build $(ISTIO_VALIDATE_FLAGS) -ldflags '-s -w' -o $(BIN)/meshplane-istio-validate ./cmd/meshplane-istio-validate
 
 .PHONY: lint
-lint: ## buf lint and breaking check, gofmt, go vet (the layering check is a test: tools/archtest).
+lint: ## buf lint and breaking check, gofmt, go vet, staticcheck (the layering and docs checks are tests: tools/archtest).
 	$(BUF) lint
 	@if git rev-parse --verify -q main >/dev/null; then $(BUF) breaking --against '.git#branch=main'; fi
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^libs/gen/')); test -z "$$out" || { echo "not gofmt-ed:"; echo "$$out"; exit 1; }
 	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
 	$(ISTIO_VALIDATE_GO) vet $(ISTIO_VALIDATE_FLAGS) ./...
 
 .PHONY: build

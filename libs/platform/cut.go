@@ -63,12 +63,6 @@ func (o *openCalls) add(ctx context.Context, id Identity, procedure string, body
 	}
 }
 
-// len reports the calls being tracked.
-func (o *openCalls) len() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.calls)
-}
 
 // sweep ends every call whose certificate has expired or been revoked. A
 // revocation check that fails leaves the call alone: the checker answers

@@ -42,6 +42,7 @@ func MatchSubjectAltNames(c *clusterv3.Cluster) ([]string, error) {
 	if vc == nil {
 		vc = u.GetCommonTlsContext().GetValidationContext()
 	}
+	//lint:ignore SA1019 istiod may still write the deprecated field; both are read
 	for _, m := range vc.GetMatchSubjectAltNames() {
 		out = append(out, m.GetExact())
 	}

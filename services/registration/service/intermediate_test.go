@@ -289,7 +289,7 @@ func TestSignIntermediate(t *testing.T) {
 			issued++
 			eastInter, root := checkIntermediate(t, res.Msg, eastKey, "east.td", "east", "istiod-east")
 			// The VirtualMesh's intermediate_ttl, 48h.
-			if d := eastInter.NotAfter.Sub(time.Now()); d < 47*time.Hour || d > 48*time.Hour {
+			if d := time.Until(eastInter.NotAfter); d < 47*time.Hour || d > 48*time.Hour {
 				t.Errorf("intermediate lives %v, want the VirtualMesh's 48h", d)
 			}
 

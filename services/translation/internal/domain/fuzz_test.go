@@ -167,6 +167,7 @@ func (s *bytesSource) trafficPolicySpec() *networkingv1.TrafficPolicySpec {
 				Weight: uint32(s.byte()) % 4 * 25,
 				DestinationType: &networkingv1.TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_KubeService{
 					KubeService: &networkingv1.TrafficPolicySpec_Policy_MultiDestination_WeightedDestination_KubeDestination{
+						//lint:ignore SA1019 the deprecated clusterName is still accepted for one release
 						Name: s.pick("reviews", "ratings", "nosuch"), ClusterName: s.pick("", "", "west"), Subset: s.labels(), Port: uint32(s.n(2)) * 9080,
 					},
 				},

@@ -485,6 +485,7 @@ func kubeDestinationCluster(ks *networkingv1.TrafficPolicySpec_Policy_MultiDesti
 	if c := ks.GetCluster(); c != "" {
 		return c, "cluster"
 	}
+	//lint:ignore SA1019 the deprecated clusterName is still accepted for one release
 	return ks.GetClusterName(), "clusterName"
 }
 
@@ -497,6 +498,7 @@ const clusterNameDeprecated = "clusterName is deprecated and will be removed in 
 func deprecationWarnings(pol *networkingv1.TrafficPolicySpec_Policy) []string {
 	var out []string
 	for i, wd := range pol.GetTrafficShift().GetDestinations() {
+		//lint:ignore SA1019 the deprecated clusterName is still accepted for one release
 		if wd.GetKubeService().GetClusterName() != "" {
 			out = append(out, fmt.Sprintf("spec.policy.trafficShift.destinations[%d].kubeService.%s", i, clusterNameDeprecated))
 		}

@@ -368,6 +368,7 @@ func validatePolicy(v *validator, p *networkingv1.TrafficPolicySpec_Policy) {
 				if ks.GetPort() > 65535 {
 					v.add(dp+".kubeService.port", "must be at most 65535")
 				}
+				//lint:ignore SA1019 the deprecated clusterName is still accepted for one release
 				if c, old := ks.GetCluster(), ks.GetClusterName(); c != "" && old != "" && c != old {
 					v.add(dp+".kubeService.clusterName", "names cluster %q but cluster names %q; clusterName is deprecated: set only cluster", old, c)
 				}

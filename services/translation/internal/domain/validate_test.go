@@ -12,7 +12,6 @@ import (
 )
 
 func TestValidateTrafficPolicy(t *testing.T) {
-	const retryConditions = "5xx, cancelled, connect-failure, deadline-exceeded, envoy-ratelimited, gateway-error, http3-post-connect-failure, internal, refused-stream, reset, reset-before-request, resource-exhausted, retriable-4xx, retriable-headers, retriable-status-codes, unavailable"
 	for _, tc := range []struct {
 		name, spec string
 		want       []string

@@ -177,16 +177,17 @@ func (a *Applier) slimOutputMeta(obj any) (any, error) {
 			continue // istiod's status writes
 		}
 		kept := metav1.ManagedFieldsEntry{Manager: unique.Make(e.Manager).Value(), Operation: e.Operation, Time: e.Time}
-		if e.FieldsV1 != nil && bytes.Contains(e.FieldsV1.Raw, []byte(`"f:spec"`)) {
-			kept.FieldsV1 = &metav1.FieldsV1{Raw: specFields}
+		if e.FieldsV1 != nil && bytes.Contains(e.FieldsV1.GetRawBytes(), []byte(`"f:spec"`)) {
+			kept.FieldsV1 = metav1.NewFieldsV1(specFieldsString)
 		}
 		out.ManagedFields = append(out.ManagedFields, kept)
 	}
 	return out, nil
 }
 
-// specFields marks a managed fields entry that owns fields of the spec.
-var specFields = []byte(`{"f:spec":{}}`)
+// specFieldsString marks a managed fields entry that owns fields of the
+// spec.
+const specFieldsString = `{"f:spec":{}}`
 
 func (a *Applier) handler(i int) cache.ResourceEventHandler {
 	k := outputKinds[i]
@@ -235,7 +236,7 @@ func (a *Applier) live(k outputKind, m *metav1.ObjectMeta) domain.LiveObject {
 			l.Applied = e.Time.Time
 			continue
 		}
-		if e.FieldsV1 != nil && bytes.Contains(e.FieldsV1.Raw, []byte(`"f:spec"`)) && !e.Time.Time.Before(l.SpecWritten) {
+		if e.FieldsV1 != nil && bytes.Contains(e.FieldsV1.GetRawBytes(), []byte(`"f:spec"`)) && !e.Time.Time.Before(l.SpecWritten) {
 			l.SpecWriter, l.SpecWritten = e.Manager+" ("+string(e.Operation)+")", e.Time.Time
 		}
 	}

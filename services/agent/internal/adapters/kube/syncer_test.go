@@ -363,10 +363,10 @@ func TestSyncerConvergesAfterAnInterruptedApply(t *testing.T) {
 
 	next := sealed(drs(60, "new")...)
 	ctx, cancel := context.WithCancel(t.Context())
-	s1, a1 := newSyncer(t, c, &ackRelay{}, nil, nil)
+	_, a1 := newSyncer(t, c, &ackRelay{}, nil, nil)
 	killed := &cancellingApplier{Applier: a1, cancel: cancel}
 	killed.n.Store(25)
-	s1 = app.NewSyncer(&ackRelay{}, killed, nil, slog.New(slog.DiscardHandler))
+	s1 := app.NewSyncer(&ackRelay{}, killed, nil, slog.New(slog.DiscardHandler))
 	s1.SetApplyOptions(app.ApplyOptions{Install: install, Cluster: "east", Workers: 4})
 	if err := s1.Sync(ctx); err != nil {
 		t.Fatal(err)
@@ -422,8 +422,8 @@ func TestSyncerLeadershipLostMidApply(t *testing.T) {
 	next := sealed(drs(40, "new")...)
 	lead := &flagLeadership{}
 	lead.leading.Store(true)
-	s1, a1 := newSyncer(t, c, &ackRelay{}, nil, nil)
-	s1 = app.NewSyncer(&ackRelay{}, &losingLeadership{Applier: a1, after: 10, l: lead}, nil, slog.New(slog.DiscardHandler))
+	_, a1 := newSyncer(t, c, &ackRelay{}, nil, nil)
+	s1 := app.NewSyncer(&ackRelay{}, &losingLeadership{Applier: a1, after: 10, l: lead}, nil, slog.New(slog.DiscardHandler))
 	s1.SetApplyOptions(app.ApplyOptions{Install: install, Cluster: "east", Workers: 4})
 	s1.SetLeadership(lead)
 	if err := s1.Sync(t.Context()); err != nil {

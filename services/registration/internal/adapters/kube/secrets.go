@@ -144,15 +144,15 @@ func (u *UserRoots) UserRoot(ctx context.Context, ref domain.ObjectRef) (domain.
 func decodeRoot(sec *corev1.Secret) (domain.RootCA, error) {
 	certPEM, keyPEM := sec.Data[RootCertKey], sec.Data[RootKeyKey]
 	if len(certPEM) == 0 || len(keyPEM) == 0 {
-		return domain.RootCA{}, fmt.Errorf("Secret %s/%s must hold %s and %s", sec.Namespace, sec.Name, RootCertKey, RootKeyKey)
+		return domain.RootCA{}, fmt.Errorf("secret %s/%s must hold %s and %s", sec.Namespace, sec.Name, RootCertKey, RootKeyKey)
 	}
 	certs, err := pki.ParseCertificates(certPEM)
 	if err != nil {
-		return domain.RootCA{}, fmt.Errorf("Secret %s/%s: %s: %w", sec.Namespace, sec.Name, RootCertKey, err)
+		return domain.RootCA{}, fmt.Errorf("secret %s/%s: %s: %w", sec.Namespace, sec.Name, RootCertKey, err)
 	}
 	key, err := pki.ParseKey(keyPEM)
 	if err != nil {
-		return domain.RootCA{}, fmt.Errorf("Secret %s/%s: %s: %w", sec.Namespace, sec.Name, RootKeyKey, err)
+		return domain.RootCA{}, fmt.Errorf("secret %s/%s: %s: %w", sec.Namespace, sec.Name, RootKeyKey, err)
 	}
 	return domain.RootCA{Cert: certs[0], Key: key}, nil
 }
