@@ -166,7 +166,7 @@ func subscribeRedis(ctx context.Context, client redis.UniversalClient, channel s
 		return nil, fmt.Errorf("subscribe to %s: %w", channel, err)
 	}
 	out := make(chan Change, subscriberBuffer)
-	backoff := newBackoff(50*time.Millisecond, 2*time.Second)
+	backoff := Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 	go func() {
 		// Receive does not watch ctx; closing the connection unblocks it.
 		<-ctx.Done()
@@ -184,13 +184,13 @@ func subscribeRedis(ctx context.Context, client redis.UniversalClient, channel s
 				// the confirmation that follows triggers a resync. Back off
 				// so that an outage does not spin.
 				select {
-				case <-time.After(backoff.next()):
+				case <-time.After(backoff.Next()):
 				case <-ctx.Done():
 					return
 				}
 				continue
 			}
-			backoff.reset()
+			backoff.Reset()
 			var c Change
 			switch m := msg.(type) {
 			case *redis.Subscription:

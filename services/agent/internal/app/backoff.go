@@ -1,40 +1,7 @@
 package app
 
-import (
-	"context"
-	"math/rand/v2"
-	"time"
-)
+import "github.com/meshplane/meshplane/libs/snapshots"
 
-// Backoff is a jittered exponential backoff, so that many agents retrying
-// after an outage do not reconnect in lockstep.
-type Backoff struct {
-	Min, Max time.Duration
-	cur      time.Duration
-}
-
-// Next returns the next delay, between half and all of the current step.
-func (b *Backoff) Next() time.Duration {
-	if b.cur < b.Min {
-		b.cur = b.Min
-	}
-	d := b.cur
-	b.cur = min(b.cur*2, b.Max)
-	return d/2 + rand.N(d/2+1)
-}
-
-// Reset starts over from Min.
-func (b *Backoff) Reset() { b.cur = 0 }
-
-// Wait sleeps for the next delay or until ctx ends; it reports whether ctx
-// is still live.
-func (b *Backoff) Wait(ctx context.Context) bool {
-	t := time.NewTimer(b.Next())
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+// Backoff is the jittered exponential backoff of every retry loop of the
+// agent: the one the stores use (snapshots.Backoff).
+type Backoff = snapshots.Backoff
