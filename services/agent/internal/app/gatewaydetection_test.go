@@ -3,6 +3,7 @@ package app
 import (
 	"maps"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
@@ -140,8 +141,17 @@ func TestCACertsGatewayLabelsFollowTheDetector(t *testing.T) {
 // the gateways only Settings select; on a cluster holding nothing
 // Meshplane wrote it pushes at once; and without an output it pushes once
 // the wait is over.
+//
+// It runs in a synctest bubble: "nothing is pushed before the output is
+// applied" is checked once every goroutine of the bubble is blocked
+// (synctest.Wait), not by waiting some real time that a slow machine
+// could need more of, and the waits elapse on the bubble's clock.
 func TestPusherFirstPushWaitsForTheGatewayDetector(t *testing.T) {
 	defer goleak.VerifyNone(t)
+	synctest.Test(t, testPusherFirstPushWaitsForTheGatewayDetector)
+}
+
+func testPusherFirstPushWaitsForTheGatewayDetector(t *testing.T) {
 	start := func(g *GatewayDetection, wait time.Duration) (*fakePushStream, func()) {
 		relay := newFakeRelay()
 		stream := newFakePushStream()
@@ -161,10 +171,11 @@ func TestPusherFirstPushWaitsForTheGatewayDetector(t *testing.T) {
 		t.Fatal(err)
 	}
 	stream, stop := start(g, time.Hour)
+	synctest.Wait()
 	select {
 	case sent := <-stream.sent:
 		t.Fatalf("pushed %s before the output was applied", sent.GetVersion())
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 	snap := output(object("DestinationRule", "reviews"))
 	snap.GatewayDetector = corpDetector()
