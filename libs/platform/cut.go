@@ -63,7 +63,6 @@ func (o *openCalls) add(ctx context.Context, id Identity, procedure string, body
 	}
 }
 
-
 // sweep ends every call whose certificate has expired or been revoked. A
 // revocation check that fails leaves the call alone: the checker answers
 // from memory, and a store outage must not cut every agent off.

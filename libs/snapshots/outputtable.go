@@ -114,9 +114,11 @@ func (e *OutputEncoder) encodeFast(s *snapshotv1.OutputSnapshot) (data, table []
 	if !fastOutputOK || s == nil || len(s.ProtoReflect().GetUnknown()) > 0 {
 		return nil, nil, false
 	}
-	size := len(e.data) + 4096
-	if e.data == nil {
-		size = objectsSize(s)
+	// The last encoding's size per object predicts this one's, and
+	// whatever the buffer holds beyond the encoding stays with it.
+	size := objectsSize(s)
+	if len(e.kept) > 0 {
+		size = len(e.data)/len(e.kept)*(len(s.GetObjects())+1) + 4096
 	}
 	b, ok := outputHead(s, statusesSize(s, size))
 	if !ok {
@@ -125,6 +127,9 @@ func (e *OutputEncoder) encodeFast(s *snapshotv1.OutputSnapshot) (data, table []
 	objs, sts := s.GetObjects(), s.GetStatuses()
 	t := make([]byte, 0, 18*(len(objs)+len(sts)))
 	kept := e.spare[:0]
+	if cap(kept) > 2*len(objs)+1024 {
+		kept = nil // a cluster that shrank: its old array goes
+	}
 	var enc objectEncoder
 	// A run of kept fields, contiguous in e.data, still to be copied.
 	runFrom, runTo := 0, 0
@@ -181,9 +186,16 @@ func (e *OutputEncoder) encodeFast(s *snapshotv1.OutputSnapshot) (data, table []
 		return nil, nil, false
 	}
 	head := appendTableHeader(make([]byte, 0, 64+len(t)), s.GetVersion(), len(b), len(objs)+len(sts))
-	// The last version's entries are overwritten by the next encoding
-	// (the objects they hold stay reachable until then).
-	e.data, e.kept, e.spare = b, kept, e.kept[:0]
+	// The last version's entries are cleared, so that the objects of a
+	// version no output holds any more (a cluster that shrank) are not
+	// kept, and their array is reused unless it is much larger than this
+	// version's.
+	clear(e.kept)
+	spare := e.kept[:0]
+	if cap(spare) > 2*len(kept)+1024 {
+		spare = nil
+	}
+	e.data, e.kept, e.spare = b, kept, spare
 	return b, append(head, t...), true
 }
 

@@ -190,15 +190,15 @@ func TestAgentRefusesADeltaThatDoesNotCheckOut(t *testing.T) {
 
 	// The index of the version the agent holds now claims what the first
 	// one held too: the DestinationRule of the Service.
-	added := 0
+	var added []snapshots.IndexEntry
 	for _, e := range with.Objects {
 		if _, ok := without.Objects.Get(e.Key); !ok {
-			without.Objects = append(without.Objects, e)
-			added++
+			added = append(added, e)
 		}
 	}
+	without.Objects = append(without.Objects, added...)
 	slices.SortFunc(without.Objects, func(a, b snapshots.IndexEntry) int { return cmp.Compare(a.Key, b.Key) })
-	if added == 0 {
+	if len(added) == 0 {
 		t.Fatal("the version with the Service holds no object the one without lacks")
 	}
 	if err := rdb.Set(ctx, "meshplane:{meshplane}:index3:east:"+held, without.Encode(), goredis.KeepTTL).Err(); err != nil {
