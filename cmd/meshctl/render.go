@@ -29,21 +29,8 @@ type renderedCluster struct {
 	Statuses []render.Status   `json:"statuses"`
 }
 
-func newRenderCmd() *cobra.Command {
-	var (
-		files      []string
-		clusters   []string
-		showStatus bool
-		strict     bool
-		validate   bool
-		validator  string
-		outDir     string
-		opts       render.Options
-	)
-	cmd := &cobra.Command{
-		Use:   "render -f DIR|FILE [-o yaml|json] [--cluster NAME] [--strict] [--validate]",
-		Short: "Translate Meshplane resources and discovered objects into Istio YAML per cluster, offline",
-		Long: `Translate a directory of Meshplane resources and discovered objects into
+// renderLong is render's help.
+const renderLong = `Translate a directory of Meshplane resources and discovered objects into
 the Istio objects each cluster would get, offline: no management plane is
 called. This is for GitOps and CI review of policy changes.
 
@@ -82,114 +69,164 @@ webhook) on every object printed, offline, with the meshplane-istio-validate
 command (found beside meshctl, then on PATH, or given by --validator; build
 it with 'make istio-validate'). It prints each object Istio rejects or
 warns on, with Istio's message, on stderr, and exits 1 when Istio rejects
-one.`,
-		Example: `  # Review what a policy change does, as CI would.
+one.`
+
+// renderExample is render's examples.
+const renderExample = `  # Review what a policy change does, as CI would.
   meshctl render -f policies/ --show-status
   # One cluster, as JSON.
   meshctl render -f policies/ --cluster east -o json | jq '.[0].objects[].kind'
   # An input snapshot dumped from a running management plane.
   meshctl snapshot dump --cluster east --input | meshctl render -f -
   # Fail a CI job when Istio would reject what Meshplane writes.
-  meshctl render -f policies/ --strict --validate > /dev/null`,
-		Args: noArgs,
+  meshctl render -f policies/ --strict --validate > /dev/null`
+
+// renderFlags are render's flags.
+type renderFlags struct {
+	files      []string
+	clusters   []string
+	showStatus bool
+	strict     bool
+	validate   bool
+	validator  string
+	outDir     string
+	opts       render.Options
+	out        *outputFlag
+}
+
+func newRenderCmd() *cobra.Command {
+	f := &renderFlags{}
+	cmd := &cobra.Command{
+		Use:     "render -f DIR|FILE [-o yaml|json] [--cluster NAME] [--strict] [--validate]",
+		Short:   "Translate Meshplane resources and discovered objects into Istio YAML per cluster, offline",
+		Long:    renderLong,
+		Example: renderExample,
+		Args:    noArgs,
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "directory or file of resources to render, - for standard input (repeatable)")
-	cmd.Flags().StringSliceVar(&clusters, "cluster", nil, "print only these clusters (repeatable); all are translated together")
-	cmd.Flags().BoolVar(&showStatus, "show-status", false, "add every resource's status to the output, as comments (yaml) or a statuses list (json)")
-	cmd.Flags().StringVar(&outDir, "output-dir", "", "write one file per cluster, DIR/<cluster>.yaml (or .json), instead of standard output")
+	cmd.Flags().StringArrayVarP(&f.files, "filename", "f", nil, "directory or file of resources to render, - for standard input (repeatable)")
+	cmd.Flags().StringSliceVar(&f.clusters, "cluster", nil, "print only these clusters (repeatable); all are translated together")
+	cmd.Flags().BoolVar(&f.showStatus, "show-status", false, "add every resource's status to the output, as comments (yaml) or a statuses list (json)")
+	cmd.Flags().StringVar(&f.outDir, "output-dir", "", "write one file per cluster, DIR/<cluster>.yaml (or .json), instead of standard output")
 	_ = cmd.MarkFlagDirname("output-dir")
-	cmd.Flags().BoolVar(&strict, "strict", false, "exit 1 when any resource is INVALID or FAILED")
-	cmd.Flags().BoolVar(&validate, "validate", false, "run Istio's validation on every object printed (meshplane-istio-validate); exit 1 when Istio rejects one")
-	cmd.Flags().StringVar(&validator, "validator", "", "path of meshplane-istio-validate for --validate (default: beside meshctl, then on PATH)")
+	cmd.Flags().BoolVar(&f.strict, "strict", false, "exit 1 when any resource is INVALID or FAILED")
+	cmd.Flags().BoolVar(&f.validate, "validate", false, "run Istio's validation on every object printed (meshplane-istio-validate); exit 1 when Istio rejects one")
+	cmd.Flags().StringVar(&f.validator, "validator", "", "path of meshplane-istio-validate for --validate (default: beside meshctl, then on PATH)")
 	_ = cmd.MarkFlagFilename("validator")
-	cmd.Flags().StringVar(&opts.Install, "install", snapshots.DefaultInstall, "install name: the managed-by label, and the name of the management cluster")
-	cmd.Flags().StringVar(&opts.ClusterDomain, "cluster-domain", "cluster.local", "DNS suffix of Services in workload clusters")
+	cmd.Flags().StringVar(&f.opts.Install, "install", snapshots.DefaultInstall, "install name: the managed-by label, and the name of the management cluster")
+	cmd.Flags().StringVar(&f.opts.ClusterDomain, "cluster-domain", "cluster.local", "DNS suffix of Services in workload clusters")
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
-	out := addOutputFlag(cmd, "yaml", "yaml", "json")
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if len(files) == 0 {
-			return usagef("name the resources: -f DIR or -f FILE")
-		}
-		if err := out.validate(); err != nil {
-			return err
-		}
-		if validator != "" && !validate {
-			return usagef("--validator is for --validate")
-		}
-		var validatorPath string
-		if validate {
-			var err error
-			if validatorPath, err = findValidator(validator); err != nil {
-				return err
-			}
-		}
-		in := &render.Inputs{}
-		for _, f := range files {
-			if f == "-" {
-				data, err := io.ReadAll(cmd.InOrStdin())
-				if err != nil {
-					return fmt.Errorf("read standard input: %w", err)
-				}
-				if err := render.Load("<stdin>", "", data, in); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := loadPath(f, in); err != nil {
-				return err
-			}
-		}
-		outputs, skipped, err := discoverAndTranslate(in, opts)
-		if err != nil {
-			return err
-		}
-		names := make([]string, 0, len(outputs))
-		for c := range outputs {
-			names = append(names, c)
-		}
-		slices.Sort(names)
-		for _, c := range clusters {
-			if outputs[c] == nil {
-				return usagef("--cluster %s: no input names that cluster; the inputs name %s", c, strings.Join(names, ", "))
-			}
-		}
-		if len(clusters) > 0 {
-			names = slices.DeleteFunc(names, func(c string) bool { return !slices.Contains(clusters, c) })
-		}
-		stderr := cmd.ErrOrStderr()
-		if len(skipped) > 0 {
-			fmt.Fprintf(stderr, "render: skipped %d object(s) that neither translation nor discovery reads, e.g. %s\n", len(skipped), skipped[0])
-		}
-		bad := reportStatuses(stderr, outputs)
-		if outDir != "" {
-			if err := os.MkdirAll(outDir, 0o755); err != nil {
-				return err
-			}
-			for _, c := range names {
-				var b bytes.Buffer
-				if err := writeRendered(&b, out.format, outputs, []string{c}, showStatus); err != nil {
-					return err
-				}
-				path := filepath.Join(outDir, c+"."+out.format)
-				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", path)
-			}
-		} else if err := writeRendered(cmd.OutOrStdout(), out.format, outputs, names, showStatus); err != nil {
-			return err
-		}
-		if validate {
-			if err := validateRendered(cmd.Context(), validatorPath, stderr, outputs, names); err != nil {
-				return err
-			}
-		}
-		if strict && bad > 0 {
-			return silentError{exitFailure}
-		}
-		return nil
-	}
+	f.out = addOutputFlag(cmd, "yaml", "yaml", "json")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return f.run(cmd) }
 	return cmd
+}
+
+// run checks the flags, loads the inputs, translates them, prints the
+// chosen clusters' outputs and validates them when asked.
+func (f *renderFlags) run(cmd *cobra.Command) error {
+	if len(f.files) == 0 {
+		return usagef("name the resources: -f DIR or -f FILE")
+	}
+	if err := f.out.validate(); err != nil {
+		return err
+	}
+	if f.validator != "" && !f.validate {
+		return usagef("--validator is for --validate")
+	}
+	var validatorPath string
+	if f.validate {
+		var err error
+		if validatorPath, err = findValidator(f.validator); err != nil {
+			return err
+		}
+	}
+	in, err := f.load(cmd.InOrStdin())
+	if err != nil {
+		return err
+	}
+	outputs, skipped, err := discoverAndTranslate(in, f.opts)
+	if err != nil {
+		return err
+	}
+	names, err := f.chosen(outputs)
+	if err != nil {
+		return err
+	}
+	stderr := cmd.ErrOrStderr()
+	if len(skipped) > 0 {
+		fmt.Fprintf(stderr, "render: skipped %d object(s) that neither translation nor discovery reads, e.g. %s\n", len(skipped), skipped[0])
+	}
+	bad := reportStatuses(stderr, outputs)
+	if err := f.write(cmd.OutOrStdout(), outputs, names); err != nil {
+		return err
+	}
+	if f.validate {
+		if err := validateRendered(cmd.Context(), validatorPath, stderr, outputs, names); err != nil {
+			return err
+		}
+	}
+	if f.strict && bad > 0 {
+		return silentError{exitFailure}
+	}
+	return nil
+}
+
+// load reads every -f into one set of inputs; - is stdin.
+func (f *renderFlags) load(stdin io.Reader) (*render.Inputs, error) {
+	in := &render.Inputs{}
+	for _, path := range f.files {
+		if path == "-" {
+			data, err := io.ReadAll(stdin)
+			if err != nil {
+				return nil, fmt.Errorf("read standard input: %w", err)
+			}
+			if err := render.Load("<stdin>", "", data, in); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := loadPath(path, in); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// chosen returns the clusters to print, sorted: --cluster's, each of
+// which must have an output, else all.
+func (f *renderFlags) chosen(outputs map[string]*snapshotv1.OutputSnapshot) ([]string, error) {
+	names := slices.Sorted(maps.Keys(outputs))
+	for _, c := range f.clusters {
+		if outputs[c] == nil {
+			return nil, usagef("--cluster %s: no input names that cluster; the inputs name %s", c, strings.Join(names, ", "))
+		}
+	}
+	if len(f.clusters) > 0 {
+		names = slices.DeleteFunc(names, func(c string) bool { return !slices.Contains(f.clusters, c) })
+	}
+	return names, nil
+}
+
+// write prints the clusters' outputs to w, or one file each in
+// --output-dir (naming each file on w).
+func (f *renderFlags) write(w io.Writer, outputs map[string]*snapshotv1.OutputSnapshot, names []string) error {
+	if f.outDir == "" {
+		return writeRendered(w, f.out.format, outputs, names, f.showStatus)
+	}
+	if err := os.MkdirAll(f.outDir, 0o755); err != nil {
+		return err
+	}
+	for _, c := range names {
+		var b bytes.Buffer
+		if err := writeRendered(&b, f.out.format, outputs, []string{c}, f.showStatus); err != nil {
+			return err
+		}
+		path := filepath.Join(f.outDir, c+"."+f.out.format)
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "wrote %s\n", path)
+	}
+	return nil
 }
 
 // loadPath reads a directory or one file into in.
