@@ -129,21 +129,7 @@ spec:
     permissive: {}
   globalAccessPolicy: ENABLED
 ---
-apiVersion: networking.meshplane.dev/v1
-kind: AccessPolicy
-metadata: {name: reviews, namespace: bookinfo}
-spec:
-  sourceSelector:
-  - kubeServiceAccountRefs:
-      serviceAccounts:
-      - {name: bookinfo-productpage, namespace: bookinfo, cluster: east}
-      - {name: bookinfo-productpage, namespace: bookinfo, cluster: west}
-  destinationSelector:
-  - kubeServiceMatcher:
-      labels: {app: reviews}
-      namespaces: [bookinfo]
-  allowedMethods: [GET]
-`
+` + harness.ReviewsAccessPolicyYAML
 
 // reviewsTrafficPolicy is a TrafficPolicy on reviews in both clusters:
 // retries, a timeout and a v1/v2 shift.

@@ -8,6 +8,26 @@ import (
 // BookinfoNamespace holds the bookinfo fixture.
 const BookinfoNamespace = "bookinfo"
 
+// ReviewsAccessPolicyYAML is an AccessPolicy, applied in the management
+// cluster, that lets productpage of east and of west GET reviews: the
+// demo's and the e2e tests' policy for a VirtualMesh that denies by
+// default.
+const ReviewsAccessPolicyYAML = `apiVersion: networking.meshplane.dev/v1
+kind: AccessPolicy
+metadata: {name: reviews, namespace: bookinfo}
+spec:
+  sourceSelector:
+  - kubeServiceAccountRefs:
+      serviceAccounts:
+      - {name: bookinfo-productpage, namespace: bookinfo, cluster: east}
+      - {name: bookinfo-productpage, namespace: bookinfo, cluster: west}
+  destinationSelector:
+  - kubeServiceMatcher:
+      labels: {app: reviews}
+      namespaces: [bookinfo]
+  allowedMethods: [GET]
+`
+
 // BookinfoServices are the Services of the fixture.
 var BookinfoServices = []string{"details", "productpage", "ratings", "reviews"}
 

@@ -433,21 +433,7 @@ spec:
   policy:
     retries: {attempts: 3, perTryTimeout: 2s}
 ---
-apiVersion: networking.meshplane.dev/v1
-kind: AccessPolicy
-metadata: {name: reviews, namespace: bookinfo}
-spec:
-  sourceSelector:
-  - kubeServiceAccountRefs:
-      serviceAccounts:
-      - {name: bookinfo-productpage, namespace: bookinfo, cluster: east}
-      - {name: bookinfo-productpage, namespace: bookinfo, cluster: west}
-  destinationSelector:
-  - kubeServiceMatcher:
-      labels: {app: reviews}
-      namespaces: [bookinfo]
-  allowedMethods: [GET]
-`
+` + harness.ReviewsAccessPolicyYAML
 
 // waitFor waits until the object name of gvr exists in c's bookinfo
 // namespace.
