@@ -76,6 +76,10 @@ type Options struct {
 	// StopTimeout is how long Stop waits after SIGTERM before it sends
 	// SIGKILL. Zero means 5s.
 	StopTimeout time.Duration
+	// ConfigFile, when set, is a config file given before every argument:
+	// Sentinel mode needs one that it can rewrite. A relative path is in
+	// Dir; the file is created empty when missing.
+	ConfigFile string
 }
 
 // Option changes Options; it is used with Start.
@@ -181,6 +185,13 @@ func StartServer(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
 	s.logPath = filepath.Join(s.dir, logFileName)
+	if opts.ConfigFile != "" {
+		f, err := os.OpenFile(s.configPath(), os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("redistest: config file: %w", err)
+		}
+		_ = f.Close()
+	}
 
 	ctx, cancel := s.startContext(ctx)
 	defer cancel()
@@ -366,7 +377,11 @@ func (s *Server) startContext(ctx context.Context) (context.Context, context.Can
 }
 
 func (s *Server) args() []string {
-	args := []string{
+	var args []string
+	if s.opts.ConfigFile != "" {
+		args = append(args, s.configPath())
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -374,8 +389,15 @@ func (s *Server) args() []string {
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--logfile", "",
-	}
+	)
 	return append(args, s.opts.Args...)
+}
+
+func (s *Server) configPath() string {
+	if filepath.IsAbs(s.opts.ConfigFile) {
+		return s.opts.ConfigFile
+	}
+	return filepath.Join(s.dir, s.opts.ConfigFile)
 }
 
 var errPortInUse = errors.New("port in use")

@@ -51,9 +51,12 @@ func TestCacheKeepsLastSetWhileSourceFails(t *testing.T) {
 }
 
 func TestRedisSourceReadsRegistrationsSet(t *testing.T) {
+	redistest.ForEachTopology(t, testRedisSourceReadsRegistrationsSet)
+}
+
+func testRedisSourceReadsRegistrationsSet(t *testing.T, d *redistest.Deployment) {
 	ctx := t.Context()
-	srv := redistest.Start(t)
-	client := srv.Client(t)
+	client := d.Client(t)
 	now := time.Now()
 	// What registration writes: serial -> expiry in unix ms.
 	if err := client.ZAdd(ctx, revredis.Key("prod"),

@@ -69,6 +69,7 @@ func testAckStore(t *testing.T, s snapshots.AckStore) {
 func TestMemoryAcks(t *testing.T) { testAckStore(t, snapshots.NewMemoryAcks()) }
 
 func TestRedisAcks(t *testing.T) {
-	srv := redistest.Start(t)
-	testAckStore(t, snapshots.NewRedisAcks(srv.Client(t), "test"))
+	redistest.ForEachTopology(t, func(t *testing.T, d *redistest.Deployment) {
+		testAckStore(t, snapshots.NewRedisAcks(d.Client(t), "test"))
+	})
 }

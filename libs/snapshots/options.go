@@ -1,9 +1,11 @@
 package snapshots
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -89,7 +91,7 @@ func (o *RedisOptions) NewClient() (redis.UniversalClient, error) {
 		}
 		password = strings.TrimSpace(string(b))
 	}
-	return redis.NewUniversalClient(&redis.UniversalOptions{
+	u := &redis.UniversalOptions{
 		Addrs:       o.addrs(),
 		MasterName:  o.MasterName,
 		Password:    password,
@@ -100,5 +102,46 @@ func (o *RedisOptions) NewClient() (redis.UniversalClient, error) {
 		DialerRetries: 1,
 		ReadTimeout:   2 * time.Second,
 		WriteTimeout:  2 * time.Second,
-	}), nil
+	}
+	if u.MasterName != "" || len(u.Addrs) < 2 {
+		return redis.NewUniversalClient(u), nil
+	}
+	return newClusterClient(u.Cluster()), nil
+}
+
+// clusterStateReloadInterval bounds how long a Cluster client may route by
+// a slot map that no error revealed as stale.
+const clusterStateReloadInterval = 5 * time.Second
+
+// newClusterClient returns a Redis Cluster client that reloads the slot
+// map as soon as a node cannot be reached. go-redis reloads it on MOVED
+// and READONLY replies, and otherwise once a minute: after a primary dies
+// its slots would fail for up to a minute, although its replica took over
+// within seconds.
+func newClusterClient(o *redis.ClusterOptions) *redis.ClusterClient {
+	o.ClusterStateReloadInterval = clusterStateReloadInterval
+	c := redis.NewClusterClient(o)
+	c.OnNewNode(func(node *redis.Client) { node.AddHook(reloadOnDialFailure{c}) })
+	return c
+}
+
+// reloadOnDialFailure asks its cluster client for a new slot map when a
+// node refuses a connection. The reload runs in the background, at most
+// one at a time.
+type reloadOnDialFailure struct{ cluster *redis.ClusterClient }
+
+func (h reloadOnDialFailure) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err != nil {
+			h.cluster.ReloadState(ctx)
+		}
+		return conn, err
+	}
+}
+
+func (h reloadOnDialFailure) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h reloadOnDialFailure) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

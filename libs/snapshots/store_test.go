@@ -174,11 +174,13 @@ func TestMemoryStore(t *testing.T) {
 }
 
 func TestRedisStore(t *testing.T) {
-	srv := redistest.Start(t)
-	n := 0
-	runContract(t, func(t *testing.T) snapshots.Store[*snapshotv1.OutputSnapshot] {
-		n++ // a fresh install prefix keeps subtests apart
-		return snapshots.NewRedis(srv.Client(t), "test"+string(rune('a'+n)), snapshots.Outputs, newOutput)
+	redistest.ForEachTopology(t, func(t *testing.T, d *redistest.Deployment) {
+		client := d.Client(t)
+		n := 0
+		runContract(t, func(t *testing.T) snapshots.Store[*snapshotv1.OutputSnapshot] {
+			n++ // a fresh install prefix keeps subtests apart
+			return snapshots.NewRedis(client, "test"+string(rune('a'+n)), snapshots.Outputs, newOutput)
+		})
 	})
 }
 
@@ -234,8 +236,11 @@ func TestWriteThroughSurvivesRedisOutage(t *testing.T) {
 
 // GetEncoded returns the stored bytes.
 func TestRedisGetEncoded(t *testing.T) {
-	srv := redistest.Start(t)
-	store := snapshots.NewRedis(srv.Client(t), "test", snapshots.Inputs, func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
+	redistest.ForEachTopology(t, testRedisGetEncoded)
+}
+
+func testRedisGetEncoded(t *testing.T, d *redistest.Deployment) {
+	store := snapshots.NewRedis(d.Client(t), "test", snapshots.Inputs, func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
 	if _, err := store.GetEncoded(t.Context(), "east"); !errors.Is(err, snapshots.ErrNotFound) {
 		t.Fatalf("GetEncoded of nothing: %v, want ErrNotFound", err)
 	}

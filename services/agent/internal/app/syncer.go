@@ -80,6 +80,12 @@ type Syncer struct {
 	// manager's results can be acknowledged again at once.
 	acked      string
 	ackResults []*snapshotv1.ApplyResult
+	// ackOwed says the last acknowledgement did not reach the plane (a
+	// replica died, the connection reset): it is sent again on a timer and
+	// at the start of the next watch. The plane does not send a version
+	// the agent says it holds, so without this the cluster would show as
+	// behind until the next version.
+	ackOwed bool
 	// failed holds the version whose apply did not fully succeed, so that
 	// it is retried rather than acknowledged as current.
 	failed string
@@ -200,6 +206,9 @@ func (s *Syncer) session(ctx context.Context, b *Backoff) error {
 		stream.Close()
 	}()
 	s.metrics.Connected("watch", true)
+	if s.owesAck() {
+		s.reack(ctx)
+	}
 
 	received := make(chan *snapshotv1.OutputSnapshot, 1)
 	errs := make(chan error, 1)
@@ -223,6 +232,19 @@ func (s *Syncer) session(ctx context.Context, b *Backoff) error {
 	var last *snapshotv1.OutputSnapshot
 	retry := Backoff{Min: time.Second, Max: time.Minute}
 	var retryC <-chan time.Time
+	ackRetry := Backoff{Min: time.Second, Max: time.Minute}
+	var ackRetryC <-chan time.Time
+	// owed arms the acknowledgement's retry timer while one is owed.
+	owed := func() {
+		switch {
+		case !s.owesAck():
+			ackRetry.Reset()
+			ackRetryC = nil
+		case ackRetryC == nil:
+			ackRetryC = time.After(ackRetry.Next())
+		}
+	}
+	owed()
 	var caChanged <-chan struct{}
 	if s.cacerts != nil {
 		caChanged = s.cacerts.Changed()
@@ -243,6 +265,12 @@ func (s *Syncer) session(ctx context.Context, b *Backoff) error {
 			// acknowledgement: say so now rather than with the next
 			// snapshot, which may be long in coming.
 			s.reack(ctx)
+			owed()
+			continue
+		case <-ackRetryC:
+			ackRetryC = nil
+			s.reack(ctx)
+			owed()
 			continue
 		case snap := <-received:
 			b.Reset()
@@ -261,6 +289,7 @@ func (s *Syncer) session(ctx context.Context, b *Backoff) error {
 		} else {
 			retryC = time.After(retry.Next())
 		}
+		owed()
 	}
 }
 
@@ -359,10 +388,25 @@ func (s *Syncer) Apply(ctx context.Context, snap *snapshotv1.OutputSnapshot) boo
 		s.log.Warn("deletions held: the output was built without the inputs of expected clusters", "version", snap.GetVersion(), "held", held, "missing_clusters", snap.GetMissingClusters())
 	}
 	s.log.Info("applied output snapshot", "version", snap.GetVersion(), "objects", len(s.list), "looked_at", lookedAt(look, len(s.list)), "written", applied, "failed", failed, "deleted", deleted, "statuses_written", written, "duration", time.Since(start))
-	if err := s.relay.Ack(ctx, snap.GetVersion(), results); err != nil {
-		s.log.Warn("acknowledging failed", "version", snap.GetVersion(), "error", err)
-	}
+	s.ack(ctx, snap.GetVersion(), results)
 	return failed == 0
+}
+
+// ack sends an acknowledgement and records whether one is still owed.
+func (s *Syncer) ack(ctx context.Context, version string, results []*snapshotv1.ApplyResult) {
+	err := s.relay.Ack(ctx, version, results)
+	s.mu.Lock()
+	s.ackOwed = err != nil
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Warn("acknowledging failed; will send it again", "version", version, "error", err)
+	}
+}
+
+func (s *Syncer) owesAck() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ackOwed
 }
 
 // reack acknowledges the last acknowledged version again, with the cacerts
@@ -374,10 +418,10 @@ func (s *Syncer) reack(ctx context.Context) {
 	if version == "" {
 		return
 	}
-	results = append(results, s.cacerts.Results()...)
-	if err := s.relay.Ack(ctx, version, results); err != nil {
-		s.log.Warn("acknowledging the cacerts state failed", "version", version, "error", err)
+	if s.cacerts != nil {
+		results = append(results, s.cacerts.Results()...)
 	}
+	s.ack(ctx, version, results)
 }
 
 // writeStatuses writes each status that differs from what was last written.

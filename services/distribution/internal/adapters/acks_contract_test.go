@@ -23,21 +23,37 @@ type ackStoreFactory struct {
 	new func(t *testing.T) (app.AckStore, app.AckStore)
 }
 
-func factories() []ackStoreFactory {
-	return []ackStoreFactory{
+// factories returns memory, and Redis on each topology: one deployment
+// per topology for the test, a fresh install per store.
+func factories(t *testing.T) []ackStoreFactory {
+	out := []ackStoreFactory{
 		{"memory", func(t *testing.T) (app.AckStore, app.AckStore) {
 			s := memory.NewAcks(nil)
 			return s, s
 		}},
-		{"redis", func(t *testing.T) (app.AckStore, app.AckStore) {
-			r := redistest.Start(t)
-			return redisacks.NewAcks(r.Client(t), "test"), redisacks.NewAcks(r.Client(t), "test")
-		}},
 	}
+	n := 0
+	for _, d := range deployments(t) {
+		out = append(out, ackStoreFactory{"redis-" + string(d.Topology), func(t *testing.T) (app.AckStore, app.AckStore) {
+			n++
+			install := fmt.Sprintf("test%d", n)
+			return redisacks.NewAcks(d.Client(t), install), redisacks.NewAcks(d.Client(t), install)
+		}})
+	}
+	return out
+}
+
+// deployments starts a Redis deployment of each topology for the test.
+func deployments(t *testing.T) []*redistest.Deployment {
+	var out []*redistest.Deployment
+	for _, topology := range redistest.Topologies {
+		out = append(out, redistest.StartDeployment(t, topology))
+	}
+	return out
 }
 
 func TestAckStoreContract(t *testing.T) {
-	for _, f := range factories() {
+	for _, f := range factories(t) {
 		t.Run(f.name, func(t *testing.T) {
 			t.Run("empty", func(t *testing.T) {
 				a, _ := f.new(t)

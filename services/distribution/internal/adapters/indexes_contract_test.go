@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/distribution/internal/adapters/memory"
 	redisacks "github.com/meshplane/meshplane/services/distribution/internal/adapters/redis"
@@ -17,16 +16,19 @@ import (
 // app.KeepIndexes versions of each cluster are kept and seen by every
 // replica; older ones, and other clusters' versions, are not found.
 func TestIndexStoreContract(t *testing.T) {
-	for _, f := range []struct {
+	type factory struct {
 		name string
 		new  func(t *testing.T) (app.IndexStore, app.IndexStore)
-	}{
+	}
+	factories := []factory{
 		{"memory", func(t *testing.T) (app.IndexStore, app.IndexStore) { s := memory.NewIndexes(); return s, s }},
-		{"redis", func(t *testing.T) (app.IndexStore, app.IndexStore) {
-			r := redistest.Start(t)
-			return redisacks.NewIndexes(r.Client(t), "test"), redisacks.NewIndexes(r.Client(t), "test")
-		}},
-	} {
+	}
+	for _, d := range deployments(t) {
+		factories = append(factories, factory{"redis-" + string(d.Topology), func(t *testing.T) (app.IndexStore, app.IndexStore) {
+			return redisacks.NewIndexes(d.Client(t), "test"), redisacks.NewIndexes(d.Client(t), "test")
+		}})
+	}
+	for _, f := range factories {
 		t.Run(f.name, func(t *testing.T) {
 			a, b := f.new(t)
 			ctx := t.Context()

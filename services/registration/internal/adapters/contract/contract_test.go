@@ -17,7 +17,6 @@ import (
 	redisstore "github.com/meshplane/meshplane/services/registration/internal/adapters/redis"
 	"github.com/meshplane/meshplane/services/registration/internal/app"
 	"github.com/meshplane/meshplane/services/registration/internal/domain"
-	"github.com/redis/go-redis/v9"
 )
 
 // stores is one adapter's implementation of every port, fresh and empty.
@@ -27,23 +26,25 @@ type stores struct {
 	revocations app.RevocationStore
 }
 
-// adapters returns a constructor per adapter. The Redis one starts one
-// server for the test and gives each call its own install, so subtests do
-// not see each other's keys.
+// adapters returns a constructor per adapter: memory, and Redis on each
+// topology. Each Redis deployment is started once for the test and gives
+// each call its own install, so subtests do not see each other's keys.
 func adapters(t *testing.T) map[string]func(t *testing.T) stores {
-	srv := redistest.Start(t)
-	client := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr()}})
-	t.Cleanup(func() { _ = client.Close() })
-	var n atomic.Int64
-	return map[string]func(t *testing.T) stores{
+	out := map[string]func(t *testing.T) stores{
 		"memory": func(*testing.T) stores {
 			return stores{tokens: memory.NewBootstrapTokens(), clusters: memory.NewClusters(), revocations: memory.NewRevocations()}
 		},
-		"redis": func(*testing.T) stores {
+	}
+	var n atomic.Int64
+	for _, topology := range redistest.Topologies {
+		d := redistest.StartDeployment(t, topology)
+		client := d.Client(t)
+		out["redis-"+string(topology)] = func(*testing.T) stores {
 			s := redisstore.New(client, fmt.Sprintf("contract-%d", n.Add(1)))
 			return stores{tokens: s, clusters: s, revocations: s}
-		},
+		}
 	}
+	return out
 }
 
 var t0 = time.UnixMilli(1_800_000_000_000).UTC()
