@@ -22,6 +22,9 @@ type RedisOptions struct {
 	// several for Redis Cluster, or Sentinel addresses with MasterName.
 	Addrs      string
 	MasterName string
+	// Cluster selects Redis Cluster even with one address (a Service in
+	// front of the nodes, or a managed configuration endpoint).
+	Cluster bool
 	// PasswordFile holds the password, so that it never appears in flags,
 	// the environment of a process listing, or logs.
 	PasswordFile string
@@ -42,6 +45,7 @@ func (o *RedisOptions) AddFlags(fs *flag.FlagSet) {
 	o.flags = platform.NewFlags(fs, "redis")
 	o.flags.String(&o.Addrs, "addrs", "Redis address(es), comma-separated; empty keeps state in memory only")
 	o.flags.String(&o.MasterName, "master-name", "Sentinel master name; set it to use Sentinel")
+	o.flags.Bool(&o.Cluster, "cluster", "Redis Cluster, even with one address (several addresses without --redis-master-name are a cluster too)")
 	o.flags.String(&o.PasswordFile, "password-file", "file holding the Redis password")
 	o.flags.Int(&o.DB, "db", "Redis database number (standalone and Sentinel)")
 	o.flags.Duration(&o.DialTimeout, "dial-timeout", "Redis dial timeout")
@@ -60,6 +64,13 @@ func (o *RedisOptions) Validate() error {
 	}
 	if o.DB < 0 {
 		errs = append(errs, errors.New("--redis-db must not be negative"))
+	}
+	if o.Cluster && o.MasterName != "" {
+		errs = append(errs, errors.New("--redis-cluster and --redis-master-name exclude each other: Sentinel does not front a Redis Cluster"))
+	}
+	if o.isCluster() && o.DB != 0 {
+		// go-redis would drop it and write to database 0 without a word.
+		errs = append(errs, errors.New("--redis-db must be 0 with Redis Cluster, which has one database (several --redis-addrs without --redis-master-name are a cluster)"))
 	}
 	if o.DialTimeout <= 0 {
 		errs = append(errs, errors.New("--redis-dial-timeout must be positive"))
@@ -103,10 +114,16 @@ func (o *RedisOptions) NewClient() (redis.UniversalClient, error) {
 		ReadTimeout:   2 * time.Second,
 		WriteTimeout:  2 * time.Second,
 	}
-	if u.MasterName != "" || len(u.Addrs) < 2 {
+	if !o.isCluster() {
 		return redis.NewUniversalClient(u), nil
 	}
 	return newClusterClient(u.Cluster()), nil
+}
+
+// isCluster says whether the options select Redis Cluster: --redis-cluster,
+// or several addresses without a Sentinel master name.
+func (o *RedisOptions) isCluster() bool {
+	return o.Cluster || (o.MasterName == "" && len(o.addrs()) > 1)
 }
 
 // clusterStateReloadInterval bounds how long a Cluster client may route by

@@ -197,8 +197,11 @@ func (c *Config) Validate() error {
 	if c.StateDir == "" {
 		errs = append(errs, errors.New("--state-dir must not be empty"))
 	}
-	if c.Install == "" || c.TrustDomain == "" {
-		errs = append(errs, errors.New("--install and --trust-domain must not be empty"))
+	if err := snapshots.ValidateInstall(c.Install); err != nil {
+		errs = append(errs, err)
+	}
+	if c.TrustDomain == "" {
+		errs = append(errs, errors.New("--trust-domain must not be empty"))
 	}
 	if _, err := labels.Parse(c.NamespaceSelector); err != nil {
 		errs = append(errs, fmt.Errorf("--namespace-selector: %w", err))

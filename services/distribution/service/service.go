@@ -77,8 +77,8 @@ func (c *Config) Validate() error {
 	if c.flags != nil {
 		errs = append(errs, c.flags.Err())
 	}
-	if c.Install == "" {
-		errs = append(errs, errors.New("--install must not be empty"))
+	if err := snapshots.ValidateInstall(c.Install); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxSendBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--max-send-bytes must be positive, got %d", c.MaxSendBytes))

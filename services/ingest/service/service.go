@@ -113,8 +113,8 @@ func (c *Config) Validate() error {
 	if c.flags != nil {
 		errs = append(errs, c.flags.Err())
 	}
-	if c.Install == "" {
-		errs = append(errs, errors.New("--install must not be empty"))
+	if err := snapshots.ValidateInstall(c.Install); err != nil {
+		errs = append(errs, err)
 	}
 	if c.FlushInterval <= 0 {
 		errs = append(errs, errors.New("--flush-interval must be positive"))

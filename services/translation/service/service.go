@@ -117,8 +117,8 @@ func (c *Config) Validate() error {
 	if c.flags != nil {
 		errs = append(errs, c.flags.Err())
 	}
-	if c.Install == "" {
-		errs = append(errs, errors.New("--install must not be empty"))
+	if err := snapshots.ValidateInstall(c.Install); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Debounce < 0 {
 		errs = append(errs, errors.New("--debounce must not be negative"))

@@ -106,6 +106,32 @@ global:
 		},
 	},
 	{
+		name: "umbrella with Redis Cluster behind one address, registration waiting for a replica", chart: "meshplane", ns: mgmtNamespace,
+		values: `redis:
+  enabled: false
+global:
+  redis:
+    addrs: [redis-cluster.redis:6379]
+    cluster: true
+registration:
+  redisWait:
+    replicas: 1
+    timeout: 2s
+`,
+		kinds: map[string]int{"Deployment": 4, "StatefulSet": 0},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			for _, svc := range mgmtServices {
+				args := containerArgs(t, objs, "Deployment", "r-"+svc, svc)
+				wantArgs(t, args, "--redis-addrs=redis-cluster.redis:6379", "--redis-cluster")
+				if svc == "registration" {
+					wantArgs(t, args, "--redis-wait-replicas=1", "--redis-wait-timeout=2s")
+				} else if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--redis-wait") }) {
+					t.Errorf("%s: --redis-wait-* is registration's alone: %v", svc, args)
+				}
+			}
+		},
+	},
+	{
 		name: "umbrella with bundled Redis, persistent and with a password", chart: "meshplane", ns: mgmtNamespace,
 		values: `redis:
   enabled: true

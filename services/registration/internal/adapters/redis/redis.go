@@ -36,6 +36,85 @@ type Store struct {
 	base   string
 	// revoked is the layout libs/revocation reads in every service.
 	revoked string
+	durable Durability
+}
+
+// Durability says how many replicas must hold a security write (a token,
+// a cluster record, a revocation) before it counts as done. Redis
+// replicates asynchronously: without it, a primary that dies right after
+// acknowledging a revocation can take it along, and the promoted replica
+// admits the revoked certificate again. With it, each such write is
+// followed on the same connection by WAIT; fewer acknowledgements than
+// Replicas within Timeout make the write fail with ErrNotReplicated, so
+// that the caller retries (every one of these writes may be repeated).
+// Sentinel promotes the replica with the most data, so a write that one
+// replica acknowledged survives the primary's death; Redis does not
+// promise it under every partition.
+type Durability struct {
+	Replicas int
+	Timeout  time.Duration
+}
+
+// ErrNotReplicated says a write reached the primary but not enough
+// replicas within the timeout. It may or may not survive a failover.
+var ErrNotReplicated = errors.New("redis: the write was not acknowledged by enough replicas")
+
+// WithDurability makes the store wait for replicas after each security
+// write; Replicas 0 (the default) does not wait.
+func (s *Store) WithDurability(d Durability) *Store {
+	if d.Timeout <= 0 {
+		d.Timeout = time.Second
+	}
+	s.durable = d
+	return s
+}
+
+// write runs fn and, when replicas are wanted, waits for them. The wait
+// must run on the connection that wrote, to the primary of key: fn gets
+// that connection.
+func (s *Store) write(ctx context.Context, key string, fn func(c redis.Cmdable) error) error {
+	if s.durable.Replicas <= 0 {
+		return fn(s.client)
+	}
+	var conn *redis.Conn
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		node, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return err
+		}
+		conn = node.Conn()
+	case *redis.Client:
+		conn = c.Conn()
+	default:
+		return fmt.Errorf("redis: a %T cannot wait for replicas", s.client)
+	}
+	defer conn.Close()
+	if err := fn(conn); err != nil {
+		return err
+	}
+	return s.waitReplicas(ctx, conn)
+}
+
+// waiter is a single connection: a redis.Conn or the connection of a
+// WATCH transaction.
+type waiter interface {
+	Wait(ctx context.Context, replicas int, timeout time.Duration) *redis.IntCmd
+}
+
+// waitReplicas waits until the replicas hold every write made on c.
+func (s *Store) waitReplicas(ctx context.Context, c waiter) error {
+	if s.durable.Replicas <= 0 {
+		return nil
+	}
+	n, err := c.Wait(ctx, s.durable.Replicas, s.durable.Timeout).Result()
+	if err != nil {
+		return fmt.Errorf("WAIT: %w", err)
+	}
+	if n < int64(s.durable.Replicas) {
+		return fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, n, s.durable.Replicas, s.durable.Timeout)
+	}
+	return nil
 }
 
 var (
@@ -75,13 +154,16 @@ func fromMS(s string) (time.Time, error) {
 // PutToken replaces the token of t.Cluster.
 func (s *Store) PutToken(ctx context.Context, t domain.BootstrapToken) error {
 	key := s.tokenKey(t.Cluster)
-	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, key)
-		p.HSet(ctx, key, "hash", hex.EncodeToString(t.Hash[:]), "created", ms(t.CreatedAt), "expires", ms(t.ExpiresAt))
-		if !t.ExpiresAt.IsZero() {
-			p.PExpireAt(ctx, key, t.ExpiresAt.Add(UsedTokenRetention))
-		}
-		return nil
+	err := s.write(ctx, key, func(c redis.Cmdable) error {
+		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Del(ctx, key)
+			p.HSet(ctx, key, "hash", hex.EncodeToString(t.Hash[:]), "created", ms(t.CreatedAt), "expires", ms(t.ExpiresAt))
+			if !t.ExpiresAt.IsZero() {
+				p.PExpireAt(ctx, key, t.ExpiresAt.Add(UsedTokenRetention))
+			}
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("redis: put token %s: %w", t.Cluster, err)
@@ -125,9 +207,18 @@ redis.call('HSET', KEYS[1], 'used', ARGV[2])
 return 1
 `)
 
-// MarkTokenUsed spends the token atomically.
+// MarkTokenUsed spends the token atomically. Spending is waited for like
+// the other security writes: a token spent on a primary that died before
+// a replica had it would be spendable again. When the wait falls short
+// the token stays spent on the primary, and the caller is told it failed.
 func (s *Store) MarkTokenUsed(ctx context.Context, cluster string, hash domain.TokenHash, at time.Time) (bool, error) {
-	n, err := markUsed.Run(ctx, s.client, []string{s.tokenKey(cluster)}, hex.EncodeToString(hash[:]), ms(at)).Int()
+	key := s.tokenKey(cluster)
+	var n int
+	err := s.write(ctx, key, func(c redis.Cmdable) error {
+		var err error
+		n, err = markUsed.Run(ctx, c, []string{key}, hex.EncodeToString(hash[:]), ms(at)).Int()
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("redis: spend token %s: %w", cluster, err)
 	}
@@ -136,7 +227,8 @@ func (s *Store) MarkTokenUsed(ctx context.Context, cluster string, hash domain.T
 
 // DeleteToken removes the token of cluster.
 func (s *Store) DeleteToken(ctx context.Context, cluster string) error {
-	if err := s.client.Del(ctx, s.tokenKey(cluster)).Err(); err != nil {
+	key := s.tokenKey(cluster)
+	if err := s.write(ctx, key, func(c redis.Cmdable) error { return c.Del(ctx, key).Err() }); err != nil {
 		return fmt.Errorf("redis: delete token %s: %w", cluster, err)
 	}
 	return nil
@@ -268,10 +360,16 @@ func (s *Store) UpdateCluster(ctx context.Context, name string, fn func(c *domai
 			p.SAdd(ctx, s.clustersKey(), name)
 			return nil
 		})
-		if err == nil {
-			out = c
+		if err != nil {
+			return err
 		}
-		return err
+		// The transaction ran on tx's connection, to the key's primary:
+		// the wait goes there too.
+		if err := s.waitReplicas(ctx, tx); err != nil {
+			return err
+		}
+		out = c
+		return nil
 	}
 	for range maxUpdateAttempts {
 		err := s.client.Watch(ctx, txf, key)
@@ -305,7 +403,8 @@ func (s *Store) Revoke(ctx context.Context, certs []domain.IssuedCert) error {
 		members[i] = redis.Z{Score: float64(c.NotAfter.UnixMilli()), Member: c.Serial}
 	}
 	// GT keeps the later expiry when a serial is revoked twice.
-	if err := s.client.ZAddGT(ctx, s.revokedKey(), members...).Err(); err != nil {
+	key := s.revokedKey()
+	if err := s.write(ctx, key, func(c redis.Cmdable) error { return c.ZAddGT(ctx, key, members...).Err() }); err != nil {
 		return fmt.Errorf("redis: revoke: %w", err)
 	}
 	return nil

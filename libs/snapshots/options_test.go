@@ -1,0 +1,125 @@
+package snapshots_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/meshplane/meshplane/libs/redistest"
+	"github.com/meshplane/meshplane/libs/snapshots"
+)
+
+// The services' Redis client carries on after the primary it wrote to
+// dies: Sentinel promotes a replica, Cluster a primary's replica, and the
+// client finds the new primary without a restart.
+func TestRedisClientFollowsFailover(t *testing.T) {
+	for _, topology := range []redistest.Topology{redistest.Sentinel, redistest.Cluster} {
+		t.Run(string(topology), func(t *testing.T) {
+			d := redistest.StartDeployment(t, topology)
+			o := snapshots.NewRedisOptions()
+			o.Addrs, o.MasterName = strings.Join(d.Addrs(), ","), d.MasterName()
+			c, err := o.NewClient()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := t.Context()
+			for i := range 30 {
+				if err := c.Set(ctx, fmt.Sprintf("k%d", i), i, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var victim *redistest.Server
+			if topology == redistest.Sentinel {
+				victim, err = d.Primary(ctx)
+			} else {
+				var ps []*redistest.Server
+				ps, err = d.Primaries(ctx)
+				if len(ps) > 0 {
+					victim = ps[0]
+				}
+			}
+			if err != nil || victim == nil {
+				t.Fatalf("no primary to kill: %v", err)
+			}
+			victim.Kill()
+			deadline := time.Now().Add(30 * time.Second)
+			var last error
+			for time.Now().Before(deadline) {
+				if last = writeAll(ctx, c); last == nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			t.Fatalf("the client did not write to every slot within 30s of the primary's death: %v", last)
+		})
+	}
+}
+
+func writeAll(ctx context.Context, c redis.UniversalClient) error {
+	for i := range 30 {
+		if err := c.Set(ctx, fmt.Sprintf("n%d", i), i, 0).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestRedisOptionsSelectTopology(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    snapshots.RedisOptions
+		wantErr string
+		want    string // the client's type
+	}{
+		{name: "one address is standalone", opts: snapshots.RedisOptions{Addrs: "r:6379"}, want: "*redis.Client"},
+		{name: "a master name is Sentinel", opts: snapshots.RedisOptions{Addrs: "s1:26379,s2:26379", MasterName: "m"}, want: "*redis.Client"},
+		{name: "several addresses are a cluster", opts: snapshots.RedisOptions{Addrs: "a:6379,b:6379"}, want: "*redis.ClusterClient"},
+		{name: "--redis-cluster with one address", opts: snapshots.RedisOptions{Addrs: "c:6379", Cluster: true}, want: "*redis.ClusterClient"},
+		{name: "a database on a cluster", opts: snapshots.RedisOptions{Addrs: "a:6379,b:6379", DB: 3}, wantErr: "--redis-db must be 0 with Redis Cluster"},
+		{name: "a database with --redis-cluster", opts: snapshots.RedisOptions{Addrs: "c:6379", Cluster: true, DB: 1}, wantErr: "--redis-db must be 0"},
+		{name: "Sentinel and cluster", opts: snapshots.RedisOptions{Addrs: "c:6379", Cluster: true, MasterName: "m"}, wantErr: "exclude each other"},
+		{name: "a database with Sentinel", opts: snapshots.RedisOptions{Addrs: "s1:26379,s2:26379", MasterName: "m", DB: 2}, want: "*redis.Client"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.opts
+			o.DialTimeout = time.Second
+			err := o.Validate()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Validate = %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			c, err := o.NewClient()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if got := fmt.Sprintf("%T", c); got != tt.want {
+				t.Errorf("client %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateInstall(t *testing.T) {
+	for _, ok := range []string{"meshplane", "prod-eu", "a", "team_a.prod", "A1"} {
+		if err := snapshots.ValidateInstall(ok); err != nil {
+			t.Errorf("ValidateInstall(%q) = %v, want nil", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "}x", "a{b}", "-a", "a-", "a b", "a:b", strings.Repeat("a", 64), "é"} {
+		if err := snapshots.ValidateInstall(bad); err == nil {
+			t.Errorf("ValidateInstall(%q) = nil, want an error", bad)
+		}
+	}
+}
