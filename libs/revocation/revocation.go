@@ -8,6 +8,7 @@ package revocation
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -15,10 +16,17 @@ import (
 // DefaultRefresh is how often a Cache reloads the shared set.
 const DefaultRefresh = 2 * time.Second
 
-// Source reads the serials (in decimal) that are revoked and not yet
-// expired at now.
+// Revoked is one revoked certificate: its serial in decimal, and its
+// expiry, after which nobody needs to refuse it.
+type Revoked struct {
+	Serial   string
+	NotAfter time.Time
+}
+
+// Source reads the certificates that are revoked and not yet expired at
+// now.
 type Source interface {
-	RevokedSerials(ctx context.Context, now time.Time) ([]string, error)
+	Revoked(ctx context.Context, now time.Time) ([]Revoked, error)
 }
 
 // Cache answers whether a certificate is revoked from memory. It satisfies
@@ -29,9 +37,15 @@ type Cache struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	mu     sync.RWMutex
-	shared map[string]struct{}  // the source's set, as last loaded
-	local  map[string]time.Time // revoked in this process, until they expire
+	// revoked holds every serial seen revoked, in the source or in this
+	// process, until it expires. Nothing is ever unrevoked, so a serial
+	// that the source stops listing before its expiry means the source
+	// lost it (Redis restarted empty): the cache keeps refusing it.
+	mu      sync.RWMutex
+	revoked map[string]time.Time
+	// lost holds the serials the source dropped before their expiry, as
+	// of the last refresh.
+	lost []Revoked
 }
 
 // NewCache returns a cache over source; interval <= 0 means DefaultRefresh.
@@ -42,17 +56,14 @@ func NewCache(source Source, interval time.Duration, log *slog.Logger) *Cache {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Cache{source: source, interval: interval, log: log, now: time.Now, shared: map[string]struct{}{}, local: map[string]time.Time{}}
+	return &Cache{source: source, interval: interval, log: log, now: time.Now, revoked: map[string]time.Time{}}
 }
 
 // IsRevoked answers from memory and never fails. serial is in decimal.
 func (c *Cache) IsRevoked(_ context.Context, serial string) (bool, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if _, ok := c.shared[serial]; ok {
-		return true, nil
-	}
-	_, ok := c.local[serial]
+	_, ok := c.revoked[serial]
 	return ok, nil
 }
 
@@ -61,34 +72,75 @@ func (c *Cache) IsRevoked(_ context.Context, serial string) (bool, error) {
 func (c *Cache) Add(serial string, notAfter time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.local[serial] = notAfter
+	c.add(serial, notAfter)
 }
 
-// Refresh reloads the shared set. On error the previous set stays.
+func (c *Cache) add(serial string, notAfter time.Time) {
+	if notAfter.After(c.revoked[serial]) {
+		c.revoked[serial] = notAfter
+	}
+}
+
+// Refresh adds what the source holds, and forgets what has expired. On
+// error nothing changes. A serial the source no longer holds before its
+// expiry stays revoked, and is counted in Lost.
 func (c *Cache) Refresh(ctx context.Context) error {
 	now := c.now()
-	serials, err := c.source.RevokedSerials(ctx, now)
+	revoked, err := c.source.Revoked(ctx, now)
 	if err != nil {
 		return err
 	}
-	shared := make(map[string]struct{}, len(serials))
-	for _, s := range serials {
-		shared[s] = struct{}{}
-	}
+	listed := make(map[string]struct{}, len(revoked))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.shared = shared
-	for s, notAfter := range c.local {
+	for _, r := range revoked {
+		listed[r.Serial] = struct{}{}
+		c.add(r.Serial, r.NotAfter)
+	}
+	var lost []Revoked
+	for s, notAfter := range c.revoked {
 		if !now.Before(notAfter) {
-			delete(c.local, s)
+			delete(c.revoked, s)
+			continue
+		}
+		if _, ok := listed[s]; !ok {
+			lost = append(lost, Revoked{Serial: s, NotAfter: notAfter})
 		}
 	}
+	if len(lost) > 0 && len(lost) != len(c.lost) {
+		c.log.WarnContext(ctx, "the revocation store lost revoked certificates before they expired (was it emptied?); they stay refused here", "lost", len(lost))
+	}
+	c.lost = lost
 	return nil
+}
+
+// Lost returns the unexpired revocations this cache holds that the
+// source, when last read, did not: revocations the store lost, and ones
+// this process revoked whose write to the store failed.
+func (c *Cache) Lost() []Revoked {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return slices.Clone(c.lost)
+}
+
+// Snapshot returns every unexpired revocation the cache holds.
+func (c *Cache) Snapshot() []Revoked {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]Revoked, 0, len(c.revoked))
+	for s, notAfter := range c.revoked {
+		out = append(out, Revoked{Serial: s, NotAfter: notAfter})
+	}
+	return out
 }
 
 // Run refreshes every interval until ctx ends. Failures are logged once per
 // outage and do not stop it.
-func (c *Cache) Run(ctx context.Context) error {
+func (c *Cache) Run(ctx context.Context) error { return c.RunWith(ctx, nil) }
+
+// RunWith is Run, calling after (when not nil) after each successful
+// refresh.
+func (c *Cache) RunWith(ctx context.Context, after func(context.Context)) error {
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
 	failing := false
@@ -102,10 +154,26 @@ func (c *Cache) Run(ctx context.Context) error {
 			failing = false
 			c.log.InfoContext(ctx, "revocation set reloaded again")
 		}
+		if err == nil && after != nil {
+			after(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
 	}
+}
+
+// Serials returns the serials of rs, in order, with err: a helper for
+// callers of Source.Revoked that need only the serials.
+func Serials(rs []Revoked, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Serial
+	}
+	return out, nil
 }

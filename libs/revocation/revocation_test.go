@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/meshplane/meshplane/libs/redistest"
@@ -15,19 +16,31 @@ import (
 
 type source struct {
 	mu      sync.Mutex
-	serials []string
+	revoked []revocation.Revoked
 	err     error
 }
 
-func (s *source) RevokedSerials(context.Context, time.Time) ([]string, error) {
+func (s *source) Revoked(_ context.Context, now time.Time) ([]revocation.Revoked, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.serials, s.err
+	var out []revocation.Revoked
+	for _, r := range s.revoked {
+		if now.Before(r.NotAfter) {
+			out = append(out, r)
+		}
+	}
+	return out, s.err
+}
+
+func (s *source) set(rs ...revocation.Revoked) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revoked = rs
 }
 
 func TestCacheKeepsLastSetWhileSourceFails(t *testing.T) {
 	ctx := t.Context()
-	src := &source{serials: []string{"42"}}
+	src := &source{revoked: []revocation.Revoked{{Serial: "42", NotAfter: time.Now().Add(time.Hour)}}}
 	c := revocation.NewCache(src, time.Hour, nil)
 	if err := c.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -48,6 +61,72 @@ func TestCacheKeepsLastSetWhileSourceFails(t *testing.T) {
 	if ok, _ := c.IsRevoked(ctx, "8"); ok {
 		t.Error("a serial nobody revoked is revoked")
 	}
+}
+
+// A store that comes back empty (Redis restarted without its data) does
+// not unrevoke anything: the cache keeps every revocation until it
+// expires, and says how many the store lost.
+func TestCacheKeepsRevocationsTheSourceLost(t *testing.T) {
+	ctx := t.Context()
+	now := time.Now()
+	src := &source{}
+	src.set(revocation.Revoked{Serial: "1", NotAfter: now.Add(time.Hour)}, revocation.Revoked{Serial: "2", NotAfter: now.Add(2 * time.Hour)})
+	c := revocation.NewCache(src, time.Hour, nil)
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Lost()) != 0 {
+		t.Fatalf("Lost = %v before any loss", c.Lost())
+	}
+	src.set() // emptied
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"1", "2"} {
+		if ok, _ := c.IsRevoked(ctx, s); !ok {
+			t.Errorf("serial %s unrevoked by a store that lost it", s)
+		}
+	}
+	if len(c.Lost()) != 2 {
+		t.Errorf("Lost = %v, want 2", c.Lost())
+	}
+	if got := len(c.Snapshot()); got != 2 {
+		t.Errorf("Snapshot holds %d, want 2", got)
+	}
+	// Re-seeded: nothing is lost any more.
+	src.set(revocation.Revoked{Serial: "1", NotAfter: now.Add(time.Hour)}, revocation.Revoked{Serial: "2", NotAfter: now.Add(2 * time.Hour)})
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Lost()) != 0 {
+		t.Errorf("Lost = %v after re-seeding, want 0", c.Lost())
+	}
+}
+
+// An expired revocation is forgotten, by the cache as by the store.
+func TestCacheForgetsExpiredRevocations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		src := &source{}
+		src.set(revocation.Revoked{Serial: "1", NotAfter: time.Now().Add(50 * time.Millisecond)})
+		c := revocation.NewCache(src, time.Hour, nil)
+		if err := c.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := c.IsRevoked(ctx, "1"); !ok {
+			t.Fatal("not revoked before its expiry")
+		}
+		time.Sleep(60 * time.Millisecond)
+		if err := c.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := c.IsRevoked(ctx, "1"); ok {
+			t.Error("still revoked after its expiry")
+		}
+		if len(c.Lost()) != 0 {
+			t.Errorf("an expired revocation counts as lost: %v", c.Lost())
+		}
+	})
 }
 
 func TestRedisSourceReadsRegistrationsSet(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/meshplane/meshplane/libs/revocation"
@@ -33,14 +34,24 @@ func NewSource(client goredis.UniversalClient, install string) *Source {
 	return &Source{client: client, install: install}
 }
 
-// RevokedSerials returns the serials that have not expired at now.
-func (s *Source) RevokedSerials(ctx context.Context, now time.Time) ([]string, error) {
-	out, err := s.client.ZRangeByScore(ctx, Key(s.install), &goredis.ZRangeBy{
+// Revoked returns the revocations that have not expired at now, by serial.
+func (s *Source) Revoked(ctx context.Context, now time.Time) ([]revocation.Revoked, error) {
+	zs, err := s.client.ZRangeByScoreWithScores(ctx, Key(s.install), &goredis.ZRangeBy{
 		Min: "(" + strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf",
 	}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: read revocations: %w", err)
 	}
-	slices.Sort(out)
-	return out, nil
+	return FromScores(zs), nil
+}
+
+// FromScores reads the set's members: serial, and expiry in unix ms.
+func FromScores(zs []goredis.Z) []revocation.Revoked {
+	out := make([]revocation.Revoked, 0, len(zs))
+	for _, z := range zs {
+		serial, _ := z.Member.(string)
+		out = append(out, revocation.Revoked{Serial: serial, NotAfter: time.UnixMilli(int64(z.Score))})
+	}
+	slices.SortFunc(out, func(a, b revocation.Revoked) int { return strings.Compare(a.Serial, b.Serial) })
+	return out
 }

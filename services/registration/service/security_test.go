@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"encoding/pem"
+	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"net/url"
 	"strings"
 	"sync"
@@ -406,6 +407,42 @@ func TestRevocationSharedThroughRedis(t *testing.T) {
 	_, err = a.admin(t, a.serviceCert(t, "meshctl"), nil).ListClusters(t.Context(), connect.NewRequest(&registrationv1.ListClustersRequest{}))
 	if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "store (Redis) is unreachable") {
 		t.Fatalf("ListClusters during a Redis outage: %v, want Unavailable naming the store", err)
+	}
+
+	// Redis comes back empty: it forgot the revocation. B still refuses
+	// the certificate (a cache never unrevokes), and the replicas write
+	// what they remember back, so that a replica started now, which knows
+	// only the store, refuses it too.
+	if err := srv.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	revokedKey := revredis.Key(service.DefaultConfig().Install)
+	serial := cert.Leaf.SerialNumber.String()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		if _, err := client.ZScore(t.Context(), revokedKey, serial).Result(); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the revocation the emptied Redis lost was not written back within 10s")
+		}
+		_, err = b.client(t, cert, nil).Renew(t.Context(), connect.NewRequest(&registrationv1.RenewRequest{CsrPem: csr}))
+		if connect.CodeOf(err) != connect.CodeUnauthenticated {
+			t.Fatalf("revoked certificate after Redis came back empty: %v, want Unauthenticated", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c := newEnvWithCA(t, ca, fast, service.WithRedis(client))
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		_, err := c.client(t, cert, nil).Renew(t.Context(), connect.NewRequest(&registrationv1.RenewRequest{CsrPem: csr}))
+		if connect.CodeOf(err) == connect.CodeUnauthenticated && strings.Contains(err.Error(), "revoked") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a replica started after Redis came back empty answers the revoked certificate: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"github.com/meshplane/meshplane/libs/revocation"
 	"log/slog"
 	"slices"
 	"sync"
@@ -186,7 +187,7 @@ func TestMirroringReconcile(t *testing.T) {
 	if c, _ := store.Cluster(t.Context(), "gone"); len(c.Certs) != 1 || c.Certs[0].Serial != "111" {
 		t.Errorf("re-seeded gone holds certificates %v, want serial 111", c.Certs)
 	}
-	if serials, err := revocations.RevokedSerials(t.Context(), now); err != nil || !slices.Equal(serials, []string{"222"}) {
+	if serials, err := revocation.Serials(revocations.Revoked(t.Context(), now)); err != nil || !slices.Equal(serials, []string{"222"}) {
 		t.Errorf("revoked %v, %v; want the deregistered cluster's serial 222 revoked again", serials, err)
 	}
 
@@ -255,7 +256,7 @@ func TestDeregisterAfterStoreLoss(t *testing.T) {
 	if err != nil || n != 1 || c.Status != domain.StatusDeregistered {
 		t.Fatalf("DeregisterCluster after the store loss = %v, %d, %v; want deregistered, 1 revoked", c.Status, n, err)
 	}
-	serials, err := after.Revocations.RevokedSerials(ctx, time.Now())
+	serials, err := revocation.Serials(after.Revocations.Revoked(ctx, time.Now()))
 	if err != nil || !slices.Equal(serials, []string{issued.Serial}) {
 		t.Fatalf("revoked %v, %v; want the live certificate %s", serials, err, issued.Serial)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshplane/meshplane/libs/pki"
+	"github.com/meshplane/meshplane/libs/revocation"
 	"github.com/meshplane/meshplane/services/registration/internal/domain"
 )
 
@@ -59,9 +60,9 @@ type ClusterStore interface {
 type RevocationStore interface {
 	// Revoke adds certificates; each is kept until it expires.
 	Revoke(ctx context.Context, certs []domain.IssuedCert) error
-	// RevokedSerials returns the serials of the revoked certificates that
-	// have not expired at now.
-	RevokedSerials(ctx context.Context, now time.Time) ([]string, error)
+	// Revoked returns the revoked certificates that have not expired at
+	// now, by serial.
+	Revoked(ctx context.Context, now time.Time) ([]revocation.Revoked, error)
 }
 
 // Signer is the certificate authority. It signs the request's key only:

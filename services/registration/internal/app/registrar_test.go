@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/meshplane/meshplane/libs/revocation"
 	"log/slog"
 	"strings"
 	"sync"
@@ -337,7 +338,7 @@ type failingRevocations struct {
 	reads int
 }
 
-func (f *failingRevocations) RevokedSerials(ctx context.Context, now time.Time) ([]string, error) {
+func (f *failingRevocations) Revoked(ctx context.Context, now time.Time) ([]revocation.Revoked, error) {
 	f.mu.Lock()
 	f.reads++
 	n := f.reads
@@ -345,7 +346,7 @@ func (f *failingRevocations) RevokedSerials(ctx context.Context, now time.Time) 
 	if n > 1 {
 		return nil, errors.New("store down")
 	}
-	return f.RevocationStore.RevokedSerials(ctx, now)
+	return f.RevocationStore.Revoked(ctx, now)
 }
 
 func TestRevocationsSurviveStoreOutage(t *testing.T) {

@@ -199,8 +199,12 @@ type KubernetesClusterStatus struct {
 	CertificateExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=certificate_expires_at,json=certificateExpiresAt,proto3" json:"certificate_expires_at,omitempty"`
 	FirstSeen            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`
 	LastSeen             *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Every unexpired certificate issued to the cluster, oldest first. Those
+	// of a deregistered cluster are revoked; registration revokes them again
+	// from here when its store (Redis) loses its revocations.
+	Certificates  []*KubernetesClusterStatus_Certificate `protobuf:"bytes,7,rep,name=certificates,proto3" json:"certificates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KubernetesClusterStatus) Reset() {
@@ -275,6 +279,66 @@ func (x *KubernetesClusterStatus) GetLastSeen() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *KubernetesClusterStatus) GetCertificates() []*KubernetesClusterStatus_Certificate {
+	if x != nil {
+		return x.Certificates
+	}
+	return nil
+}
+
+type KubernetesClusterStatus_Certificate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Serial number, in decimal.
+	Serial        string                 `protobuf:"bytes,1,opt,name=serial,proto3" json:"serial,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KubernetesClusterStatus_Certificate) Reset() {
+	*x = KubernetesClusterStatus_Certificate{}
+	mi := &file_meshplane_multicluster_v1_kubernetes_cluster_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KubernetesClusterStatus_Certificate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KubernetesClusterStatus_Certificate) ProtoMessage() {}
+
+func (x *KubernetesClusterStatus_Certificate) ProtoReflect() protoreflect.Message {
+	mi := &file_meshplane_multicluster_v1_kubernetes_cluster_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KubernetesClusterStatus_Certificate.ProtoReflect.Descriptor instead.
+func (*KubernetesClusterStatus_Certificate) Descriptor() ([]byte, []int) {
+	return file_meshplane_multicluster_v1_kubernetes_cluster_proto_rawDescGZIP(), []int{2, 0}
+}
+
+func (x *KubernetesClusterStatus_Certificate) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *KubernetesClusterStatus_Certificate) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
 var File_meshplane_multicluster_v1_kubernetes_cluster_proto protoreflect.FileDescriptor
 
 const file_meshplane_multicluster_v1_kubernetes_cluster_proto_rawDesc = "" +
@@ -285,7 +349,7 @@ const file_meshplane_multicluster_v1_kubernetes_cluster_proto_rawDesc = "" +
 	"\x04spec\x18\x02 \x01(\v20.meshplane.multicluster.v1.KubernetesClusterSpecR\x04spec\x12J\n" +
 	"\x06status\x18\x03 \x01(\v22.meshplane.multicluster.v1.KubernetesClusterStatusR\x06status\":\n" +
 	"\x15KubernetesClusterSpec\x12!\n" +
-	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\"\x81\x04\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\"\xc7\x05\n" +
 	"\x17KubernetesClusterStatus\x12N\n" +
 	"\x05state\x18\x01 \x01(\x0e28.meshplane.multicluster.v1.KubernetesClusterStatus.StateR\x05state\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x12-\n" +
@@ -293,7 +357,12 @@ const file_meshplane_multicluster_v1_kubernetes_cluster_proto_rawDesc = "" +
 	"\x16certificate_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x14certificateExpiresAt\x129\n" +
 	"\n" +
 	"first_seen\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x127\n" +
-	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\"|\n" +
+	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12b\n" +
+	"\fcertificates\x18\a \x03(\v2>.meshplane.multicluster.v1.KubernetesClusterStatus.CertificateR\fcertificates\x1a`\n" +
+	"\vCertificate\x12\x16\n" +
+	"\x06serial\x18\x01 \x01(\tR\x06serial\x129\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"|\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16STATE_PENDING_APPROVAL\x10\x01\x12\x12\n" +
@@ -315,28 +384,31 @@ func file_meshplane_multicluster_v1_kubernetes_cluster_proto_rawDescGZIP() []byt
 }
 
 var file_meshplane_multicluster_v1_kubernetes_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshplane_multicluster_v1_kubernetes_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_meshplane_multicluster_v1_kubernetes_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_meshplane_multicluster_v1_kubernetes_cluster_proto_goTypes = []any{
-	(KubernetesClusterStatus_State)(0), // 0: meshplane.multicluster.v1.KubernetesClusterStatus.State
-	(*KubernetesCluster)(nil),          // 1: meshplane.multicluster.v1.KubernetesCluster
-	(*KubernetesClusterSpec)(nil),      // 2: meshplane.multicluster.v1.KubernetesClusterSpec
-	(*KubernetesClusterStatus)(nil),    // 3: meshplane.multicluster.v1.KubernetesClusterStatus
-	(*v1.ObjectMeta)(nil),              // 4: meshplane.common.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),      // 5: google.protobuf.Timestamp
+	(KubernetesClusterStatus_State)(0),          // 0: meshplane.multicluster.v1.KubernetesClusterStatus.State
+	(*KubernetesCluster)(nil),                   // 1: meshplane.multicluster.v1.KubernetesCluster
+	(*KubernetesClusterSpec)(nil),               // 2: meshplane.multicluster.v1.KubernetesClusterSpec
+	(*KubernetesClusterStatus)(nil),             // 3: meshplane.multicluster.v1.KubernetesClusterStatus
+	(*KubernetesClusterStatus_Certificate)(nil), // 4: meshplane.multicluster.v1.KubernetesClusterStatus.Certificate
+	(*v1.ObjectMeta)(nil),                       // 5: meshplane.common.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),               // 6: google.protobuf.Timestamp
 }
 var file_meshplane_multicluster_v1_kubernetes_cluster_proto_depIdxs = []int32{
-	4, // 0: meshplane.multicluster.v1.KubernetesCluster.metadata:type_name -> meshplane.common.v1.ObjectMeta
+	5, // 0: meshplane.multicluster.v1.KubernetesCluster.metadata:type_name -> meshplane.common.v1.ObjectMeta
 	2, // 1: meshplane.multicluster.v1.KubernetesCluster.spec:type_name -> meshplane.multicluster.v1.KubernetesClusterSpec
 	3, // 2: meshplane.multicluster.v1.KubernetesCluster.status:type_name -> meshplane.multicluster.v1.KubernetesClusterStatus
 	0, // 3: meshplane.multicluster.v1.KubernetesClusterStatus.state:type_name -> meshplane.multicluster.v1.KubernetesClusterStatus.State
-	5, // 4: meshplane.multicluster.v1.KubernetesClusterStatus.certificate_expires_at:type_name -> google.protobuf.Timestamp
-	5, // 5: meshplane.multicluster.v1.KubernetesClusterStatus.first_seen:type_name -> google.protobuf.Timestamp
-	5, // 6: meshplane.multicluster.v1.KubernetesClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	6, // 4: meshplane.multicluster.v1.KubernetesClusterStatus.certificate_expires_at:type_name -> google.protobuf.Timestamp
+	6, // 5: meshplane.multicluster.v1.KubernetesClusterStatus.first_seen:type_name -> google.protobuf.Timestamp
+	6, // 6: meshplane.multicluster.v1.KubernetesClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
+	4, // 7: meshplane.multicluster.v1.KubernetesClusterStatus.certificates:type_name -> meshplane.multicluster.v1.KubernetesClusterStatus.Certificate
+	6, // 8: meshplane.multicluster.v1.KubernetesClusterStatus.Certificate.expires_at:type_name -> google.protobuf.Timestamp
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_meshplane_multicluster_v1_kubernetes_cluster_proto_init() }
@@ -350,7 +422,7 @@ func file_meshplane_multicluster_v1_kubernetes_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshplane_multicluster_v1_kubernetes_cluster_proto_rawDesc), len(file_meshplane_multicluster_v1_kubernetes_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

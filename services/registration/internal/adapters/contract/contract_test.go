@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/meshplane/meshplane/libs/revocation"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -253,7 +254,7 @@ func TestRevocationStore(t *testing.T) {
 	for name, newStores := range adapters(t) {
 		t.Run(name, func(t *testing.T) {
 			s := newStores(t).revocations
-			got, err := s.RevokedSerials(t.Context(), t0)
+			got, err := revocation.Serials(s.Revoked(t.Context(), t0))
 			if err != nil || len(got) != 0 {
 				t.Fatalf("RevokedSerials of an empty set = %v, %v", got, err)
 			}
@@ -272,6 +273,11 @@ func TestRevocationStore(t *testing.T) {
 			if err := s.Revoke(t.Context(), []domain.IssuedCert{{Serial: "2", NotAfter: t0.Add(time.Minute)}}); err != nil {
 				t.Fatal(err)
 			}
+			// Each comes back with its expiry (the later one for 2).
+			all, err := s.Revoked(t.Context(), t0)
+			if err != nil || len(all) != 3 || !all[1].NotAfter.Equal(t0.Add(2*time.Hour)) || !all[0].NotAfter.Equal(t0.Add(time.Hour)) {
+				t.Fatalf("Revoked at t0 = %v, %v; want 1, 2 and the long one with their expiries", all, err)
+			}
 			for _, tc := range []struct {
 				at   time.Time
 				want []string
@@ -280,7 +286,7 @@ func TestRevocationStore(t *testing.T) {
 				{t0.Add(time.Hour), []string{"2", "340282366920938463463374607431768211455"}},
 				{t0.Add(3 * time.Hour), nil},
 			} {
-				got, err := s.RevokedSerials(t.Context(), tc.at)
+				got, err := revocation.Serials(s.Revoked(t.Context(), tc.at))
 				if err != nil {
 					t.Fatal(err)
 				}

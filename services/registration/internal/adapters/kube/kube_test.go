@@ -194,6 +194,9 @@ func TestKubeAdapters(t *testing.T) {
 		if _, err := c.Dynamic().Resource(kube.KubernetesClusters).Namespace(ns).UpdateStatus(t.Context(), u, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		// A renewal: both certificates are live, and both are kept, so
+		// that both can be revoked again from here.
+		east.RecordIssued(domain.IssuedCert{Serial: "5678", NotAfter: now.Add(2 * time.Hour)}, "", now)
 		east.Deregister(now)
 		if err := m.MirrorCluster(t.Context(), east); err != nil {
 			t.Fatal(err)
@@ -202,8 +205,8 @@ func TestKubeAdapters(t *testing.T) {
 			t.Fatalf("state %s after deregistration", got)
 		}
 
-		// The mirror reads back as the record, with its newest
-		// certificate: only registration's own mirrors count.
+		// The mirror reads back as the record, with its certificates:
+		// only registration's own mirrors count.
 		other := &unstructured.Unstructured{}
 		other.SetAPIVersion("multicluster.meshplane.dev/v1")
 		other.SetKind("KubernetesCluster")
@@ -220,8 +223,12 @@ func TestKubeAdapters(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got.Status != domain.StatusDeregistered || got.AgentVersion != "v1.2.3" || !got.LastSeen.Equal(now) ||
-			len(got.Certs) != 1 || got.Certs[0].Serial != "1234" || !got.Certs[0].NotAfter.Equal(now.Add(time.Hour)) {
-			t.Fatalf("ArchivedCluster(east) = %+v", got)
+			len(got.Certs) != 2 || got.Certs[0].Serial != "1234" || !got.Certs[0].NotAfter.Equal(now.Add(time.Hour)) ||
+			got.Certs[1].Serial != "5678" || !got.Certs[1].NotAfter.Equal(now.Add(2*time.Hour)) {
+			t.Fatalf("ArchivedCluster(east) = %+v; want both live certificates", got)
+		}
+		if l, _ := got.Latest(); l.Serial != "5678" || status(get("east"), "certificateSerial") != "5678" {
+			t.Fatalf("the newest certificate is %v, status %s; want 5678", l, status(get("east"), "certificateSerial"))
 		}
 		for _, name := range []string{"hand-made", "nobody"} {
 			if _, err := m.ArchivedCluster(t.Context(), name); !errors.Is(err, app.ErrNotFound) {

@@ -94,6 +94,9 @@ func statusOf(c domain.Cluster) (map[string]any, error) {
 	if latest, ok := c.Latest(); ok {
 		st.CertificateSerial, st.CertificateExpiresAt = latest.Serial, ts(latest.NotAfter)
 	}
+	for _, ic := range c.Certs {
+		st.Certificates = append(st.Certificates, &multiclusterv1.KubernetesClusterStatus_Certificate{Serial: ic.Serial, ExpiresAt: ts(ic.NotAfter)})
+	}
 	b, err := protojson.Marshal(st)
 	if err != nil {
 		return nil, err
@@ -189,8 +192,9 @@ func (m *Mirror) ArchivedCluster(ctx context.Context, name string) (domain.Clust
 	return recordOf(u)
 }
 
-// recordOf reads the record back from a mirror's status: the newest
-// certificate is the only one it holds.
+// recordOf reads the record back from a mirror's status, with every
+// certificate it lists (a mirror written before the list holds only the
+// newest).
 func recordOf(u *unstructured.Unstructured) (domain.Cluster, error) {
 	c := domain.Cluster{Name: u.GetName(), CreatedAt: u.GetCreationTimestamp().Time}
 	if name, _, _ := unstructured.NestedString(u.Object, "spec", "clusterName"); name != "" && name != c.Name {
@@ -218,7 +222,12 @@ func recordOf(u *unstructured.Unstructured) (domain.Cluster, error) {
 	if st.GetLastSeen() != nil {
 		c.LastSeen = st.GetLastSeen().AsTime()
 	}
-	if st.GetCertificateSerial() != "" && st.GetCertificateExpiresAt() != nil {
+	for _, ic := range st.GetCertificates() {
+		if ic.GetSerial() != "" && ic.GetExpiresAt() != nil {
+			c.Certs = append(c.Certs, domain.IssuedCert{Serial: ic.GetSerial(), NotAfter: ic.GetExpiresAt().AsTime()})
+		}
+	}
+	if len(c.Certs) == 0 && st.GetCertificateSerial() != "" && st.GetCertificateExpiresAt() != nil {
 		c.Certs = []domain.IssuedCert{{Serial: st.GetCertificateSerial(), NotAfter: st.GetCertificateExpiresAt().AsTime()}}
 	}
 	return c, nil

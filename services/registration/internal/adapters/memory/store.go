@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshplane/meshplane/libs/revocation"
 	"github.com/meshplane/meshplane/services/registration/internal/app"
 	"github.com/meshplane/meshplane/services/registration/internal/domain"
 )
@@ -133,17 +134,17 @@ func (s *Revocations) Revoke(_ context.Context, certs []domain.IssuedCert) error
 	return nil
 }
 
-func (s *Revocations) RevokedSerials(_ context.Context, now time.Time) ([]string, error) {
+func (s *Revocations) Revoked(_ context.Context, now time.Time) ([]revocation.Revoked, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []string
+	var out []revocation.Revoked
 	for serial, notAfter := range s.revoked {
 		if !now.Before(notAfter) {
 			delete(s.revoked, serial)
 			continue
 		}
-		out = append(out, serial)
+		out = append(out, revocation.Revoked{Serial: serial, NotAfter: notAfter})
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b revocation.Revoked) int { return strings.Compare(a.Serial, b.Serial) })
 	return out, nil
 }

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"github.com/meshplane/meshplane/libs/revocation"
 	"strconv"
 	"sync"
 	"testing"
@@ -111,7 +112,7 @@ func TestAcknowledgedSecurityWritesSurviveFailover(t *testing.T) {
 	if p, err := d.Primary(ctx); err != nil || p == old {
 		t.Fatalf("no failover: primary %v, %v", p, err)
 	}
-	revoked, err := redisstore.New(client, "prod").RevokedSerials(ctx, time.Now())
+	revoked, err := revocation.Serials(redisstore.New(client, "prod").Revoked(ctx, time.Now()))
 	if err != nil {
 		t.Fatal(err)
 	}

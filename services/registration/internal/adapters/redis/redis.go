@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/meshplane/meshplane/libs/revocation"
 	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"github.com/meshplane/meshplane/services/registration/internal/app"
 	"github.com/meshplane/meshplane/services/registration/internal/domain"
@@ -410,21 +411,19 @@ func (s *Store) Revoke(ctx context.Context, certs []domain.IssuedCert) error {
 	return nil
 }
 
-// RevokedSerials returns the serials that have not expired at now, and
+// Revoked returns the revocations that have not expired at now, and
 // forgets the expired ones.
-func (s *Store) RevokedSerials(ctx context.Context, now time.Time) ([]string, error) {
+func (s *Store) Revoked(ctx context.Context, now time.Time) ([]revocation.Revoked, error) {
 	key := s.revokedKey()
 	cutoff := strconv.FormatInt(now.UnixMilli(), 10)
-	var rng *redis.StringSliceCmd
+	var rng *redis.ZSliceCmd
 	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.ZRemRangeByScore(ctx, key, "-inf", cutoff)
-		rng = p.ZRangeByScore(ctx, key, &redis.ZRangeBy{Min: "(" + cutoff, Max: "+inf"})
+		rng = p.ZRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Min: "(" + cutoff, Max: "+inf"})
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("redis: read revocations: %w", err)
 	}
-	out := rng.Val()
-	slices.Sort(out)
-	return out, nil
+	return revredis.FromScores(rng.Val()), nil
 }

@@ -100,6 +100,15 @@ export declare type KubernetesClusterStatus = Message<"meshplane.multicluster.v1
    * @generated from field: google.protobuf.Timestamp last_seen = 6;
    */
   lastSeen?: Timestamp;
+
+  /**
+   * Every unexpired certificate issued to the cluster, oldest first. Those
+   * of a deregistered cluster are revoked; registration revokes them again
+   * from here when its store (Redis) loses its revocations.
+   *
+   * @generated from field: repeated meshplane.multicluster.v1.KubernetesClusterStatus.Certificate certificates = 7;
+   */
+  certificates: KubernetesClusterStatus_Certificate[];
 };
 
 /**
@@ -107,6 +116,29 @@ export declare type KubernetesClusterStatus = Message<"meshplane.multicluster.v1
  * Use `create(KubernetesClusterStatusSchema)` to create a new message.
  */
 export declare const KubernetesClusterStatusSchema: GenMessage<KubernetesClusterStatus>;
+
+/**
+ * @generated from message meshplane.multicluster.v1.KubernetesClusterStatus.Certificate
+ */
+export declare type KubernetesClusterStatus_Certificate = Message<"meshplane.multicluster.v1.KubernetesClusterStatus.Certificate"> & {
+  /**
+   * Serial number, in decimal.
+   *
+   * @generated from field: string serial = 1;
+   */
+  serial: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 2;
+   */
+  expiresAt?: Timestamp;
+};
+
+/**
+ * Describes the message meshplane.multicluster.v1.KubernetesClusterStatus.Certificate.
+ * Use `create(KubernetesClusterStatus_CertificateSchema)` to create a new message.
+ */
+export declare const KubernetesClusterStatus_CertificateSchema: GenMessage<KubernetesClusterStatus_Certificate>;
 
 /**
  * State names follow the `meshctl cluster list` column.
