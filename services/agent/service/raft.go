@@ -153,6 +153,37 @@ func (a *Agent) credentialsKey() []byte {
 	return m.Sum(nil)
 }
 
+// peerKey binds the bootstrap certificates of replicas that have no
+// credentials yet to this cluster's bootstrap token (raftadapter.PeerTLS);
+// nil without a token.
+func (a *Agent) peerKey() []byte {
+	tok, err := a.readToken()
+	if err != nil || tok == "" {
+		return nil
+	}
+	m := hmac.New(sha256.New, []byte(tok))
+	m.Write([]byte("meshplane agent raft peer v1"))
+	return m.Sum(nil)
+}
+
+// peerTLS is the Raft port's mutual TLS: the agent certificate of this
+// cluster, read from the state directory at each handshake so that a
+// renewal is used at once, or the bootstrap certificate before there is
+// one.
+func (a *Agent) peerTLS() *raftadapter.PeerTLS {
+	store := files.Credentials{Dir: a.cfg.StateDir}
+	p := &raftadapter.PeerTLS{
+		Cluster: a.cfg.Cluster, TrustDomain: a.cfg.TrustDomain,
+		Credentials:  func() (app.Credentials, error) { return store.Load(context.Background()) },
+		BootstrapKey: a.peerKey(),
+		Log:          a.log.With("part", "raft"),
+	}
+	if _, err := store.Load(context.Background()); err != nil && p.BootstrapKey == nil {
+		a.log.Warn("this replica has neither agent credentials nor a bootstrap token: it cannot authenticate to its Raft peers until it registers")
+	}
+	return p
+}
+
 // credentialsSink keeps replicated credentials in this replica's state
 // directory, unless what it holds lasts longer.
 type credentialsSink struct{ store files.Credentials }
@@ -234,7 +265,7 @@ func (a *Agent) newLeadership() (*leadership, error) {
 		ID: a.cfg.Replica, Dir: rc.Dir, Listener: ln, AdvertiseAddr: adv,
 		Discovery: disc, BootstrapExpect: rc.BootstrapExpect, MemberTimeout: rc.MemberTimeout, Refresh: rc.PeersRefresh,
 		Timing: timing, Sink: sink, Log: a.log.With("part", "raft"), LeaveOnShutdown: true,
-		Credentials: creds, CredentialsKey: key,
+		Credentials: creds, CredentialsKey: key, TLS: a.peerTLS(),
 	})
 	if err != nil {
 		ln.Close()

@@ -64,6 +64,9 @@ type Options struct {
 	// address peers dial; empty uses the listener's.
 	Listener      net.Listener
 	AdvertiseAddr string
+	// TLS makes the Raft port mutual TLS (see PeerTLS). The agent always
+	// sets it; nil (tests of other behaviour) is plain TCP.
+	TLS *PeerTLS
 	// Transport replaces the TCP transport (tests: hraft.NewInmemTransport).
 	// Its LocalAddr is the advertised address.
 	Transport hraft.Transport
@@ -143,10 +146,13 @@ func New(o Options) (*Node, error) {
 	}
 	o.SnapshotThreshold = cmp.Or(o.SnapshotThreshold, 64)
 	if o.Prober == nil {
-		o.Prober = TCPProber{}
+		o.Prober = TCPProber{TLS: o.TLS}
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.TLS != nil && o.TLS.Log == nil {
+		o.TLS.Log = o.Log
 	}
 	n := &Node{
 		o: o, log: o.Log.With("raft_id", o.ID),
@@ -219,7 +225,11 @@ func New(o Options) (*Node, error) {
 			return nil, fmt.Errorf("raft advertise address %q is not one peers can dial: set --raft-advertise-addr", adv)
 		}
 		n.addr = advAddr.String()
-		stream := newStreamLayer(o.Listener, advAddr, n.info, n.removeOnRequest)
+		ln, dial := o.Listener, dialFunc(dialTCP)
+		if o.TLS != nil {
+			ln, dial = o.TLS.listen(ln), o.TLS.dial
+		}
+		stream := newStreamLayer(ln, dial, advAddr, n.info, n.removeOnRequest)
 		nt := hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog})
 		n.closers = append(n.closers, nt.Close)
 		trans = nt
@@ -406,7 +416,11 @@ func (n *Node) leave() {
 	for ctx.Err() == nil {
 		addr, id := n.raft.LeaderWithID()
 		if addr != "" && string(id) != n.o.ID {
-			err := askLeave(ctx, string(addr), n.o.ID)
+			dial := dialFunc(dialTCP)
+			if n.o.TLS != nil {
+				dial = n.o.TLS.dial
+			}
+			err := askLeave(ctx, dial, string(addr), n.o.ID)
 			if err == nil {
 				n.log.Info("raft: left the group", "leader", string(id))
 				return

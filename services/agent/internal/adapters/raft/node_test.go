@@ -411,6 +411,9 @@ func TestSingleReplicaLeadsAlone(t *testing.T) {
 type tcpMember struct {
 	id     string
 	leave  bool
+	tls    *PeerTLS
+	creds  CredentialsSink
+	key    []byte
 	dir    string
 	ln     net.Listener
 	node   *Node
@@ -428,7 +431,7 @@ func startTCP(t testing.TB, duty func(m *tcpMember) app.Duty, m *tcpMember, peer
 		}
 		m.ln = ln
 	}
-	n, err := New(Options{ID: m.id, Dir: m.dir, Listener: m.ln, Discovery: peers, BootstrapExpect: expect, Refresh: 100 * time.Millisecond, Sink: m.sink, LeaveOnShutdown: m.leave})
+	n, err := New(Options{ID: m.id, Dir: m.dir, Listener: m.ln, Discovery: peers, BootstrapExpect: expect, Refresh: 100 * time.Millisecond, Sink: m.sink, LeaveOnShutdown: m.leave, TLS: m.tls, Credentials: m.creds, CredentialsKey: m.key})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,10 +30,18 @@ type leaveReply struct {
 	Error string `json:"error,omitempty"`
 }
 
-// askLeave asks the node at addr (the leader) to remove id.
-func askLeave(ctx context.Context, addr, id string) error {
+// dialFunc opens a connection to a peer's Raft port.
+type dialFunc func(ctx context.Context, addr string) (net.Conn, error)
+
+// dialTCP is the plain dialer, for tests of a port without TLS.
+func dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// askLeave asks the node at addr (the leader) to remove id.
+func askLeave(ctx context.Context, dial dialFunc, addr, id string) error {
+	conn, err := dial(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -74,13 +82,18 @@ type Prober interface {
 	Probe(ctx context.Context, addr string) (PeerInfo, error)
 }
 
-// TCPProber probes over the Raft port.
-type TCPProber struct{}
+// TCPProber probes over the Raft port, with mutual TLS when TLS is set.
+type TCPProber struct {
+	TLS *PeerTLS
+}
 
 // Probe implements Prober.
-func (TCPProber) Probe(ctx context.Context, addr string) (PeerInfo, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+func (p TCPProber) Probe(ctx context.Context, addr string) (PeerInfo, error) {
+	dial := dialFunc(dialTCP)
+	if p.TLS != nil {
+		dial = p.TLS.dial
+	}
+	conn, err := dial(ctx, addr)
 	if err != nil {
 		return PeerInfo{}, err
 	}
@@ -107,6 +120,7 @@ func (TCPProber) Probe(ctx context.Context, addr string) (PeerInfo, error) {
 // that also answers membership probes on the same port.
 type streamLayer struct {
 	ln        net.Listener
+	dial      dialFunc
 	advertise net.Addr
 	info      func() PeerInfo
 	leave     func(id string) error
@@ -116,8 +130,8 @@ type streamLayer struct {
 	closeOnce sync.Once
 }
 
-func newStreamLayer(ln net.Listener, advertise net.Addr, info func() PeerInfo, leave func(id string) error) *streamLayer {
-	s := &streamLayer{ln: ln, advertise: advertise, info: info, leave: leave, conns: make(chan net.Conn), closed: make(chan struct{})}
+func newStreamLayer(ln net.Listener, dial dialFunc, advertise net.Addr, info func() PeerInfo, leave func(id string) error) *streamLayer {
+	s := &streamLayer{ln: ln, dial: dial, advertise: advertise, info: info, leave: leave, conns: make(chan net.Conn), closed: make(chan struct{})}
 	go s.acceptLoop()
 	return s
 }
@@ -213,7 +227,9 @@ func (s *streamLayer) Addr() net.Addr { return s.advertise }
 
 // Dial implements hraft.StreamLayer.
 func (s *streamLayer) Dial(address hraft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return net.DialTimeout("tcp", string(address), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.dial(ctx, string(address))
 }
 
 var _ hraft.StreamLayer = (*streamLayer)(nil)
