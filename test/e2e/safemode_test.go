@@ -387,4 +387,33 @@ func TestDeregisterAfterRedisLossRevokesLiveAgent(t *testing.T) {
 			t.Fatalf("west lost its connection when east was deregistered:\n%s", out)
 		}
 	}
+
+	// Redis forgets again, and the whole plane restarts with it: no
+	// process remembers the revocation, only east's KubernetesCluster
+	// does. East is refused from the plane's first call on, and stays
+	// refused, while west reconnects.
+	if err := d.plane.Restart(ctx, true, func() error { return d.redis.Client(t).FlushAll(ctx).Err() }); err != nil {
+		t.Fatalf("restart with Redis flushed: %v", err)
+	}
+	refusals := strings.Count(d.agents["east"].LogTail(100000), "revoked")
+	westBack := false
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		rep, out, _ := d.check(ctx)
+		for _, c := range rep.Clusters {
+			if c.Cluster == "east" && (c.Push == "connected" || c.Pull == "connected") {
+				t.Fatalf("east's revoked certificate was admitted after Redis was emptied and the plane restarted:\n%s\neast's agent:\n%s", out, d.agents["east"].LogTail(30))
+			}
+			if c.Cluster == "west" && c.Push == "connected" {
+				westBack = true
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if !westBack {
+		t.Fatal("west did not reconnect after the restart: the plane was not serving, so east's refusal proves nothing")
+	}
+	if now := strings.Count(d.agents["east"].LogTail(100000), "revoked"); now <= refusals {
+		t.Fatalf("east's agent saw no refusal after the restart (%d before, %d after):\n%s", refusals, now, d.agents["east"].LogTail(30))
+	}
 }

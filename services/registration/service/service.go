@@ -370,6 +370,16 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		reseed = app.NewReseeder(stores.Clusters, mirror, app.NewRevoker(stores.Revocations, revoked), d.now, log)
 		mirroring = app.NewMirroring(stores.Clusters, mirror, reseed, cfg.MirrorResync, log)
 		log.Info("cluster records are mirrored as KubernetesClusters, and re-seeded from them", "namespace", cfg.MirrorNamespace)
+		// Before serving: the revocations the mirrors hold are refused from
+		// the first call, whatever the store lost.
+		pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		n, err := reseed.Preload(pctx)
+		cancel()
+		if err != nil {
+			log.Warn("could not read the revocations kept in the KubernetesClusters before serving; the store's and the next resync's apply", "error", err)
+		} else if n > 0 {
+			log.Info("revocations read from the KubernetesClusters", "certificates", n)
+		}
 	}
 	ropts := app.Options{
 		TrustDomain: cfg.TrustDomain, CertTTL: cfg.CertTTL, TokenTTL: cfg.TokenTTL, RelayToken: relay, Log: log, Now: d.now,

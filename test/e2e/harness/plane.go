@@ -49,10 +49,15 @@ func writeTokens(path string, clusters []string) (map[string]string, error) {
 
 // PlaneOptions configure StartPlane.
 type PlaneOptions struct {
-	BinDir    string
-	Dir       string
-	RedisAddr string
-	Clusters  []string
+	BinDir string
+	Dir    string
+	// RedisAddr is --redis-addrs: one address, the sentinels' with
+	// RedisMasterName, or a cluster's nodes, comma-separated.
+	RedisAddr       string
+	RedisMasterName string
+	// RedisWaitReplicas is registration's --redis-wait-replicas.
+	RedisWaitReplicas int
+	Clusters          []string
 	// AllInOne runs `meshplane all-in-one` instead of four processes.
 	AllInOne bool
 	// RegistrationRedis gives registration --redis-addrs too (not used
@@ -141,11 +146,17 @@ func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string,
 		p.Admins[n] = pair.admin.Addr().String()
 	}
 	redis := []string{"--redis-addrs", o.RedisAddr}
+	if o.RedisMasterName != "" {
+		redis = append(redis, "--redis-master-name", o.RedisMasterName)
+	}
 	services := []svc{
 		{"registration", CmdRegistration, func(map[string]string) []string {
 			args := []string{"--tls-client-auth", "optional", "--ca-dir", p.PKI.CADir, "--bootstrap-tokens-file", p.TokensFile, "--trust-domain", p.PKI.TrustDomain}
 			if o.RegistrationRedis || o.ManagementKubeconfig != "" {
 				args = append(args, redis...)
+				if o.RedisWaitReplicas > 0 {
+					args = append(args, "--redis-wait-replicas", fmt.Sprint(o.RedisWaitReplicas), "--redis-wait-timeout", "2s")
+				}
 			}
 			if o.ManagementKubeconfig != "" {
 				args = append(args, "--kubeconfig", o.ManagementKubeconfig, "--mirror-namespace", o.mirrorNamespace())

@@ -264,3 +264,30 @@ func TestDeregisterAfterStoreLoss(t *testing.T) {
 		t.Fatalf("renewal after deregistration: %v", err)
 	}
 }
+
+// Preload puts every live certificate of the archive's deregistered
+// clusters into the cache, without touching the store: a plane that
+// starts with an emptied store refuses them from its first call.
+func TestReseederPreloadsArchivedRevocations(t *testing.T) {
+	now := time.Now()
+	old := registered("old", "222", now)
+	old.RecordIssued(domain.IssuedCert{Serial: "223", NotAfter: now.Add(2 * time.Hour)}, "", now)
+	old.Deregister(now)
+	live := registered("live", "333", now)
+	mirror := &fakeMirror{mirrors: map[string]domain.Cluster{"old": old, "live": live}}
+	store := memory.NewRevocations()
+	cache := app.NewRevocations(store, time.Hour, nil)
+	reseed := app.NewReseeder(memory.NewClusters(), mirror, app.NewRevoker(store, cache), func() time.Time { return now }, nil)
+	n, err := reseed.Preload(t.Context())
+	if err != nil || n != 2 {
+		t.Fatalf("Preload = %d, %v; want both of old's certificates", n, err)
+	}
+	for serial, want := range map[string]bool{"222": true, "223": true, "333": false} {
+		if got, _ := cache.IsRevoked(t.Context(), serial); got != want {
+			t.Errorf("IsRevoked(%s) = %v, want %v", serial, got, want)
+		}
+	}
+	if got, err := store.Revoked(t.Context(), now); err != nil || len(got) != 0 {
+		t.Errorf("the store holds %v, %v: Preload must not write it", got, err)
+	}
+}

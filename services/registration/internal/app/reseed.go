@@ -84,6 +84,28 @@ func (s *Reseeder) ReseedAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Preload adds to this process's revocation cache (not the store) every
+// unexpired certificate of every deregistered cluster in the archive. Run
+// before serving: a plane that restarts together with an emptied Redis
+// then refuses them from its first call, before any resync.
+func (s *Reseeder) Preload(ctx context.Context) (int, error) {
+	archived, err := s.archive.ArchivedClusters(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read archived cluster records: %w", err)
+	}
+	n := 0
+	now := s.now()
+	for _, a := range archived {
+		if a.Status != domain.StatusDeregistered {
+			continue
+		}
+		certs := a.Deregister(now)
+		s.revoker.Remember(certs)
+		n += len(certs)
+	}
+	return n, nil
+}
+
 // put stores a unless the store got a record meanwhile, and revokes its
 // certificates when it is deregistered.
 func (s *Reseeder) put(ctx context.Context, a domain.Cluster) (domain.Cluster, error) {

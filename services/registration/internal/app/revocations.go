@@ -78,6 +78,13 @@ func NewRevoker(store RevocationStore, cache *Revocations) *Revoker {
 	return &Revoker{store: store, cache: cache}
 }
 
+// Remember revokes certs in this replica's cache only.
+func (v *Revoker) Remember(certs []domain.IssuedCert) {
+	if v.cache != nil {
+		v.cache.Add(certs)
+	}
+}
+
 // Revoke revokes certs.
 func (v *Revoker) Revoke(ctx context.Context, certs []domain.IssuedCert) error {
 	if len(certs) == 0 {
