@@ -57,9 +57,20 @@ func startFanOut(tb testing.TB, n int) *fanOut {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(plane.Stop)
-	f := &fanOut{plane: plane, procs: plane.Procs, have: make([]*snapshotv1.OutputSnapshot, n)}
+	f := &fanOut{plane: plane, procs: plane.Procs}
 	grantScope(tb, mgmt, f.procs, "c000")
+	f.follow(tb, clusters, func(c string) *snapshotv1.InputSnapshot { return fanOutInput(c, 0) })
+	// Every agent holds the first output of its cluster: one
+	// DestinationRule and no VirtualService.
+	f.awaitAll(tb, func(s *snapshotv1.OutputSnapshot) bool { return len(s.GetObjects()) == 1 })
+	return f
+}
 
+// follow starts a SimAgent per cluster, each watching distribution (and
+// redialling, as the agent does), and pushes each one's first input.
+func (f *fanOut) follow(tb testing.TB, clusters []string, input func(cluster string) *snapshotv1.InputSnapshot) {
+	tb.Helper()
+	ctx := context.Background()
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	tb.Cleanup(func() {
@@ -70,11 +81,12 @@ func startFanOut(tb testing.TB, n int) *fanOut {
 		}
 	})
 	for _, c := range clusters {
-		a, err := plane.NewSimAgent(c)
+		a, err := f.plane.NewSimAgent(c)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		f.agents = append(f.agents, a)
+		f.have = append(f.have, nil)
 		wg.Go(func() {
 			// A watch that fails before the plane is up is redialled, as
 			// the agent does.
@@ -88,15 +100,21 @@ func startFanOut(tb testing.TB, n int) *fanOut {
 			}
 		})
 	}
-	// Every agent pushes its input, without the policy at first.
-	pushed := make([]bool, n)
-	if err := harness.Wait(ctx, 60*time.Second, "every agent's first push", func(ctx context.Context) (bool, error) {
+	f.pushAll(tb, input)
+}
+
+// pushAll pushes every agent's input, retrying each until ingest accepts
+// it.
+func (f *fanOut) pushAll(tb testing.TB, input func(cluster string) *snapshotv1.InputSnapshot) {
+	tb.Helper()
+	pushed := make([]bool, len(f.agents))
+	if err := harness.Wait(context.Background(), 60*time.Second, "every agent's push", func(ctx context.Context) (bool, error) {
 		for i, a := range f.agents {
 			if pushed[i] {
 				continue
 			}
 			// Until ingest listens, the push fails and is retried.
-			if err := a.Push(fanOutInput(a.Cluster, 0)); err != nil {
+			if err := a.Push(input(a.Cluster)); err != nil {
 				return false, err
 			}
 			pushed[i] = true
@@ -105,10 +123,6 @@ func startFanOut(tb testing.TB, n int) *fanOut {
 	}, f.procs...); err != nil {
 		tb.Fatal(err)
 	}
-	// Every agent holds the first output of its cluster: one
-	// DestinationRule and no VirtualService.
-	f.awaitAll(tb, func(s *snapshotv1.OutputSnapshot) bool { return len(s.GetObjects()) == 1 })
-	return f
 }
 
 // fanOutInput is one cluster's input: a Service "reviews" in its own mesh.

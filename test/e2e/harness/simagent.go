@@ -14,6 +14,8 @@ import (
 	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
 	ingestv1 "github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
+	registrationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1"
+	"github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1/registrationv1connect"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/platform"
@@ -75,6 +77,46 @@ func (p *Plane) NewSimAgent(cluster string) (*SimAgent, error) {
 	if err != nil {
 		return nil, err
 	}
+	return p.NewSimAgentWithCert(cluster, cert)
+}
+
+// RegisterSimAgent registers cluster with registration, as the agent does
+// (a new key, a CSR and the bootstrap token), and returns a SimAgent that
+// uses the certificate it was issued: one that deregistration revokes.
+func (p *Plane) RegisterSimAgent(ctx context.Context, cluster, token string) (*SimAgent, error) {
+	key, err := pki.NewKey()
+	if err != nil {
+		return nil, err
+	}
+	csr, err := pki.NewCSR(key, pki.ClusterID(p.PKI.TrustDomain, cluster))
+	if err != nil {
+		return nil, err
+	}
+	o := platform.NewClientOptions()
+	o.Addr, o.CAFile, o.ServerName = p.Registration, p.PKI.RootFile(), "localhost"
+	hc, err := platform.NewHTTPClient(o, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer hc.CloseIdleConnections()
+	rc := registrationv1connect.NewRegistrationServiceClient(hc, platform.BaseURL(o), platform.DefaultClientOptions(o)...)
+	res, err := rc.Register(ctx, connect.NewRequest(&registrationv1.RegisterRequest{Cluster: cluster, Token: token, CsrPem: csr, AgentVersion: "sim"}))
+	if err != nil {
+		return nil, fmt.Errorf("register cluster %s: %w", cluster, err)
+	}
+	keyPEM, err := pki.EncodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(res.Msg.GetCertificateChainPem(), keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	return p.NewSimAgentWithCert(cluster, cert)
+}
+
+// NewSimAgentWithCert returns a SimAgent of cluster that presents cert.
+func (p *Plane) NewSimAgentWithCert(cluster string, cert tls.Certificate) (*SimAgent, error) {
 	newClient := func(addr string) (*http.Client, platform.ClientOptions, error) {
 		o := platform.NewClientOptions()
 		o.Addr, o.CAFile, o.ServerName = addr, p.PKI.RootFile(), "localhost"

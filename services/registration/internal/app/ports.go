@@ -21,6 +21,11 @@ var ErrUnknownToken = domain.ErrTokenInvalid
 // ErrNotFound is returned by stores for a missing record.
 var ErrNotFound = errors.New("not found")
 
+// ErrNotDurable is returned by a store whose write may not survive the
+// loss of its primary: too few replicas acknowledged it in time. The
+// caller may retry; every security write can be repeated.
+var ErrNotDurable = errors.New("the store did not replicate the write in time")
+
 // StaticTokens holds the operator's static, multi-use tokens (a bootstrap
 // tokens file).
 type StaticTokens interface {

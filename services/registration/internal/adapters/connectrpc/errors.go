@@ -26,6 +26,10 @@ func toConnect(err error) error {
 		code = connect.CodePermissionDenied
 	case errors.Is(err, domain.ErrClusterNotFound):
 		code = connect.CodeNotFound
+	case errors.Is(err, app.ErrNotDurable):
+		// Redis took the write but too few replicas acknowledged it
+		// (--redis-wait-replicas): retrying is safe.
+		return connect.NewError(connect.CodeUnavailable, errors.New("registration's store did not replicate the write in time (too few Redis replicas); retry, and see the server's log"))
 	case isNetError(err):
 		// The store (Redis) cannot be reached: the caller may retry, and
 		// an operator should look at Redis rather than at this service.

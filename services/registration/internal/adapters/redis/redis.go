@@ -58,7 +58,7 @@ type Durability struct {
 
 // ErrNotReplicated says a write reached the primary but not enough
 // replicas within the timeout. It may or may not survive a failover.
-var ErrNotReplicated = errors.New("redis: the write was not acknowledged by enough replicas")
+var ErrNotReplicated = fmt.Errorf("redis: %w: too few replicas acknowledged it", app.ErrNotDurable)
 
 // WithDurability makes the store wait for replicas after each security
 // write; Replicas 0 (the default) does not wait.
