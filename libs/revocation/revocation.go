@@ -7,6 +7,7 @@ package revocation
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -46,7 +47,15 @@ type Cache struct {
 	// lost holds the serials the source dropped before their expiry, as
 	// of the last refresh.
 	lost []Revoked
+	// loaded: the source has been read once. Until then the cache cannot
+	// tell a revoked certificate from a good one, and says so.
+	loaded bool
 }
+
+// ErrNotLoaded is IsRevoked's answer before the shared set was first
+// read: a process that has just started does not admit a certificate it
+// cannot check (the server answers Unavailable, and the caller retries).
+var ErrNotLoaded = errors.New("the revocation set has not been loaded yet")
 
 // NewCache returns a cache over source; interval <= 0 means DefaultRefresh.
 func NewCache(source Source, interval time.Duration, log *slog.Logger) *Cache {
@@ -59,12 +68,19 @@ func NewCache(source Source, interval time.Duration, log *slog.Logger) *Cache {
 	return &Cache{source: source, interval: interval, log: log, now: time.Now, revoked: map[string]time.Time{}}
 }
 
-// IsRevoked answers from memory and never fails. serial is in decimal.
+// IsRevoked answers from memory. serial is in decimal. It fails only
+// before the shared set was first loaded (ErrNotLoaded), unless serial was
+// revoked in this process.
 func (c *Cache) IsRevoked(_ context.Context, serial string) (bool, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	_, ok := c.revoked[serial]
-	return ok, nil
+	if _, ok := c.revoked[serial]; ok {
+		return true, nil
+	}
+	if !c.loaded {
+		return false, ErrNotLoaded
+	}
+	return false, nil
 }
 
 // Add revokes a serial in this process at once, until notAfter; the
@@ -111,6 +127,7 @@ func (c *Cache) Refresh(ctx context.Context) error {
 		c.log.WarnContext(ctx, "the revocation store lost revoked certificates before they expired (was it emptied?); they stay refused here", "lost", len(lost))
 	}
 	c.lost = lost
+	c.loaded = true
 	return nil
 }
 
@@ -176,4 +193,18 @@ func Serials(rs []Revoked, err error) ([]string, error) {
 		out[i] = r.Serial
 	}
 	return out, nil
+}
+
+// Prime loads the set once, waiting at most timeout: call it before the
+// process serves, so that its first calls are checked rather than refused
+// as ErrNotLoaded. On failure the cache stays unloaded, and Run loads it
+// when the source answers.
+func (c *Cache) Prime(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := c.Refresh(ctx); err != nil {
+		c.log.Warn("cannot load the revocation set before serving; cluster calls are refused as unavailable until it loads", "error", err)
+		return err
+	}
+	return nil
 }

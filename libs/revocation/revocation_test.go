@@ -162,3 +162,34 @@ func testRedisSourceReadsRegistrationsSet(t *testing.T, d *redistest.Deployment)
 		t.Error("another install's revocations leaked")
 	}
 }
+
+// A process that has not read the shared set yet admits nobody it cannot
+// check: IsRevoked fails until the first load, except for what this
+// process revoked itself.
+func TestCacheRefusesToAnswerBeforeTheFirstLoad(t *testing.T) {
+	ctx := t.Context()
+	src := &source{err: errors.New("store down")}
+	c := revocation.NewCache(src, time.Hour, nil)
+	if _, err := c.IsRevoked(ctx, "1"); !errors.Is(err, revocation.ErrNotLoaded) {
+		t.Fatalf("IsRevoked before any load: %v, want ErrNotLoaded", err)
+	}
+	c.Add("7", time.Now().Add(time.Hour))
+	if ok, err := c.IsRevoked(ctx, "7"); !ok || err != nil {
+		t.Fatalf("IsRevoked of a serial revoked here: %v, %v; want true, nil", ok, err)
+	}
+	if err := c.Refresh(ctx); err == nil {
+		t.Fatal("Refresh of a failing source succeeded")
+	}
+	if _, err := c.IsRevoked(ctx, "1"); !errors.Is(err, revocation.ErrNotLoaded) {
+		t.Fatalf("IsRevoked after a failed load: %v, want ErrNotLoaded", err)
+	}
+	src.mu.Lock()
+	src.err = nil
+	src.mu.Unlock()
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.IsRevoked(ctx, "1"); ok || err != nil {
+		t.Fatalf("IsRevoked after the first load: %v, %v; want false, nil", ok, err)
+	}
+}

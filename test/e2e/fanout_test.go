@@ -34,6 +34,8 @@ type fanOut struct {
 	procs  []*harness.Process
 	// have is each agent's last acked snapshot.
 	have []*snapshotv1.OutputSnapshot
+	// newAgent makes the i-th agent; nil: plane.NewSimAgent.
+	newAgent func(i int, cluster string) (*harness.SimAgent, error)
 }
 
 func startFanOut(tb testing.TB, n int) *fanOut {
@@ -80,8 +82,12 @@ func (f *fanOut) follow(tb testing.TB, clusters []string, input func(cluster str
 			a.Close()
 		}
 	})
-	for _, c := range clusters {
-		a, err := f.plane.NewSimAgent(c)
+	for i, c := range clusters {
+		newAgent := f.newAgent
+		if newAgent == nil {
+			newAgent = func(_ int, c string) (*harness.SimAgent, error) { return f.plane.NewSimAgent(c) }
+		}
+		a, err := newAgent(i, c)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"io"
 	"log/slog"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
@@ -169,6 +170,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		acks = redisadapter.NewAcks(client, cfg.Install)
 		indexes = redisadapter.NewIndexes(client, cfg.Install)
 		s.revoked = revocation.NewCache(revredis.NewSource(client, cfg.Install), 0, s.log)
+		_ = s.revoked.Prime(primeTimeout)
 	}
 	var dist *app.Distributor
 	m, err := newMetrics(d.reg, func(ctx context.Context) ([]app.AckRecord, map[string]string, error) { return dist.ListAcks(ctx) }, s.log)
@@ -234,3 +236,7 @@ func (s *Service) closeRedis() {
 		_ = s.redis.Close()
 	}
 }
+
+// primeTimeout bounds the first load of the revocation set before the
+// service serves: a call it cannot check is refused, not admitted.
+const primeTimeout = 5 * time.Second

@@ -274,6 +274,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		}
 		if client := s.redis; client != nil {
 			s.revoked = revocation.NewCache(revredis.NewSource(client, cfg.Install), 0, log)
+			_ = s.revoked.Prime(primeTimeout)
 			s.shared = snapshots.NewRedis(client, cfg.Install, snapshots.Inputs, newInput)
 			// Pushes are accepted while Redis is down and written through
 			// when it returns.
@@ -454,3 +455,7 @@ func (s *Service) restoreOnResync(ctx context.Context) {
 		}
 	}
 }
+
+// primeTimeout bounds the first load of the revocation set before the
+// service serves: a call it cannot check is refused, not admitted.
+const primeTimeout = 5 * time.Second

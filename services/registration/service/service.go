@@ -356,6 +356,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		stores.Tokens, stores.Clusters, stores.Revocations = memory.NewBootstrapTokens(), memory.NewClusters(), memory.NewRevocations()
 	}
 	revoked := app.NewRevocations(stores.Revocations, cfg.RevocationRefresh, log)
+	_ = revoked.Prime(primeTimeout)
 	if d.checker != nil {
 		d.checker.set(revoked)
 	}
@@ -572,3 +573,7 @@ func (c *RevocationChecker) IsRevoked(ctx context.Context, serial string) (bool,
 	}
 	return r.IsRevoked(ctx, serial)
 }
+
+// primeTimeout bounds the first load of the revocation set before the
+// service serves: a call it cannot check is refused, not admitted.
+const primeTimeout = 5 * time.Second

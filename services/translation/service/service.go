@@ -274,6 +274,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	svc := &Service{log: log, translator: t, handler: connectrpc.NewHandler(t), redis: d.redis}
 	if d.redis != nil {
 		svc.revoked = revocation.NewCache(revredis.NewSource(d.redis, cfg.Install), 0, log)
+		_ = svc.revoked.Prime(primeTimeout)
 	}
 	return svc, nil
 }
@@ -356,3 +357,7 @@ func (s *Service) Notify(_ context.Context, cluster, _ string, snapshot []byte) 
 	}
 	return nil
 }
+
+// primeTimeout bounds the first load of the revocation set before the
+// service serves: a call it cannot check is refused, not admitted.
+const primeTimeout = 5 * time.Second

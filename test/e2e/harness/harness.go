@@ -180,6 +180,15 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
+// Signal sends sig to the process, for example SIGSTOP and SIGCONT to
+// freeze it for a while.
+func (p *Process) Signal(sig syscall.Signal) error {
+	if p.Exited() {
+		return fmt.Errorf("%s has exited", p.Name)
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
 // LogTail returns the last n bytes of the process's log.
 func (p *Process) LogTail(n int) string {
 	b, err := os.ReadFile(p.LogPath)

@@ -20,10 +20,15 @@ type Plane struct {
 	// the other services for tests.
 	Registration, Ingest, Translation, Distribution string
 	TokensFile                                      string
-	// allInOne is the all-in-one process's spec, for Restart; its
-	// listeners are bound again on the same addresses.
-	allInOne  *Spec
+	// allInOne says the plane is one all-in-one process.
+	allInOne bool
+	// specs are every process's spec and addresses, for RestartProcess:
+	// its listeners are bound again on the same addresses.
+	specs     map[string]*procSpec
 	adminAddr string
+	// Replicas are the RPC addresses of every replica of each service, by
+	// service name (four processes only); the fields above name the first.
+	Replicas map[string][]string
 	// Admin is the all-in-one process's admin (metrics) address; empty
 	// for four processes.
 	Admin string
@@ -92,6 +97,17 @@ type PlaneOptions struct {
 	// Pprof starts every plane process with --pprof, so that benchmarks
 	// can take profiles from Plane.Admins.
 	Pprof bool
+	// Replicas runs that many processes of each service (four processes
+	// only); 0 means 1. The first of each keeps the service's name, the
+	// others are named <service>-<n>.
+	Replicas int
+}
+
+// procSpec is how a process is started again: its spec, without
+// listeners, and the addresses to bind them on, in order.
+type procSpec struct {
+	spec  Spec
+	addrs []string
 }
 
 func (o PlaneOptions) mirrorNamespace() string {
@@ -113,7 +129,7 @@ func (o PlaneOptions) watchArgs() []string {
 // StartPlane starts the management plane and returns it with a bootstrap
 // token per cluster.
 func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string, error) {
-	p := &Plane{Dir: o.Dir, TokensFile: filepath.Join(o.Dir, "tokens")}
+	p := &Plane{Dir: o.Dir, TokensFile: filepath.Join(o.Dir, "tokens"), specs: map[string]*procSpec{}}
 	var err error
 	if p.PKI, err = NewPKI(filepath.Join(o.Dir, "pki"), "meshplane.local"); err != nil {
 		return nil, nil, err
@@ -131,19 +147,25 @@ func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string,
 		name, pkg string
 		extra     func(addr map[string]string) []string
 	}
-	lns := map[string]*tcpPair{}
+	replicas := max(o.Replicas, 1)
+	lns := map[string][]*tcpPair{}
 	for _, n := range []string{"registration", "ingest", "translation", "distribution"} {
-		pair, err := newPair()
-		if err != nil {
-			return nil, nil, err
+		for range replicas {
+			pair, err := newPair()
+			if err != nil {
+				return nil, nil, err
+			}
+			lns[n] = append(lns[n], pair)
 		}
-		lns[n] = pair
 	}
 	addr := map[string]string{}
-	p.Admins = map[string]string{}
-	for n, pair := range lns {
-		addr[n] = pair.rpc.Addr().String()
-		p.Admins[n] = pair.admin.Addr().String()
+	p.Admins, p.Replicas = map[string]string{}, map[string][]string{}
+	for n, pairs := range lns {
+		addr[n] = pairs[0].rpc.Addr().String()
+		p.Admins[n] = pairs[0].admin.Addr().String()
+		for _, pair := range pairs {
+			p.Replicas[n] = append(p.Replicas[n], pair.rpc.Addr().String())
+		}
 	}
 	redis := []string{"--redis-addrs", o.RedisAddr}
 	if o.RedisMasterName != "" {
@@ -199,13 +221,16 @@ func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string,
 		if o.Pprof {
 			args = append(args, "--pprof")
 		}
-		proc, err := Start(Spec{Name: s.name, Binary: Binary(o.BinDir, s.pkg), Args: args, LogDir: logs, Listeners: lns[s.name].both()})
-		lns[s.name].close()
-		if err != nil {
-			p.Stop()
-			return nil, nil, err
+		for r, pair := range lns[s.name] {
+			name := s.name
+			if r > 0 {
+				name = fmt.Sprintf("%s-%d", s.name, r)
+			}
+			if err := p.start(Spec{Name: name, Binary: Binary(o.BinDir, s.pkg), Args: args, LogDir: logs}, pair); err != nil {
+				p.Stop()
+				return nil, nil, err
+			}
 		}
-		p.Procs = append(p.Procs, proc)
 	}
 	p.Registration, p.Ingest, p.Translation, p.Distribution = addr["registration"], addr["ingest"], addr["translation"], addr["distribution"]
 	return p, tokens, nil
@@ -235,14 +260,10 @@ func (p *Plane) startAllInOne(o PlaneOptions, logs string) error {
 		args = append(args, "--safe-start-window", o.SafeStartWindow.String())
 	}
 	args = append(args, o.AllInOneArgs...)
-	spec := Spec{Name: "meshplane", Binary: Binary(o.BinDir, CmdMeshplane), Args: args, LogDir: logs, Listeners: pair.both()}
-	proc, err := Start(spec)
-	if err != nil {
+	if err := p.start(Spec{Name: "meshplane", Binary: Binary(o.BinDir, CmdMeshplane), Args: args, LogDir: logs}, pair); err != nil {
 		return err
 	}
-	spec.Listeners = nil
-	p.allInOne = &spec
-	p.Procs = append(p.Procs, proc)
+	p.allInOne = true
 	a := pair.rpc.Addr().String()
 	p.Registration, p.Ingest, p.Translation, p.Distribution = a, a, a, a
 	p.adminAddr = pair.admin.Addr().String()
@@ -250,19 +271,45 @@ func (p *Plane) startAllInOne(o PlaneOptions, logs string) error {
 	return nil
 }
 
+// start starts a process on pair's sockets and keeps what RestartProcess
+// needs; the parent's copies of the sockets are closed.
+func (p *Plane) start(spec Spec, pair *tcpPair) error {
+	spec.Listeners = pair.both()
+	proc, err := Start(spec)
+	pair.close()
+	if err != nil {
+		return err
+	}
+	spec.Listeners = nil
+	p.specs[spec.Name] = &procSpec{spec: spec, addrs: []string{pair.rpc.Addr().String(), pair.admin.Addr().String()}}
+	p.Procs = append(p.Procs, proc)
+	return nil
+}
+
 // Restart stops the all-in-one process (kill: at once, as a crash), runs
 // whileDown (nil: nothing), and starts the process again on the same
 // addresses, as a restarted pod behind a Service, so that agents keep their
-// addresses. Another socket may briefly hold a port, so binding is retried
-// until ctx ends or 10 s pass.
+// addresses.
 func (p *Plane) Restart(ctx context.Context, kill bool, whileDown func() error) error {
-	if p.allInOne == nil || len(p.Procs) != 1 {
+	if !p.allInOne || len(p.Procs) != 1 {
 		return fmt.Errorf("restart: only an all-in-one plane can be restarted")
 	}
+	return p.RestartProcess(ctx, "meshplane", kill, whileDown)
+}
+
+// RestartProcess stops the named process (kill: SIGKILL, as a crash),
+// runs whileDown (nil: nothing), and starts it again on the same
+// addresses. Another socket may briefly hold a port, so binding is
+// retried until ctx ends or 10 s pass.
+func (p *Plane) RestartProcess(ctx context.Context, name string, kill bool, whileDown func() error) error {
+	ps, i := p.specs[name], slices.IndexFunc(p.Procs, func(pr *Process) bool { return pr.Name == name })
+	if ps == nil || i < 0 {
+		return fmt.Errorf("restart: no process %q", name)
+	}
 	if kill {
-		p.Procs[0].Kill()
+		p.Procs[i].Kill()
 	} else {
-		p.Procs[0].Stop()
+		p.Procs[i].Stop()
 	}
 	if whileDown != nil {
 		if err := whileDown(); err != nil {
@@ -275,7 +322,7 @@ func (p *Plane) Restart(ctx context.Context, kill bool, whileDown func() error) 
 			ln.Close()
 		}
 	}()
-	for _, addr := range []string{p.Registration, p.adminAddr} {
+	for _, addr := range ps.addrs {
 		err := Wait(ctx, 10*time.Second, "bind "+addr, func(context.Context) (bool, error) {
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
@@ -288,17 +335,16 @@ func (p *Plane) Restart(ctx context.Context, kill bool, whileDown func() error) 
 			return err
 		}
 	}
-	spec := *p.allInOne
+	spec := ps.spec
 	spec.Listeners = lns
 	proc, err := Start(spec)
 	if err != nil {
 		return err
 	}
-	p.Procs[0] = proc
+	p.Procs[i] = proc
 	return nil
 }
 
-// Stop stops every process of the plane.
 func (p *Plane) Stop() {
 	for _, proc := range p.Procs {
 		proc.Stop()
