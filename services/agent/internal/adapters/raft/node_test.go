@@ -460,15 +460,23 @@ func tcpGroup(t testing.TB, duty func(m *tcpMember) app.Duty) []*tcpMember {
 }
 
 func tcpGroupLeaving(t testing.TB, duty func(m *tcpMember) app.Duty, leave bool) []*tcpMember {
+	return tcpGroupWith(t, duty, func(_ int, m *tcpMember) { m.leave = leave })
+}
+
+// tcpGroupWith is tcpGroup with each member set up by setup before it
+// starts.
+func tcpGroupWith(t testing.TB, duty func(m *tcpMember) app.Duty, setup func(i int, m *tcpMember)) []*tcpMember {
 	t.Helper()
 	var ms []*tcpMember
 	var addrs StaticPeers
-	for _, id := range []string{"agent-0", "agent-1", "agent-2"} {
+	for i, id := range []string{"agent-0", "agent-1", "agent-2"} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		ms = append(ms, &tcpMember{id: id, dir: t.TempDir(), ln: ln, sink: &sink{}, leave: leave})
+		m := &tcpMember{id: id, dir: t.TempDir(), ln: ln, sink: &sink{}}
+		setup(i, m)
+		ms = append(ms, m)
 		addrs = append(addrs, ln.Addr().String())
 	}
 	for _, m := range ms {

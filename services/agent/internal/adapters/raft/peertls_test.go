@@ -62,27 +62,11 @@ func peerTLS(cluster string, held *heldCredentials, key []byte) *PeerTLS {
 // its own agent certificate, over mutual TLS.
 func tlsGroup(t *testing.T, rec *recorder, ca *pki.CA) ([]*tcpMember, []*heldCredentials) {
 	t.Helper()
-	var ms []*tcpMember
-	var held []*heldCredentials
-	var addrs StaticPeers
-	for _, id := range []string{"agent-0", "agent-1", "agent-2"} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
+	held := make([]*heldCredentials, 3)
+	ms := tcpGroupWith(t, rec.tcpDuty, func(i int, m *tcpMember) {
 		c := agentCredentials(t, ca, "east")
-		h := &heldCredentials{c: &c}
-		held = append(held, h)
-		ms = append(ms, &tcpMember{id: id, dir: t.TempDir(), ln: ln, sink: &sink{}, tls: peerTLS("east", h, nil)})
-		addrs = append(addrs, ln.Addr().String())
-	}
-	for _, m := range ms {
-		startTCP(t, rec.tcpDuty, m, addrs, 3)
-	}
-	t.Cleanup(func() {
-		for _, m := range ms {
-			m.kill()
-		}
+		held[i] = &heldCredentials{c: &c}
+		m.tls = peerTLS("east", held[i], nil)
 	})
 	return ms, held
 }
@@ -270,30 +254,15 @@ func TestBootstrapReplicaJoinsAndGetsCredentials(t *testing.T) {
 	rec := &recorder{}
 	key := bytes.Repeat([]byte{5}, 32)
 	sealKey := bytes.Repeat([]byte{6}, 32)
-	var ms []*tcpMember
-	var held []*heldCredentials
-	var addrs StaticPeers
-	for i, id := range []string{"agent-0", "agent-1", "agent-2"} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := &heldCredentials{}
+	// Two replicas hold credentials; the third has only the token.
+	held := make([]*heldCredentials, 3)
+	ms := tcpGroupWith(t, rec.tcpDuty, func(i int, m *tcpMember) {
+		held[i] = &heldCredentials{}
 		if i < 2 {
 			c := agentCredentials(t, ca, "east")
-			h.c = &c
+			held[i].c = &c
 		}
-		held = append(held, h)
-		ms = append(ms, &tcpMember{id: id, dir: t.TempDir(), ln: ln, sink: &sink{}, tls: peerTLS("east", h, key), creds: h, key: sealKey})
-		addrs = append(addrs, ln.Addr().String())
-	}
-	for _, m := range ms {
-		startTCP(t, rec.tcpDuty, m, addrs, 3)
-	}
-	t.Cleanup(func() {
-		for _, m := range ms {
-			m.kill()
-		}
+		m.tls, m.creds, m.key = peerTLS("east", held[i], key), held[i], sealKey
 	})
 	newcomer := ms[2]
 	c := agentCredentials(t, ca, "east")
