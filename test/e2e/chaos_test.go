@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -67,10 +68,17 @@ type chaos struct {
 	rng   *rand.Rand
 
 	mu sync.Mutex
-	// last is each agent's newest acked snapshot; edits is the timeout,
-	// in seconds, of each agent's newest accepted edit.
+	// last is each agent's newest acked snapshot, held the edit (its
+	// timeout in seconds) that snapshot holds; edits is the timeout of
+	// each agent's newest accepted edit.
 	last  []*snapshotv1.OutputSnapshot
+	held  []int
 	edits []int
+	// convergence holds, per fault, how long after its end every agent
+	// held the edits accepted by then; slow counts faults after which
+	// that took more than 30 s.
+	convergence []time.Duration
+	slow        int
 	// faults counts the faults injected by kind; kills counts each
 	// process's scheduled kills, so that any other exit is a violation.
 	faults     map[string]int
@@ -138,6 +146,10 @@ func TestChaos(t *testing.T) {
 	c.f.follow(t, clusters, func(cl string) *snapshotv1.InputSnapshot { return ownPolicyInput(cl, time.Second) })
 	c.f.awaitAll(t, func(s *snapshotv1.OutputSnapshot) bool { return hasTimeout(s, time.Second) })
 	c.last = slices.Clone(c.f.have)
+	c.held = make([]int, n)
+	for i, s := range c.last {
+		c.held[i] = heldEdit(s)
+	}
 
 	// A cluster registered and then deregistered: never served again.
 	if err := harness.Wait(ctx, 30*time.Second, "cluster gone registering", func(ctx context.Context) (bool, error) {
@@ -160,9 +172,12 @@ func TestChaos(t *testing.T) {
 
 	end := time.Now().Add(dur)
 	var lastFault time.Time
+	var measures sync.WaitGroup
 	for {
 		c.fault(ctx)
 		lastFault = time.Now() // the fault has ended: the process or node is back
+		target := c.targets()
+		measures.Go(func() { c.measure(ctx, lastFault, target) })
 		if !time.Now().Before(end) {
 			break
 		}
@@ -172,6 +187,7 @@ func TestChaos(t *testing.T) {
 		case <-time.After(time.Duration(500+c.rng.IntN(1500)) * time.Millisecond):
 		}
 	}
+	measures.Wait()
 	stop()
 	wg.Wait()
 
@@ -191,8 +207,9 @@ func TestChaos(t *testing.T) {
 		total += v
 	}
 	slices.Sort(kinds)
-	t.Logf("chaos report: seed %d; %d faults (%s); %d violations; convergence after the last fault %v; edits %d, lost %d",
-		seed, total, strings.Join(kinds, ", "), len(c.violations), converged.Round(time.Millisecond), c.editCount(), c.lost())
+	p50, p99 := percentiles(c.convergence)
+	t.Logf("chaos report: seed %d; %d faults (%s); %d violations; convergence after each fault p50 %v, p99 %v (%d faults over 30 s); after the last fault %v; edits %d, lost %d",
+		seed, total, strings.Join(kinds, ", "), len(c.violations), p50, p99, c.slow, converged.Round(time.Millisecond), c.editCount(), c.lost())
 	if len(c.violations) > 0 {
 		t.Errorf("chaos seed %d: %d invariant violations (replay with %s=%d):\n%s\nschedule:\n%s",
 			seed, len(c.violations), envChaosSeed, seed, strings.Join(c.violations, "\n"), strings.Join(c.log, "\n"))
@@ -208,10 +225,79 @@ func (c *chaos) follow(ctx context.Context, i int, a *harness.SimAgent) {
 			return
 		case got := <-a.Acked:
 			c.mu.Lock()
-			c.last[i] = got.Snapshot
+			c.last[i], c.held[i] = got.Snapshot, heldEdit(got.Snapshot)
 			c.mu.Unlock()
 		}
 	}
+}
+
+// targets are the edits accepted so far, per agent.
+func (c *chaos) targets() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.edits)
+}
+
+// measure records how long after from every agent held at least the
+// edits in target (edits only grow).
+func (c *chaos) measure(ctx context.Context, from time.Time, target []int) {
+	for ctx.Err() == nil && time.Since(from) < 30*time.Second {
+		c.mu.Lock()
+		done := true
+		for i, want := range target {
+			if c.held[i] < want {
+				done = false
+				break
+			}
+		}
+		if done {
+			c.convergence = append(c.convergence, time.Since(from))
+		}
+		c.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.mu.Lock()
+	c.slow++
+	c.mu.Unlock()
+}
+
+// heldEdit is the request timeout, in whole seconds, of the
+// VirtualService in s: the edit it holds; 0 for none.
+func heldEdit(s *snapshotv1.OutputSnapshot) int {
+	const key = `"timeout":"`
+	for _, o := range s.GetObjects() {
+		if o.GetKind() != "VirtualService" {
+			continue
+		}
+		spec := o.GetSpec()
+		i := bytes.Index(spec, []byte(key))
+		if i < 0 {
+			continue
+		}
+		rest := spec[i+len(key):]
+		j := bytes.IndexByte(rest, 's')
+		if j < 0 {
+			continue
+		}
+		if n, err := strconv.Atoi(string(rest[:j])); err == nil {
+			return n
+		}
+	}
+	return 0
+}
+
+// percentiles returns the median and the 99th percentile of ds.
+func percentiles(ds []time.Duration) (time.Duration, time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))].Round(time.Millisecond) }
+	return at(0.5), at(0.99)
 }
 
 // editLoop edits a random agent's policy every 100 to 400 ms: the edit
@@ -314,7 +400,7 @@ func (c *chaos) converge(ctx context.Context, lastFault time.Time, within time.D
 				select {
 				case got := <-a.Acked:
 					c.mu.Lock()
-					c.last[i] = got.Snapshot
+					c.last[i], c.held[i] = got.Snapshot, heldEdit(got.Snapshot)
 					c.mu.Unlock()
 				default:
 					drained = true
