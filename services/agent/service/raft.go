@@ -178,6 +178,13 @@ func (a *Agent) peerTLS() *raftadapter.PeerTLS {
 		BootstrapKey: a.peerKey(),
 		Log:          a.log.With("part", "raft"),
 	}
+	refused := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "meshplane_agent_raft_peers_refused_total",
+		Help: "Connections to the Raft port refused for want of a certificate of this cluster (or of its bootstrap token).",
+	})
+	if err := a.reg.Register(refused); err == nil {
+		p.Refused = refused.Inc
+	}
 	if _, err := store.Load(context.Background()); err != nil && p.BootstrapKey == nil {
 		a.log.Warn("this replica has neither agent credentials nor a bootstrap token: it cannot authenticate to its Raft peers until it registers")
 	}

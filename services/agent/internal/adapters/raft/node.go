@@ -226,10 +226,11 @@ func New(o Options) (*Node, error) {
 		}
 		n.addr = advAddr.String()
 		ln, dial := o.Listener, dialFunc(dialTCP)
+		var refused func(net.Addr, error)
 		if o.TLS != nil {
-			ln, dial = o.TLS.listen(ln), o.TLS.dial
+			ln, dial, refused = o.TLS.listen(ln), o.TLS.dial, o.TLS.refused
 		}
-		stream := newStreamLayer(ln, dial, advAddr, n.info, n.removeOnRequest)
+		stream := newStreamLayer(ln, dial, refused, advAddr, n.info, n.removeOnRequest)
 		nt := hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog})
 		n.closers = append(n.closers, nt.Close)
 		trans = nt

@@ -64,8 +64,9 @@ type PeerTLS struct {
 	// BootstrapKey is derived from the bootstrap token; nil admits agent
 	// certificates only.
 	BootstrapKey []byte
-	// Log receives refused handshakes.
-	Log *slog.Logger
+	// Log receives refused handshakes, and Refused (when set) counts them.
+	Log     *slog.Logger
+	Refused func()
 
 	once      sync.Once
 	bootstrap *tls.Certificate
@@ -197,12 +198,10 @@ func (p *PeerTLS) serverConfig(hello *tls.ClientHelloInfo) (*tls.Config, error) 
 		conf.ClientCAs = x509.NewCertPool()
 		conf.ClientCAs.AddCert(boot.Leaf)
 	default:
-		err := fmt.Errorf("raft peer %s offers %v, and this replica can authenticate with %v", hello.Conn.RemoteAddr(), hello.SupportedProtos, p.offers(m))
-		p.refused(err)
-		return nil, err
+		return nil, fmt.Errorf("raft peer offers %v, and this replica can authenticate with %v", hello.SupportedProtos, p.offers(m))
 	}
 	conf.VerifyConnection = func(cs tls.ConnectionState) error {
-		return p.refused(p.verify(proto, cs.PeerCertificates, m.roots))
+		return p.verify(proto, cs.PeerCertificates, m.roots)
 	}
 	return conf, nil
 }
@@ -288,11 +287,16 @@ func (p *PeerTLS) verify(proto string, chain []*x509.Certificate, roots *x509.Ce
 	return fmt.Errorf("raft peer negotiated %q", proto)
 }
 
-func (p *PeerTLS) refused(err error) error {
-	if err != nil && p.Log != nil {
-		p.Log.Warn("refused a raft peer", "error", err)
+// refused logs and counts a connection whose handshake failed: a plain
+// connection, no or a wrong certificate, or no common way to
+// authenticate.
+func (p *PeerTLS) refused(remote net.Addr, err error) {
+	if p.Log != nil {
+		p.Log.Warn("refused a raft peer", "peer", remote.String(), "error", err)
 	}
-	return err
+	if p.Refused != nil {
+		p.Refused()
+	}
 }
 
 // dial opens a mutual-TLS connection to a peer.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,7 +195,10 @@ func TestRaftPortRefusesStrangers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(Options{ID: "probed", Listener: ln, TLS: peerTLS("east", &heldCredentials{c: &own}, key)})
+	server := peerTLS("east", &heldCredentials{c: &own}, key)
+	var refused atomic.Int64
+	server.Refused = func() { refused.Add(1) }
+	n, err := New(Options{ID: "probed", Listener: ln, TLS: server})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +228,7 @@ func TestRaftPortRefusesStrangers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, conf := range map[string]*tls.Config{
+	strangers := map[string]*tls.Config{
 		"a plain connection":                          nil,
 		"TLS without a certificate":                   presenting(protoCluster, nil),
 		"another cluster's agent certificate":         presenting(protoCluster, keyPair(t, west)),
@@ -233,11 +237,15 @@ func TestRaftPortRefusesStrangers(t *testing.T) {
 		"a bootstrap certificate bound to west":       presenting(protoBootstrap, westBoot),
 		"an agent certificate offered as a bootstrap": presenting(protoBootstrap, keyPair(t, mate)),
 		"a protocol the port does not speak":          presenting("h2", keyPair(t, mate)),
-	} {
+	}
+	for name, conf := range strangers {
 		if info, err := probeWith(t, addr, conf); err == nil {
 			t.Errorf("%s was answered: %+v", name, info)
 		}
 	}
+	// Each was refused at the handshake, and counted
+	// (meshplane_agent_raft_peers_refused_total).
+	eventually(t, 5*time.Second, "every stranger counted as refused", func() bool { return refused.Load() >= int64(len(strangers)) })
 	// The dialing side refuses a server that is not of its cluster.
 	if _, err := (TCPProber{TLS: peerTLS("west", &heldCredentials{c: &west}, nil)}).Probe(t.Context(), addr); err == nil {
 		t.Error("a west replica accepted an east server")

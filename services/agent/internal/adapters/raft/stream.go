@@ -3,6 +3,7 @@ package raft
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,8 +120,10 @@ func (p TCPProber) Probe(ctx context.Context, addr string) (PeerInfo, error) {
 // streamLayer is a TCP StreamLayer for hashicorp/raft's NetworkTransport
 // that also answers membership probes on the same port.
 type streamLayer struct {
-	ln        net.Listener
-	dial      dialFunc
+	ln   net.Listener
+	dial dialFunc
+	// refused is told of every failed TLS handshake (nil: plain TCP).
+	refused   func(remote net.Addr, err error)
 	advertise net.Addr
 	info      func() PeerInfo
 	leave     func(id string) error
@@ -130,8 +133,8 @@ type streamLayer struct {
 	closeOnce sync.Once
 }
 
-func newStreamLayer(ln net.Listener, dial dialFunc, advertise net.Addr, info func() PeerInfo, leave func(id string) error) *streamLayer {
-	s := &streamLayer{ln: ln, dial: dial, advertise: advertise, info: info, leave: leave, conns: make(chan net.Conn), closed: make(chan struct{})}
+func newStreamLayer(ln net.Listener, dial dialFunc, refused func(net.Addr, error), advertise net.Addr, info func() PeerInfo, leave func(id string) error) *streamLayer {
+	s := &streamLayer{ln: ln, dial: dial, refused: refused, advertise: advertise, info: info, leave: leave, conns: make(chan net.Conn), closed: make(chan struct{})}
 	go s.acceptLoop()
 	return s
 }
@@ -160,6 +163,15 @@ func (s *streamLayer) acceptLoop() {
 // handed to Raft with the byte put back.
 func (s *streamLayer) sniff(c net.Conn) {
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if tc, ok := c.(*tls.Conn); ok {
+		if err := tc.Handshake(); err != nil {
+			if s.refused != nil {
+				s.refused(c.RemoteAddr(), err)
+			}
+			c.Close()
+			return
+		}
+	}
 	br := bufio.NewReader(c)
 	b, err := br.Peek(1)
 	if err != nil {
