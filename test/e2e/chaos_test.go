@@ -66,6 +66,9 @@ type chaos struct {
 	f     *fanOut
 	gone  *harness.SimAgent
 	rng   *rand.Rand
+	// proxies stand between the agents and each ingest and distribution
+	// replica.
+	proxies []*harness.Proxy
 
 	mu sync.Mutex
 	// last is each agent's newest acked snapshot, held the edit (its
@@ -102,16 +105,16 @@ func (c *chaos) record(kind, format string, args ...any) {
 // TestChaos runs the plane (two replicas of each service) on a Sentinel
 // Redis with simulated agents, a stream of policy edits, and a seeded
 // schedule of faults: service replicas killed and restarted, frozen
-// (SIGSTOP) and thawed, and the Redis primary killed so that Sentinel
-// fails over. It checks, throughout and at the end:
+// (SIGSTOP) and thawed, the agents' connections to a replica cut or
+// delayed (a TCP proxy in front of each ingest and distribution replica),
+// and the Redis primary killed so that Sentinel fails over. It checks, throughout and at the end:
 //   - I2: within 10 s of the last fault's end, every agent has acked an
 //     output that holds its newest edit (no edit lost);
 //   - I4: no process panics or exits but those the schedule kills;
 //   - I5: the deregistered cluster is never served.
 //
 // Not yet in it (see the issue): real agents in Raft groups on real API
-// servers, cut and delayed connections, paused API servers, and the
-// invariants on them (I1, I3).
+// servers, paused API servers, and the invariants on them (I1, I3).
 func TestChaos(t *testing.T) {
 	harness.RequireE2E(t)
 	dur, n, seed := chaosSettings(t)
@@ -132,11 +135,24 @@ func TestChaos(t *testing.T) {
 	}
 	t.Cleanup(plane.Stop)
 	c.plane = plane
+	via := map[string]string{} // replica address -> its proxy's
+	for _, svc := range []string{"ingest", "distribution"} {
+		for _, addr := range plane.Replicas[svc] {
+			px, err := harness.StartProxy(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(px.Close)
+			c.proxies = append(c.proxies, px)
+			via[addr] = px.Addr()
+		}
+	}
 	c.f = &fanOut{plane: plane, procs: plane.Procs, newAgent: func(i int, cluster string) (*harness.SimAgent, error) {
-		// Agents spread over the replicas, as behind a Service.
+		// Agents spread over the replicas, as behind a Service, each
+		// through its replica's proxy.
 		at := *plane
-		at.Ingest = plane.Replicas["ingest"][i%len(plane.Replicas["ingest"])]
-		at.Distribution = plane.Replicas["distribution"][i%len(plane.Replicas["distribution"])]
+		at.Ingest = via[plane.Replicas["ingest"][i%len(plane.Replicas["ingest"])]]
+		at.Distribution = via[plane.Replicas["distribution"][i%len(plane.Replicas["distribution"])]]
 		return at.NewSimAgent(cluster)
 	}}
 	c.edits = make([]int, n)
@@ -351,14 +367,27 @@ func (c *chaos) fault(ctx context.Context) {
 	procs := c.plane.Procs
 	p := procs[c.rng.IntN(len(procs))]
 	switch k := c.rng.IntN(10); {
-	case k < 5:
+	case k < 4:
 		down := time.Duration(200+c.rng.IntN(1800)) * time.Millisecond
 		c.record("kill a service replica", "SIGKILL %s, restarted after %v", p.Name, down)
 		err := c.plane.RestartProcess(ctx, p.Name, true, func() error { time.Sleep(down); return nil })
 		if err != nil {
 			c.violate("restarting %s: %v", p.Name, err)
 		}
-	case k < 8:
+	case k == 6:
+		px := c.proxies[c.rng.IntN(len(c.proxies))]
+		cut := time.Duration(1000+c.rng.IntN(2000)) * time.Millisecond
+		c.record("cut agents from a replica", "cut every connection through %s for %v", px.Addr(), cut)
+		px.Cut(cut)
+		time.Sleep(cut)
+	case k == 7:
+		px := c.proxies[c.rng.IntN(len(c.proxies))]
+		delay, lasts := time.Duration(100+c.rng.IntN(400))*time.Millisecond, time.Duration(2000+c.rng.IntN(3000))*time.Millisecond
+		c.record("delay agents' traffic", "delay every chunk through %s by %v for %v", px.Addr(), delay, lasts)
+		px.Delay(delay)
+		time.Sleep(lasts)
+		px.Delay(0)
+	case k < 6:
 		frozen := time.Duration(2000+c.rng.IntN(3000)) * time.Millisecond
 		c.record("freeze a service replica", "SIGSTOP %s for %v", p.Name, frozen)
 		if err := p.Signal(syscall.SIGSTOP); err != nil {
