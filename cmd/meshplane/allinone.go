@@ -170,7 +170,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		ingOpts  []ingest.Option
 	)
 	if s.redis.Enabled() {
-		client, err := s.redis.NewClient()
+		client, err := s.redis.NewClient(log)
 		if err != nil {
 			return nil, err
 		}

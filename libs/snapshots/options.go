@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -92,8 +93,13 @@ func (o *RedisOptions) addrs() []string {
 func (o *RedisOptions) Enabled() bool { return len(o.addrs()) > 0 }
 
 // NewClient returns a client for standalone, Sentinel or Cluster, as the
-// options say.
-func (o *RedisOptions) NewClient() (redis.UniversalClient, error) {
+// options say. go-redis's own log lines (a pool that cannot dial) go to
+// log (nil: go-redis's default, plain text on stderr), so that they are
+// JSON like the service's.
+func (o *RedisOptions) NewClient(log *slog.Logger) (redis.UniversalClient, error) {
+	if log != nil {
+		redis.SetLogger(redisLog{log.With("component", "redis")})
+	}
 	password := ""
 	if o.PasswordFile != "" {
 		b, err := os.ReadFile(o.PasswordFile)
@@ -161,4 +167,12 @@ func (h reloadOnDialFailure) ProcessHook(next redis.ProcessHook) redis.ProcessHo
 
 func (h reloadOnDialFailure) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// redisLog hands go-redis's log lines to slog. go-redis logs what goes
+// wrong (dial failures, lost connections): warnings.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)))
 }

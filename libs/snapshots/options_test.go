@@ -1,9 +1,13 @@
 package snapshots_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +26,7 @@ func TestRedisClientFollowsFailover(t *testing.T) {
 			d := redistest.StartDeployment(t, topology)
 			o := snapshots.NewRedisOptions()
 			o.Addrs, o.MasterName = strings.Join(d.Addrs(), ","), d.MasterName()
-			c, err := o.NewClient()
+			c, err := o.NewClient(nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +103,7 @@ func TestRedisOptionsSelectTopology(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Validate: %v", err)
 			}
-			c, err := o.NewClient()
+			c, err := o.NewClient(nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,4 +126,46 @@ func TestValidateInstall(t *testing.T) {
 			t.Errorf("ValidateInstall(%q) = nil, want an error", bad)
 		}
 	}
+}
+
+// go-redis's own complaints (a pool that cannot dial) reach the service's
+// log as JSON, not as plain text on stderr.
+func TestRedisClientLogsThroughSlog(t *testing.T) {
+	var buf syncBuffer
+	o := snapshots.NewRedisOptions()
+	o.Addrs = "127.0.0.1:1" // nothing listens
+	c, err := o.NewClient(slog.New(slog.NewJSONHandler(&buf, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Ping(t.Context()).Err(); err == nil {
+		t.Fatal("PING to a closed port succeeded")
+	}
+	line, _, _ := strings.Cut(buf.String(), "\n")
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(line), &rec); err != nil {
+		t.Fatalf("go-redis's log line is not JSON: %q (%v)", buf.String(), err)
+	}
+	if rec["component"] != "redis" || rec["level"] != "WARN" || !strings.Contains(fmt.Sprint(rec["msg"]), "dial") {
+		t.Fatalf("go-redis's log line = %v; want a WARN of component redis about the dial", rec)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for go-redis's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -149,7 +149,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s := &Service{cfg: cfg, log: d.log.With("service", Name)}
 	client := d.redis
 	if client == nil && cfg.Redis.Enabled() {
-		c, err := cfg.Redis.NewClient()
+		c, err := cfg.Redis.NewClient(s.log)
 		if err != nil {
 			return nil, err
 		}

@@ -266,7 +266,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s.redis = d.redis
 	if d.inputs == nil {
 		if s.redis == nil && cfg.Redis.Enabled() {
-			client, err := cfg.Redis.NewClient()
+			client, err := cfg.Redis.NewClient(log)
 			if err != nil {
 				return nil, err
 			}

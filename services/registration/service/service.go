@@ -345,7 +345,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 
 	stores := app.Stores{Static: static}
 	if d.redis == nil && cfg.Redis.Enabled() {
-		if d.redis, err = cfg.Redis.NewClient(); err != nil {
+		if d.redis, err = cfg.Redis.NewClient(log); err != nil {
 			return nil, fmt.Errorf("registration: %w", err)
 		}
 	}

@@ -217,7 +217,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	log := d.log.With("service", Name)
 	if d.inputs == nil || d.outputs == nil {
 		if cfg.Redis.Enabled() {
-			client, err := cfg.Redis.NewClient()
+			client, err := cfg.Redis.NewClient(log)
 			if err != nil {
 				return nil, err
 			}
