@@ -51,15 +51,21 @@ func TestRedisClientFollowsFailover(t *testing.T) {
 				t.Fatalf("no primary to kill: %v", err)
 			}
 			victim.Kill()
-			deadline := time.Now().Add(30 * time.Second)
-			var last error
-			for time.Now().Before(deadline) {
-				if last = writeAll(ctx, c); last == nil {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				last := writeAll(wctx, c)
+				if last == nil {
 					return
 				}
-				time.Sleep(100 * time.Millisecond)
+				select {
+				case <-wctx.Done():
+					t.Fatalf("the client did not write to every slot within 30s of the primary's death: %v", last)
+				case <-tick.C:
+				}
 			}
-			t.Fatalf("the client did not write to every slot within 30s of the primary's death: %v", last)
 		})
 	}
 }

@@ -257,7 +257,11 @@ func (c *chaos) targets() []int {
 // measure records how long after from every agent held at least the
 // edits in target (edits only grow).
 func (c *chaos) measure(ctx context.Context, from time.Time, target []int) {
-	for ctx.Err() == nil && time.Since(from) < 30*time.Second {
+	ctx, cancel := context.WithDeadline(ctx, from.Add(30*time.Second))
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for ctx.Err() == nil {
 		c.mu.Lock()
 		done := true
 		for i, want := range target {
@@ -273,7 +277,10 @@ func (c *chaos) measure(ctx context.Context, from time.Time, target []int) {
 		if done {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
 	}
 	c.mu.Lock()
 	c.slow++
@@ -421,7 +428,10 @@ func (c *chaos) fault(ctx context.Context) {
 // converge waits until every agent holds its newest edit, and returns how
 // long after the last fault that was; past within, I2 is violated.
 func (c *chaos) converge(ctx context.Context, lastFault time.Time, within time.Duration) time.Duration {
-	deadline := time.Now().Add(60 * time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		// What the agents ack now arrives on their channels.
 		for i, a := range c.f.agents {
@@ -443,11 +453,12 @@ func (c *chaos) converge(ctx context.Context, lastFault time.Time, within time.D
 			}
 			return took
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
 			c.violate("I2: %d agents never acked an output with their newest edit", c.lost())
 			return time.Since(lastFault)
+		case <-tick.C:
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -124,14 +124,13 @@ func ridesFailover(t *testing.T, topology redistest.Topology) {
 	// 2 s). Its open push stream is cut when it is refused: a push may
 	// fail on it, the next opens a stream.
 	var perr, werr error
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) && !(revokedErr(perr) && revokedErr(werr)) {
+	_ = harness.Wait(ctx, 15*time.Second, "the revoked cluster refused", func(ctx context.Context) (bool, error) {
 		perr = gone.Push(ownPolicyInput("gone", timeout))
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		werr = gone.Watch(wctx)
-		cancel()
-		time.Sleep(200 * time.Millisecond)
-	}
+		return revokedErr(perr) && revokedErr(werr), nil
+	}, f.procs...)
 	if !revokedErr(perr) {
 		t.Errorf("ingest after the failover still answers the revoked cluster: %v", perr)
 	}

@@ -397,8 +397,11 @@ func TestDeregisterAfterRedisLossRevokesLiveAgent(t *testing.T) {
 	}
 	refusals := strings.Count(d.agents["east"].LogTail(100000), "revoked")
 	westBack := false
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	watch, stopWatch := context.WithTimeout(ctx, 20*time.Second)
+	defer stopWatch()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for watch.Err() == nil {
 		rep, out, _ := d.check(ctx)
 		for _, c := range rep.Clusters {
 			if c.Cluster == "east" && (c.Push == "connected" || c.Pull == "connected") {
@@ -408,7 +411,10 @@ func TestDeregisterAfterRedisLossRevokesLiveAgent(t *testing.T) {
 				westBack = true
 			}
 		}
-		time.Sleep(500 * time.Millisecond)
+		select {
+		case <-watch.Done():
+		case <-tick.C:
+		}
 	}
 	if !westBack {
 		t.Fatal("west did not reconnect after the restart: the plane was not serving, so east's refusal proves nothing")

@@ -143,26 +143,21 @@ type leadership struct {
 // credentialsKey derives the key that seals the agent's credentials in the
 // Raft log from the bootstrap token, which every replica mounts: without
 // the token nothing in the log reveals the agent's private key.
-func (a *Agent) credentialsKey() []byte {
-	tok, err := a.readToken()
-	if err != nil || tok == "" {
-		return nil
-	}
-	m := hmac.New(sha256.New, []byte(tok))
-	m.Write([]byte("meshplane agent raft credentials v1"))
-	return m.Sum(nil)
-}
+func (a *Agent) credentialsKey() []byte { return a.tokenKey("meshplane agent raft credentials v1") }
 
 // peerKey binds the bootstrap certificates of replicas that have no
-// credentials yet to this cluster's bootstrap token (raftadapter.PeerTLS);
-// nil without a token.
-func (a *Agent) peerKey() []byte {
+// credentials yet to this cluster's bootstrap token (raftadapter.PeerTLS).
+func (a *Agent) peerKey() []byte { return a.tokenKey("meshplane agent raft peer v1") }
+
+// tokenKey derives a key for one purpose (label) from the bootstrap token:
+// HMAC-SHA256 of the label under the token; nil without a token.
+func (a *Agent) tokenKey(label string) []byte {
 	tok, err := a.readToken()
 	if err != nil || tok == "" {
 		return nil
 	}
 	m := hmac.New(sha256.New, []byte(tok))
-	m.Write([]byte("meshplane agent raft peer v1"))
+	m.Write([]byte(label))
 	return m.Sum(nil)
 }
 

@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"encoding/pem"
+	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"net/url"
 	"strings"
@@ -418,31 +420,25 @@ func TestRevocationSharedThroughRedis(t *testing.T) {
 	}
 	revokedKey := revredis.Key(service.DefaultConfig().Install)
 	serial := cert.Leaf.SerialNumber.String()
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		if _, err := client.ZScore(t.Context(), revokedKey, serial).Result(); err == nil {
-			break
+	err = kubetest.WaitFor(t.Context(), 10*time.Second, func(ctx context.Context) (bool, error) {
+		_, rerr := b.client(t, cert, nil).Renew(ctx, connect.NewRequest(&registrationv1.RenewRequest{CsrPem: csr}))
+		if connect.CodeOf(rerr) != connect.CodeUnauthenticated {
+			t.Fatalf("revoked certificate after Redis came back empty: %v, want Unauthenticated", rerr)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the revocation the emptied Redis lost was not written back within 10s")
-		}
-		_, err = b.client(t, cert, nil).Renew(t.Context(), connect.NewRequest(&registrationv1.RenewRequest{CsrPem: csr}))
-		if connect.CodeOf(err) != connect.CodeUnauthenticated {
-			t.Fatalf("revoked certificate after Redis came back empty: %v, want Unauthenticated", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		_, zerr := client.ZScore(ctx, revokedKey, serial).Result()
+		return zerr == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the revocation the emptied Redis lost was not written back: %v", err)
 	}
 	c := newEnvWithCA(t, ca, fast, service.WithRedis(client))
-	deadline = time.Now().Add(5 * time.Second)
-	for {
-		_, err := c.client(t, cert, nil).Renew(t.Context(), connect.NewRequest(&registrationv1.RenewRequest{CsrPem: csr}))
-		if connect.CodeOf(err) == connect.CodeUnauthenticated && strings.Contains(err.Error(), "revoked") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a replica started after Redis came back empty answers the revoked certificate: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var last error
+	err = kubetest.WaitFor(t.Context(), 5*time.Second, func(ctx context.Context) (bool, error) {
+		_, last = c.client(t, cert, nil).Renew(ctx, connect.NewRequest(&registrationv1.RenewRequest{CsrPem: csr}))
+		return connect.CodeOf(last) == connect.CodeUnauthenticated && strings.Contains(last.Error(), "revoked"), nil
+	})
+	if err != nil {
+		t.Fatalf("a replica started after Redis came back empty answers the revoked certificate: %v (%v)", last, err)
 	}
 }
 

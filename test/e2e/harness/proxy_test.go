@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"testing"
 	"time"
@@ -80,13 +81,24 @@ func TestProxyCutsAndDelays(t *testing.T) {
 		}
 		c2.Close()
 	}
-	time.Sleep(600 * time.Millisecond)
-	c3, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
-	if _, err := roundTrip(c3); err != nil {
-		t.Fatalf("after the cut: %v", err)
+	// Once the cut is over, a new connection is served again.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		c3, err := net.Dial("tcp", p.Addr())
+		if err == nil {
+			_, err = roundTrip(c3)
+			c3.Close()
+		}
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("not served again within 3s of a 500ms cut: %v", err)
+		case <-tick.C:
+		}
 	}
 }

@@ -490,29 +490,32 @@ func tcpGroupWith(t testing.TB, duty func(m *tcpMember) app.Duty, setup func(i i
 	return ms
 }
 
+// waitDuties waits until exactly one member, not the one named not, runs
+// the duties, and returns it.
+func waitDuties(t *testing.T, rec *recorder, ms []*tcpMember, not string) *tcpMember {
+	t.Helper()
+	var who string
+	eventually(t, 20*time.Second, "one replica running the duties", func() bool {
+		r := rec.running()
+		if len(r) == 1 && r[0] != not {
+			who = r[0]
+			return true
+		}
+		return false
+	})
+	for _, m := range ms {
+		if m.id == who {
+			return m
+		}
+	}
+	t.Fatalf("the duties run on %q, none of the members", who)
+	return nil
+}
+
 func TestTCPReplicasFailOverAndRestartFromDisk(t *testing.T) {
 	rec := &recorder{}
 	ms := tcpGroup(t, rec.tcpDuty)
-	find := func(id string) *tcpMember {
-		for _, m := range ms {
-			if m.id == id {
-				return m
-			}
-		}
-		return nil
-	}
-	waitRunning := func(not string) *tcpMember {
-		var who string
-		eventually(t, 20*time.Second, "one replica running the duties", func() bool {
-			r := rec.running()
-			if len(r) == 1 && r[0] != not {
-				who = r[0]
-				return true
-			}
-			return false
-		})
-		return find(who)
-	}
+	waitRunning := func(not string) *tcpMember { return waitDuties(t, rec, ms, not) }
 	leader := waitRunning("")
 	if err := leader.node.Replicate(t.Context(), envoyConfig("tcp-1")); err != nil {
 		t.Fatal(err)

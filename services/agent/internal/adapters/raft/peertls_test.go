@@ -81,26 +81,7 @@ func TestRaftOverMutualTLS(t *testing.T) {
 	}
 	rec := &recorder{}
 	ms, held := tlsGroup(t, rec, ca)
-	byID := func(id string) *tcpMember {
-		for _, m := range ms {
-			if m.id == id {
-				return m
-			}
-		}
-		return nil
-	}
-	waitRunning := func(not string) *tcpMember {
-		var who string
-		eventually(t, 20*time.Second, "one replica running the duties", func() bool {
-			r := rec.running()
-			if len(r) == 1 && r[0] != not {
-				who = r[0]
-				return true
-			}
-			return false
-		})
-		return byID(who)
-	}
+	waitRunning := func(not string) *tcpMember { return waitDuties(t, rec, ms, not) }
 	leader := waitRunning("")
 	if err := leader.node.Replicate(t.Context(), envoyConfig("tls-1")); err != nil {
 		t.Fatal(err)

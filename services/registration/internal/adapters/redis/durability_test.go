@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	redisstore "github.com/meshplane/meshplane/services/registration/internal/adapters/redis"
 	"github.com/meshplane/meshplane/services/registration/internal/domain"
@@ -92,9 +93,6 @@ func TestAcknowledgedSecurityWritesSurviveFailover(t *testing.T) {
 				failed++
 			}
 			mu.Unlock()
-			if err != nil {
-				time.Sleep(20 * time.Millisecond)
-			}
 		}
 	})
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
@@ -138,11 +136,8 @@ func TestAcknowledgedSecurityWritesSurviveFailover(t *testing.T) {
 
 func waitUntil(t *testing.T, timeout time.Duration, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
+	err := kubetest.WaitFor(t.Context(), timeout, func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
