@@ -56,6 +56,10 @@ type Options struct {
 	// keeps them after Stop. Default: the cluster's temporary state
 	// directory, which Stop removes.
 	LogDir string
+	// Audit makes the API server log every write request (verb, object,
+	// user, user agent, times, response code) to <LogDir>/<Name>-audit.log;
+	// Cluster.AuditEvents reads it.
+	Audit bool
 }
 
 // Cluster is a running etcd plus kube-apiserver. Stop it when done (Start
@@ -68,6 +72,7 @@ type Cluster struct {
 	logDir       string
 	etcdLog      string
 	apiserverLog string
+	auditLog     string
 	etcdURL      string
 	host         string
 	caData       []byte
@@ -151,6 +156,9 @@ func StartCluster(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	c.etcdLog = filepath.Join(c.logDir, safeName(name)+"-etcd.log")
 	c.apiserverLog = filepath.Join(c.logDir, safeName(name)+"-kube-apiserver.log")
+	if opts.Audit {
+		c.auditLog = filepath.Join(c.logDir, safeName(name)+"-audit.log")
+	}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -317,6 +325,13 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin string) error {
 		return err
 	}
 
+	var extra []string
+	if c.auditLog != "" {
+		if extra, err = c.auditArgs(); err != nil {
+			return fmt.Errorf("audit policy: %w", err)
+		}
+	}
+
 	insecure := &http.Client{Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // only to poll /readyz; clients verify the CA
 	}}
@@ -330,29 +345,29 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin string) error {
 		}
 		host := fmt.Sprintf("https://127.0.0.1:%d", ports[0])
 		var p *process
-		p, err = startProcess("kube-apiserver", c.apiserverLog, bin,
-			"--etcd-servers="+c.etcdURL,
-			"--secure-port="+strconv.Itoa(ports[0]),
+		p, err = startProcess("kube-apiserver", c.apiserverLog, bin, append([]string{
+			"--etcd-servers=" + c.etcdURL,
+			"--secure-port=" + strconv.Itoa(ports[0]),
 			"--bind-address=127.0.0.1",
 			"--advertise-address=127.0.0.1",
 			// The apiserver would publish its advertise address in
 			// the default/kubernetes Endpoints, which rejects
 			// loopback addresses. Nothing in the tests needs them.
 			"--endpoint-reconciler-type=none",
-			"--cert-dir="+certDir,
-			"--client-ca-file="+clientCAFile,
-			"--token-auth-file="+tokenFile,
+			"--cert-dir=" + certDir,
+			"--client-ca-file=" + clientCAFile,
+			"--token-auth-file=" + tokenFile,
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-			"--service-account-key-file="+saPub,
-			"--service-account-signing-key-file="+saKey,
-			"--service-cluster-ip-range="+ServiceClusterIPRange,
+			"--service-account-key-file=" + saPub,
+			"--service-account-signing-key-file=" + saKey,
+			"--service-cluster-ip-range=" + ServiceClusterIPRange,
 			"--authorization-mode=RBAC",
 			// No controller-manager creates the default
 			// ServiceAccount, which this plugin requires for Pods.
 			"--disable-admission-plugins=ServiceAccount",
 			"--allow-privileged=true",
 			"--profiling=false",
-		)
+		}, extra...)...)
 		if err != nil {
 			return err
 		}

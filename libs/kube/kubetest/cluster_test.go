@@ -54,7 +54,7 @@ func TestClusters(t *testing.T) {
 	start := time.Now()
 	clusters := kubetest.StartMany(t,
 		kubetest.Options{Name: "east", CRDs: [][]byte{[]byte(widgetCRD)}},
-		kubetest.Options{Name: "west"},
+		kubetest.Options{Name: "west", Audit: true},
 	)
 	east, west := clusters[0], clusters[1]
 	t.Logf("two clusters ready in %v: %s at %s, %s at %s", time.Since(start).Round(time.Millisecond),
@@ -88,6 +88,48 @@ func TestClusters(t *testing.T) {
 		}
 		if _, err := west.Clientset().CoreV1().Services("shop").Get(ctx, "cart", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("west: service shop/cart: got %v, want NotFound", err)
+		}
+	})
+
+	t.Run("AuditLog", func(t *testing.T) {
+		ctx := t.Context()
+		if _, err := east.AuditEvents(); err == nil {
+			t.Errorf("east has no audit log, but AuditEvents did not say so")
+		}
+		cfg := west.RESTConfig()
+		cfg.UserAgent = "audit-check/1 (replica r2; term 7)"
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "audited", Namespace: "default"}}
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "audited", metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		events, err := west.AuditEvents()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found int
+		for _, e := range events {
+			if e.Verb == "get" {
+				t.Errorf("a read was logged: %+v", e)
+			}
+			if e.UserAgent != cfg.UserAgent {
+				continue
+			}
+			found++
+			if e.Verb != "create" || e.ObjectRef.Resource != "configmaps" || e.ObjectRef.Name != "audited" ||
+				e.User.Username != kubetest.AdminUser || e.ResponseStatus.Code != 201 ||
+				e.RequestReceived.IsZero() || e.Completed.Before(e.RequestReceived) {
+				t.Errorf("audit event %+v, want the create of configmap default/audited by %s, answered 201", e, kubetest.AdminUser)
+			}
+		}
+		if found != 1 {
+			t.Errorf("%d audit events carry the user agent %q, want 1 (the create); log %s", found, cfg.UserAgent, west.AuditLog())
 		}
 	})
 

@@ -134,6 +134,9 @@ type leadership struct {
 	run        func(ctx context.Context) error
 	status     func() raftadapter.Status
 	startDelay time.Duration
+	// fenceValid is how long a quorum's confirmation licenses writes
+	// (app.WriteFence); 0: no fence (one replica).
+	fenceValid time.Duration
 	raft       bool
 	// replicateCredentials hands the agent's credentials to every replica
 	// (nil: not replicated).
@@ -279,6 +282,11 @@ func (a *Agent) newLeadership() (*leadership, error) {
 		// The old leader's lease: a leader cut off from its quorum has
 		// stepped down, and stopped its duties, by then.
 		startDelay: timing.LeaderLeaseTimeout,
+		// A follower that answered the confirmation refuses to elect
+		// another leader for its heartbeat timeout, and the new leader
+		// then waits startDelay: half the heartbeat timeout leaves the
+		// rest, and startDelay, for the write in flight.
+		fenceValid: timing.HeartbeatTimeout / 2,
 		raft:       true,
 	}
 	if key != nil {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -128,11 +129,45 @@ func (a *Agent) Run(ctx context.Context) error {
 	adminDone := make(chan error, 1)
 	go func() { adminDone <- admin.serve(adminCtx) }()
 
+	// Every replica serves its proxies on 9977 and forwards the access
+	// logs it keeps; the EnvoyConfig reaches its sinks on every replica.
+	envoySrv, err := a.newEnvoyServers(ctx)
+	if err != nil {
+		return err
+	}
+	a.envoySink = envoyConfigSinks(envoySrv.sink, a.envoySink)
+	admin.mux.Handle("/debug/accesslogs", envoySrv.debugHandler())
+	a.certs = &certHolder{dir: a.cfg.StateDir}
+
+	lead, err := a.newLeadership()
+	if err != nil {
+		return err
+	}
+	// With Raft, every write to the cluster waits for a recent quorum
+	// confirmation of this replica's leadership (app.WriteFence).
+	var fence *app.WriteFence
+	if lead.fenceValid > 0 {
+		fence = app.NewWriteFence(lead, app.WriteFenceOptions{Valid: lead.fenceValid})
+	}
+	var term atomic.Uint64
 	restCfg, err := kube.RESTConfigFromKubeconfig(a.cfg.Kubeconfig, a.cfg.KubeContext)
 	if err != nil {
 		return fmt.Errorf("kubernetes config: %w", err)
 	}
+	// The API server's audit log names the replica, and the Raft term,
+	// behind every write.
 	restCfg.UserAgent = "meshplane-agent/" + platform.Version
+	userAgent := func() string {
+		if !lead.raft {
+			return fmt.Sprintf("meshplane-agent/%s (%s/%s)", platform.Version, a.cfg.Cluster, a.cfg.Replica)
+		}
+		return fmt.Sprintf("meshplane-agent/%s (%s/%s; term %d)", platform.Version, a.cfg.Cluster, a.cfg.Replica, term.Load())
+	}
+	var holdWrites func(context.Context) error
+	if fence != nil {
+		holdWrites = fence.Wait
+	}
+	restCfg.WrapTransport = kubeadapter.WrapTransport(userAgent, holdWrites)
 	// client-go's default of 5 requests a second (burst 10) would make the
 	// first apply of a 21,000-object output take over an hour. The budget
 	// is the operator's to set (docs/operations.md): the agent writes only
@@ -153,20 +188,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 
-	// Every replica serves its proxies on 9977 and forwards the access
-	// logs it keeps; the EnvoyConfig reaches its sinks on every replica.
-	envoySrv, err := a.newEnvoyServers(ctx)
-	if err != nil {
-		return err
-	}
-	a.envoySink = envoyConfigSinks(envoySrv.sink, a.envoySink)
-	admin.mux.Handle("/debug/accesslogs", envoySrv.debugHandler())
-	a.certs = &certHolder{dir: a.cfg.StateDir}
-
-	lead, err := a.newLeadership()
-	if err != nil {
-		return err
-	}
 	if err := a.reg.Register(newRaftCollector(lead.status)); err != nil {
 		return err
 	}
@@ -182,12 +203,18 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	// Only the leader talks to the management plane, discovers, applies
 	// and keeps the Istio CAs.
-	duties := app.NewDuties(lead, app.DutiesOptions{StartDelay: lead.startDelay, Log: a.log}, app.Duty{
+	relay := app.Duty{
 		Name: "relay",
 		Run: func(ctx context.Context) error {
+			term.Store(lead.status().Term)
 			return a.runLeader(ctx, admin, lead, dyn, mapper, clients)
 		},
-	})
+	}
+	all := []app.Duty{relay}
+	if fence != nil {
+		all = append(all, fence.Duty())
+	}
+	duties := app.NewDuties(lead, app.DutiesOptions{StartDelay: lead.startDelay, Log: a.log}, all...)
 	err = platform.RunAll(ctx, append(runs, duties.Run,
 		func(ctx context.Context) error { return envoySrv.serve(ctx, a) },
 		func(ctx context.Context) error { return envoySrv.forward(ctx, a, a.certs) },

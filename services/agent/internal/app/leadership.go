@@ -181,3 +181,118 @@ func (d *Duties) term(ctx context.Context) error {
 	wg.Wait()
 	return first
 }
+
+// ErrLeaseNotConfirmed is the error of a write held by the WriteFence for
+// longer than its wait: no quorum has confirmed this replica's leadership
+// recently.
+var ErrLeaseNotConfirmed = errors.New("leadership not confirmed by a quorum recently: write held back")
+
+// WriteFenceOptions configures a WriteFence.
+type WriteFenceOptions struct {
+	// Valid is how long after a confirmation started writes may go out.
+	// It must be shorter than the time a new leader needs to start its
+	// duties after the old one last reached a quorum: the followers'
+	// heartbeat timeout plus DutiesOptions.StartDelay.
+	Valid time.Duration
+	// Every is how often the leader confirms (default Valid/4).
+	Every time.Duration
+	// MaxWait bounds how long a write waits for a confirmation (default
+	// 5 s); then it fails with ErrLeaseNotConfirmed.
+	MaxWait time.Duration
+}
+
+// WriteFence holds the leader's writes to a lease that a quorum confirmed
+// recently. Duties stop when leadership is lost, but a replica frozen
+// (SIGSTOP, a stalled VM, CPU starvation) between its last check and a
+// write wakes up with the write still to send, perhaps after another
+// replica took over. The fence closes that gap: its duty confirms
+// leadership with a quorum every Every, and a write goes out only within
+// Valid of the start of the last confirmation, which the monotonic clock
+// measures across a freeze. A woken replica's writes wait for a
+// confirmation that a deposed leader never gets.
+type WriteFence struct {
+	l Leadership
+	o WriteFenceOptions
+
+	mu        sync.Mutex
+	confirmed time.Time     // start of the last confirmation; zero: none
+	fresh     chan struct{} // closed at the next confirmation
+}
+
+// NewWriteFence returns a fence over l; run its Duty with the others.
+func NewWriteFence(l Leadership, o WriteFenceOptions) *WriteFence {
+	if o.Every <= 0 {
+		o.Every = o.Valid / 4
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = 5 * time.Second
+	}
+	return &WriteFence{l: l, o: o, fresh: make(chan struct{})}
+}
+
+// Duty confirms leadership every Every while this replica leads; when the
+// duties stop, no write passes until the next term confirms again.
+func (f *WriteFence) Duty() Duty {
+	return Duty{Name: "write-fence", Run: f.run}
+}
+
+func (f *WriteFence) run(ctx context.Context) error {
+	defer f.revoke()
+	t := time.NewTicker(f.o.Every)
+	defer t.Stop()
+	for {
+		start := time.Now()
+		if err := f.l.VerifyLeader(ctx); err == nil {
+			f.confirm(start)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (f *WriteFence) confirm(start time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if start.After(f.confirmed) {
+		f.confirmed = start
+	}
+	close(f.fresh)
+	f.fresh = make(chan struct{})
+}
+
+func (f *WriteFence) revoke() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.confirmed = time.Time{}
+}
+
+// Wait returns nil when a write may go out now: leadership was confirmed
+// within Valid. Otherwise it waits for the next confirmation, up to
+// MaxWait (ErrLeaseNotConfirmed) or the end of ctx.
+func (f *WriteFence) Wait(ctx context.Context) error {
+	var timeout <-chan time.Time
+	for {
+		f.mu.Lock()
+		ok := !f.confirmed.IsZero() && time.Since(f.confirmed) < f.o.Valid
+		fresh := f.fresh
+		f.mu.Unlock()
+		if ok {
+			return nil
+		}
+		if timeout == nil {
+			t := time.NewTimer(f.o.MaxWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-timeout:
+			return ErrLeaseNotConfirmed
+		case <-fresh:
+		}
+	}
+}
