@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	distributionv1 "github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1"
+	"github.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1/distributionv1connect"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/test/e2e/harness"
@@ -69,11 +72,15 @@ type chaos struct {
 	// proxies stand between the agents and each ingest and distribution
 	// replica.
 	proxies []*harness.Proxy
+	// real are the workload clusters with real API servers and agents;
+	// their edits and held follow the simulated agents'.
+	real []*realCluster
 
 	mu sync.Mutex
-	// last is each agent's newest acked snapshot, held the edit (its
-	// timeout in seconds) that snapshot holds; edits is the timeout of
-	// each agent's newest accepted edit.
+	// last is each simulated agent's newest acked snapshot; held is the
+	// edit (its timeout in seconds) that snapshot holds, or, for a real
+	// cluster, that its API server holds; edits is the timeout of each
+	// cluster's newest accepted edit.
 	last  []*snapshotv1.OutputSnapshot
 	held  []int
 	edits []int
@@ -113,8 +120,20 @@ func (c *chaos) record(kind, format string, args ...any) {
 //   - I4: no process panics or exits but those the schedule kills;
 //   - I5: the deregistered cluster is never served.
 //
-// Not yet in it (see the issue): real agents in Raft groups on real API
-// servers, paused API servers, and the invariants on them (I1, I3).
+// Two of the clusters are real: a kube-apiserver each, with bookinfo and
+// a TrafficPolicy that the edits change, and three agent processes in a
+// Raft group that reach the plane through the proxies. The faults add
+// their Raft leader frozen (SIGSTOP) for 2 to 5 s and their API server
+// paused, and the invariants add:
+//   - I1: every Meshplane object in a real cluster once it converged is
+//     there, with its UID, at every read (every 500 ms) and at the end:
+//     the edits never change which objects exist, so none may go;
+//   - I3: the API servers' audit logs show no two agent replicas writing
+//     at once, and no write from an older Raft term after a newer one.
+//
+// Its figures end where the user sees them: for a real cluster, when its
+// API server serves the edited VirtualService; for a simulated agent,
+// when it acks the output (it applies nothing).
 func TestChaos(t *testing.T) {
 	harness.RequireE2E(t)
 	dur, n, seed := chaosSettings(t)
@@ -128,14 +147,15 @@ func TestChaos(t *testing.T) {
 	}
 	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{
 		BinDir: binDir, Dir: testDir(t), RedisAddr: strings.Join(c.d.Addrs(), ","), RedisMasterName: c.d.MasterName(),
-		RegistrationRedis: true, RedisWaitReplicas: 1, Clusters: append(slices.Clone(clusters), "gone"), Replicas: 2,
+		RegistrationRedis: true, RedisWaitReplicas: 1, Clusters: append(slices.Clone(clusters), "gone", "east", "west"), Replicas: 2,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(plane.Stop)
 	c.plane = plane
-	via := map[string]string{} // replica address -> its proxy's
+	via := map[string]string{}       // replica address -> its proxy's
+	proxied := map[string][]string{} // service -> its replicas' proxies
 	for _, svc := range []string{"ingest", "distribution"} {
 		for _, addr := range plane.Replicas[svc] {
 			px, err := harness.StartProxy(addr)
@@ -145,6 +165,7 @@ func TestChaos(t *testing.T) {
 			t.Cleanup(px.Close)
 			c.proxies = append(c.proxies, px)
 			via[addr] = px.Addr()
+			proxied[svc] = append(proxied[svc], px.Addr())
 		}
 	}
 	c.f = &fanOut{plane: plane, procs: plane.Procs, newAgent: func(i int, cluster string) (*harness.SimAgent, error) {
@@ -159,12 +180,17 @@ func TestChaos(t *testing.T) {
 	for i := range c.edits {
 		c.edits[i] = 1
 	}
+	c.startRealClusters([]string{"east", "west"}, tokens, proxied["ingest"], proxied["distribution"])
 	c.f.follow(t, clusters, func(cl string) *snapshotv1.InputSnapshot { return ownPolicyInput(cl, time.Second) })
 	c.f.awaitAll(t, func(s *snapshotv1.OutputSnapshot) bool { return hasTimeout(s, time.Second) })
 	c.last = slices.Clone(c.f.have)
-	c.held = make([]int, n)
+	c.held = make([]int, n, n+len(c.real))
 	for i, s := range c.last {
 		c.held[i] = heldEdit(s)
+	}
+	for _, r := range c.real {
+		c.edits, c.held = append(c.edits, 1), append(c.held, 0)
+		r.await(t, c)
 	}
 
 	// A cluster registered and then deregistered: never served again.
@@ -177,6 +203,13 @@ func TestChaos(t *testing.T) {
 	t.Cleanup(c.gone.Close)
 	deregister(t, clusterClient(t, plane), plane)
 
+	// The real clusters are watched until the end: the final
+	// convergence reads them too.
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	for _, r := range c.real {
+		watching.Go(func() { c.watchRealCluster(watchCtx, r) })
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for i, a := range c.f.agents {
@@ -208,7 +241,14 @@ func TestChaos(t *testing.T) {
 	wg.Wait()
 
 	converged := c.converge(ctx, lastFault, 10*time.Second)
-	for _, p := range plane.Procs {
+	stopWatching()
+	watching.Wait()
+	c.finalChecks(ctx)
+	procs := slices.Clone(plane.Procs)
+	for _, r := range c.real {
+		procs = append(procs, r.group.Procs()...)
+	}
+	for _, p := range procs {
 		if p.Exited() {
 			c.violate("I4: %s exited though the schedule did not kill it (or did not restart it)", p.Name)
 		}
@@ -327,6 +367,14 @@ func percentiles(ds []time.Duration) (time.Duration, time.Duration) {
 // counts once ingest accepted it.
 func (c *chaos) editLoop(ctx context.Context, rng *rand.Rand) {
 	for ctx.Err() == nil {
+		if len(c.real) > 0 && rng.IntN(3) == 0 {
+			c.editRealCluster(ctx, c.real[rng.IntN(len(c.real))])
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(100+rng.IntN(300)) * time.Millisecond):
+			}
+			continue
+		}
 		i := rng.IntN(len(c.f.agents))
 		c.mu.Lock()
 		next := c.edits[i] + 1
@@ -373,7 +421,13 @@ func (c *chaos) revokedLoop(ctx context.Context) {
 func (c *chaos) fault(ctx context.Context) {
 	procs := c.plane.Procs
 	p := procs[c.rng.IntN(len(procs))]
-	switch k := c.rng.IntN(10); {
+	switch k := c.rng.IntN(13); {
+	case k >= 10 && len(c.real) > 0:
+		if k == 12 {
+			c.pauseAPIServer()
+		} else {
+			c.freezeRaftLeader(ctx)
+		}
 	case k < 4:
 		down := time.Duration(200+c.rng.IntN(1800)) * time.Millisecond
 		c.record("kill a service replica", "SIGKILL %s, restarted after %v", p.Name, down)
@@ -394,7 +448,7 @@ func (c *chaos) fault(ctx context.Context) {
 		px.Delay(delay)
 		time.Sleep(lasts)
 		px.Delay(0)
-	case k < 6:
+	case k < 6 || k >= 10:
 		frozen := time.Duration(2000+c.rng.IntN(3000)) * time.Millisecond
 		c.record("freeze a service replica", "SIGSTOP %s for %v", p.Name, frozen)
 		if err := p.Signal(syscall.SIGSTOP); err != nil {
@@ -462,14 +516,14 @@ func (c *chaos) converge(ctx context.Context, lastFault time.Time, within time.D
 	}
 }
 
-// lost counts the agents whose newest acked output lacks their newest
-// edit.
+// lost counts the clusters that do not hold their newest edit: in the
+// output a simulated agent acked last, or in a real cluster's API server.
 func (c *chaos) lost() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	for i, s := range c.last {
-		if s == nil || !hasTimeout(s, time.Duration(c.edits[i])*time.Second) {
+	for i, e := range c.edits {
+		if c.held[i] < e {
 			n++
 		}
 	}
@@ -484,4 +538,61 @@ func (c *chaos) editCount() int {
 		n += e - 1
 	}
 	return n
+}
+
+// finalChecks runs the end-of-run checks on the real clusters: I1 once
+// more, I3 on the audit logs, and that each has acked its newest output
+// without apply errors or held deletions.
+func (c *chaos) finalChecks(ctx context.Context) {
+	for _, r := range c.real {
+		objs, err := r.objects(ctx)
+		if err != nil {
+			c.violate("I1: listing the objects of %s at the end: %v", r.kube.Name, err)
+			continue
+		}
+		c.checkBaseline(r, objs)
+	}
+	c.checkWriters()
+	// What meshctl check reads from distribution (this plane has no
+	// front door for meshctl): each real cluster pulling, its newest
+	// output acked, without apply errors or held deletions.
+	var dists []distributionv1connect.DistributionServiceClient
+	for _, addr := range c.plane.Replicas["distribution"] {
+		at := *c.plane
+		at.Distribution = addr
+		dists = append(dists, distributionClient(c.t, &at))
+	}
+	var last string
+	err := harness.Wait(ctx, 30*time.Second, "every real cluster's newest output acked, cleanly", func(ctx context.Context) (bool, error) {
+		// Each replica knows its own watchers; the acks are shared.
+		connected := map[string]bool{}
+		var acks []*distributionv1.ClusterAck
+		for _, d := range dists {
+			res, err := d.ListAcks(ctx, connect.NewRequest(&distributionv1.ListAcksRequest{}))
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			acks = res.Msg.GetClusters()
+			for _, a := range acks {
+				connected[a.GetCluster()] = connected[a.GetCluster()] || a.GetConnected()
+			}
+		}
+		for _, r := range c.real {
+			i := slices.IndexFunc(acks, func(a *distributionv1.ClusterAck) bool { return a.GetCluster() == r.kube.Name })
+			if i < 0 {
+				last = r.kube.Name + " has no ack"
+				return false, nil
+			}
+			a := acks[i]
+			last = a.String()
+			if !connected[r.kube.Name] || a.GetAckedVersion() != a.GetLatestVersion() || a.GetApplyErrors() > 0 || a.GetHeldDeletions() > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		c.violate("I2: %v; last: %s", err, last)
+	}
 }
