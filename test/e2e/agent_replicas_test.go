@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,6 +118,134 @@ func TestAgentReplicasFailOver(t *testing.T) {
 	}
 	if !wrote[first.Name] || !wrote[second.Name] || len(wrote) != 2 {
 		t.Errorf("audit log: writes by %v, want by %s and %s only", stints, first.Name, second.Name)
+	}
+	if broken := overlappingWriters(events); len(broken) > 0 {
+		t.Errorf("audit log of east: %s", strings.Join(broken, "; "))
+	}
+}
+
+// TestFrozenLeaderWakesWithItsWritesHeld freezes (SIGSTOP) the agent
+// leader in the middle of a long apply, throttled to 20 writes a second:
+// the others elect a new leader, which carries on. When the old leader
+// thaws, the writes it had queued must not reach the API server (the
+// write fence holds them until a quorum confirms a leadership it no
+// longer has). The API server's audit log is the judge: the old leader's
+// last write came before the freeze, and no two replicas' writes overlap.
+func TestFrozenLeaderWakesWithItsWritesHeld(t *testing.T) {
+	harness.RequireE2E(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	east := kubetest.Start(t, kubetest.Options{Name: "east", Audit: true})
+	redis := redistest.Start(t)
+	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plane.Stop)
+	if err := east.ApplyYAML(ctx, harness.Bookinfo("east")); err != nil {
+		t.Fatal(err)
+	}
+	// 300 more Services: 300 more DestinationRules to write.
+	var extra strings.Builder
+	const services = 300
+	for i := range services {
+		fmt.Fprintf(&extra, "---\napiVersion: v1\nkind: Service\nmetadata: {name: extra-%03d, namespace: %s}\nspec: {selector: {app: reviews}, ports: [{name: http, port: 9080}]}\n", i, harness.BookinfoNamespace)
+	}
+	if err := east.ApplyYAML(ctx, []byte(extra.String())); err != nil {
+		t.Fatal(err)
+	}
+	group, err := plane.StartAgentGroup(harness.AgentGroupOptions{
+		BinDir: binDir, Cluster: "east", Token: tokens["east"], Kubeconfig: east.Kubeconfig(), Dir: dir,
+		Args: []string{"--kube-qps", "20", "--kube-burst", "1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(group.Stop)
+	procs := append(slices.Clone(plane.Procs), group.Procs()...)
+
+	drs := func(ctx context.Context) (int, error) {
+		l, err := east.Dynamic().Resource(destinationRules).Namespace(harness.BookinfoNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, err
+		}
+		return len(l.Items), nil
+	}
+	var first *harness.AgentReplica
+	err = harness.Wait(ctx, 90*time.Second, "a leader applying", func(ctx context.Context) (bool, error) {
+		lead, agreed := group.Leaders(ctx)
+		n, err := drs(ctx)
+		if len(lead) != 1 || agreed != lead[0].Name || err != nil || n < 20 {
+			return false, err
+		}
+		first = lead[0]
+		return true, nil
+	}, procs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := drs(ctx); n >= services {
+		t.Fatalf("%d DestinationRules already: the apply ended before the freeze; throttle it more", n)
+	}
+
+	// Freeze the leader mid-apply until another has led and written.
+	if err := first.Proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozenAt := time.Now()
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			first.Proc.Signal(syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(thaw)
+	var others []*harness.Process
+	for _, r := range group.Replicas {
+		if r != first {
+			others = append(others, r.Proc)
+		}
+	}
+	err = harness.Wait(ctx, 60*time.Second, "another replica leading and writing", func(ctx context.Context) (bool, error) {
+		events, err := east.AuditEvents()
+		if err != nil {
+			return false, err
+		}
+		stints, _ := writerStints(events)
+		return len(stints) > 0 && stints[len(stints)-1].replica != first.Name, nil
+	}, append(slices.Clone(plane.Procs), others...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	thaw()
+	err = harness.Wait(ctx, 120*time.Second, "every DestinationRule applied", func(ctx context.Context) (bool, error) {
+		n, err := drs(ctx)
+		return err == nil && n >= services+len(harness.BookinfoServices), err
+	}, procs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The old leader has had time to send whatever it held: the next
+	// confirmations have failed, and its duties have stopped.
+	err = harness.Wait(ctx, 30*time.Second, "the thawed replica to know it follows", func(ctx context.Context) (bool, error) {
+		st, err := first.Raft(ctx)
+		return err == nil && st.State == "Follower", nil
+	}, procs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	events, err := east.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stints, _ := writerStints(events)
+	t.Logf("writers: %v (frozen at %s)", stints, frozenAt.Format("15:04:05.000000"))
+	for _, s := range stints {
+		if s.replica == first.Name && s.last.After(frozenAt) {
+			t.Errorf("the frozen leader wrote after the freeze: %s", s)
+		}
 	}
 	if broken := overlappingWriters(events); len(broken) > 0 {
 		t.Errorf("audit log of east: %s", strings.Join(broken, "; "))

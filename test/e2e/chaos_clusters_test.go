@@ -21,17 +21,88 @@ import (
 // chaosKinds are the output kinds the soak's real clusters hold.
 var chaosKinds = []schema.GroupVersionResource{destinationRules, virtualServices, serviceEntries, authorizationPolicies}
 
+// track is one policy that the soak edits in a real cluster: edit n is
+// applied as manifest(n), and held reads which edit the cluster's Istio
+// objects show.
+type track struct {
+	policy   string
+	manifest func(n int) []byte
+	held     func(ctx context.Context, k *kubetest.Cluster) (int, error)
+	// at is its index in the soak's edits and held.
+	at int
+}
+
 // realCluster is a workload cluster of the soak: a real API server (with
 // an audit log of writes) and its agents, a three-replica Raft group.
 type realCluster struct {
 	kube  *kubetest.Cluster
 	group *harness.AgentGroup
-	// at is its index in the soak's edits and held.
-	at int
+	// tracks are the TrafficPolicy and the AccessPolicy the edits change.
+	tracks []*track
 	// baseline is every Meshplane object in the cluster once it has
 	// converged, by kind and name, with its UID: the edits change specs,
 	// never which objects exist, so each must stay, with its UID (I1).
 	baseline map[string]string
+}
+
+// chaosMesh makes the cluster a mesh with global access: a VirtualMesh
+// of its own, so that its AccessPolicy takes effect.
+func chaosMesh(cluster string) []byte {
+	return fmt.Appendf(nil, `apiVersion: networking.meshplane.dev/v1
+kind: VirtualMesh
+metadata: {name: chaos-mesh, namespace: %[1]s}
+spec:
+  meshes:
+  - {name: istiod-%[1]s-%[2]s, namespace: %[1]s}
+  globalAccessPolicy: ENABLED
+`, harness.IstioNamespace, cluster)
+}
+
+// chaosAccess is the AccessPolicy the soak edits in a real cluster: the
+// path it allows, /chaos/<n>, is the edit.
+func chaosAccess(cluster string, n int) []byte {
+	return fmt.Appendf(nil, `apiVersion: networking.meshplane.dev/v1
+kind: AccessPolicy
+metadata: {name: chaos-access, namespace: %[1]s}
+spec:
+  sourceSelector:
+  - kubeServiceAccountRefs:
+      serviceAccounts: [{name: bookinfo-productpage, namespace: %[1]s, cluster: %[2]s}]
+  destinationSelector:
+  - kubeServiceRefs:
+      services: [{name: reviews, namespace: %[1]s, cluster: %[2]s}]
+  allowedPaths: [/chaos/%[3]d]
+`, harness.BookinfoNamespace, cluster, n)
+}
+
+// accessHeld reads the path the reviews AuthorizationPolicies allow: the
+// AccessPolicy edit the cluster shows; 0 when none does.
+func accessHeld(ctx context.Context, k *kubetest.Cluster) (int, error) {
+	l, err := k.Dynamic().Resource(authorizationPolicies).Namespace(harness.BookinfoNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	for _, u := range l.Items {
+		if n, ok := numberAfter(specJSON(&u), `"/chaos/`, '"'); ok {
+			return n, nil
+		}
+	}
+	return 0, nil
+}
+
+// numberAfter reads the decimal number between key and end in s.
+func numberAfter(s, key string, end byte) (int, bool) {
+	i := strings.Index(s, key)
+	if i < 0 {
+		return 0, false
+	}
+	rest := s[i+len(key):]
+	j := strings.IndexByte(rest, end)
+	if j < 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest[:j])
+	return n, err == nil
 }
 
 // chaosPolicy is the TrafficPolicy the soak edits in a real cluster: its
@@ -59,12 +130,19 @@ func (c *chaos) startRealClusters(names []string, tokens map[string]string, inge
 		opts[i] = kubetest.Options{Name: n, Audit: true, LogDir: testDir(t)}
 	}
 	kubes := kubetest.StartMany(t, opts...)
-	for i, k := range kubes {
+	for _, k := range kubes {
 		if err := k.ApplyYAML(t.Context(), harness.Bookinfo(k.Name)); err != nil {
 			t.Fatal(err)
 		}
-		if err := k.ApplyYAML(t.Context(), chaosPolicy(k.Name, 1)); err != nil {
-			t.Fatal(err)
+		name := k.Name
+		tracks := []*track{
+			{policy: "TrafficPolicy", manifest: func(n int) []byte { return chaosPolicy(name, n) }, held: heldInCluster},
+			{policy: "AccessPolicy", manifest: func(n int) []byte { return chaosAccess(name, n) }, held: accessHeld},
+		}
+		for _, doc := range [][]byte{harness.IstioControlPlane("", "1.24.0", "cluster.local"), chaosMesh(name), tracks[0].manifest(1), tracks[1].manifest(1)} {
+			if err := k.ApplyYAML(t.Context(), doc); err != nil {
+				t.Fatal(err)
+			}
 		}
 		g, err := c.plane.StartAgentGroup(harness.AgentGroupOptions{
 			BinDir: binDir, Cluster: k.Name, Token: tokens[k.Name], Kubeconfig: k.Kubeconfig(), Dir: testDir(t),
@@ -74,7 +152,7 @@ func (c *chaos) startRealClusters(names []string, tokens map[string]string, inge
 			t.Fatal(err)
 		}
 		t.Cleanup(g.Stop)
-		c.real = append(c.real, &realCluster{kube: k, group: g, at: len(c.edits) + i})
+		c.real = append(c.real, &realCluster{kube: k, group: g, tracks: tracks})
 	}
 }
 
@@ -85,18 +163,8 @@ func heldInCluster(ctx context.Context, k *kubetest.Cluster) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	spec := specJSON(u)
-	const key = `"timeout":"`
-	i := strings.Index(spec, key)
-	if i < 0 {
-		return 0, nil
-	}
-	rest := spec[i+len(key):]
-	j := strings.IndexByte(rest, 's')
-	if j < 0 {
-		return 0, nil
-	}
-	return strconv.Atoi(rest[:j])
+	n, _ := numberAfter(specJSON(u), `"timeout":"`, 's')
+	return n, nil
 }
 
 // objects lists the Meshplane objects in the cluster: kind/namespace/name
@@ -129,10 +197,12 @@ func (c *chaos) watchRealCluster(ctx context.Context, r *realCluster) {
 		case <-tick.C:
 		}
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		if got, err := heldInCluster(rctx, r.kube); err == nil {
-			c.mu.Lock()
-			c.held[r.at] = got
-			c.mu.Unlock()
+		for _, tr := range r.tracks {
+			if got, err := tr.held(rctx, r.kube); err == nil {
+				c.mu.Lock()
+				c.held[tr.at] = got
+				c.mu.Unlock()
+			}
 		}
 		if n%10 == 0 { // the object lists every half second
 			if objs, err := r.objects(rctx); err == nil {
@@ -157,17 +227,17 @@ func (c *chaos) checkBaseline(r *realCluster, objs map[string]string) {
 	}
 }
 
-// editRealCluster applies the next edit of a real cluster's policy; it
-// counts once the API server accepted it.
-func (c *chaos) editRealCluster(ctx context.Context, r *realCluster) {
+// editRealCluster applies the next edit of one of a real cluster's
+// policies; it counts once the API server accepted it.
+func (c *chaos) editRealCluster(ctx context.Context, r *realCluster, tr *track) {
 	c.mu.Lock()
-	next := c.edits[r.at] + 1
+	next := c.edits[tr.at] + 1
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	if err := r.kube.ApplyYAML(ctx, chaosPolicy(r.kube.Name, next)); err == nil {
+	if err := r.kube.ApplyYAML(ctx, tr.manifest(next)); err == nil {
 		c.mu.Lock()
-		c.edits[r.at] = max(c.edits[r.at], next)
+		c.edits[tr.at] = max(c.edits[tr.at], next)
 		c.mu.Unlock()
 	}
 }
@@ -237,14 +307,17 @@ func (c *chaos) checkWriters() {
 func (r *realCluster) await(t *testing.T, c *chaos) {
 	t.Helper()
 	procs := append(slices.Clone(c.plane.Procs), r.group.Procs()...)
-	err := harness.Wait(t.Context(), 120*time.Second, "the first edit in "+r.kube.Name, func(ctx context.Context) (bool, error) {
-		got, err := heldInCluster(ctx, r.kube)
-		return err == nil && got == 1, nil
-	}, procs...)
-	if err != nil {
-		t.Fatal(err)
+	for _, tr := range r.tracks {
+		err := harness.Wait(t.Context(), 120*time.Second, "the first "+tr.policy+" edit in "+r.kube.Name, func(ctx context.Context) (bool, error) {
+			got, err := tr.held(ctx, r.kube)
+			return err == nil && got == 1, nil
+		}, procs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.held[tr.at] = 1
 	}
-	c.held[r.at] = 1
+	var err error
 	if r.baseline, err = r.objects(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -252,8 +325,8 @@ func (r *realCluster) await(t *testing.T, c *chaos) {
 	for k := range r.baseline {
 		kinds[strings.SplitN(k, "/", 2)[0]]++
 	}
-	if kinds["destinationrules"] == 0 || kinds["virtualservices"] == 0 {
-		t.Fatalf("%s holds %v Meshplane objects, want DestinationRules and VirtualServices", r.kube.Name, kinds)
+	if kinds["destinationrules"] == 0 || kinds["virtualservices"] == 0 || kinds["authorizationpolicies"] < 2 {
+		t.Fatalf("%s holds %v Meshplane objects, want DestinationRules, VirtualServices and AuthorizationPolicies (deny by default, allow)", r.kube.Name, kinds)
 	}
 	t.Logf("chaos: %s converged with %d Meshplane objects (%v)", r.kube.Name, len(r.baseline), kinds)
 }

@@ -184,12 +184,15 @@ func TestChaos(t *testing.T) {
 	c.f.follow(t, clusters, func(cl string) *snapshotv1.InputSnapshot { return ownPolicyInput(cl, time.Second) })
 	c.f.awaitAll(t, func(s *snapshotv1.OutputSnapshot) bool { return hasTimeout(s, time.Second) })
 	c.last = slices.Clone(c.f.have)
-	c.held = make([]int, n, n+len(c.real))
+	c.held = make([]int, n)
 	for i, s := range c.last {
 		c.held[i] = heldEdit(s)
 	}
 	for _, r := range c.real {
-		c.edits, c.held = append(c.edits, 1), append(c.held, 0)
+		for _, tr := range r.tracks {
+			tr.at = len(c.edits)
+			c.edits, c.held = append(c.edits, 1), append(c.held, 0)
+		}
 		r.await(t, c)
 	}
 
@@ -368,7 +371,8 @@ func percentiles(ds []time.Duration) (time.Duration, time.Duration) {
 func (c *chaos) editLoop(ctx context.Context, rng *rand.Rand) {
 	for ctx.Err() == nil {
 		if len(c.real) > 0 && rng.IntN(3) == 0 {
-			c.editRealCluster(ctx, c.real[rng.IntN(len(c.real))])
+			r := c.real[rng.IntN(len(c.real))]
+			c.editRealCluster(ctx, r, r.tracks[rng.IntN(len(r.tracks))])
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Duration(100+rng.IntN(300)) * time.Millisecond):

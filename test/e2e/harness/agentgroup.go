@@ -24,6 +24,8 @@ type AgentGroupOptions struct {
 	// Ingest and Distribution replace the plane's addresses (a proxy,
 	// several comma-separated).
 	Ingest, Distribution string
+	// Args are added to every replica's flags.
+	Args []string
 }
 
 // AgentReplica is one agent process of a Raft group.
@@ -156,7 +158,7 @@ func (p *Plane) StartAgentGroup(o AgentGroupOptions) (*AgentGroup, error) {
 		}
 		proc, err := Start(Spec{
 			Name: "agent-" + name, Binary: Binary(o.BinDir, CmdAgent), LogDir: filepath.Join(o.Dir, "logs"),
-			Args: []string{
+			Args: append([]string{
 				"--cluster", o.Cluster, "--kubeconfig", o.Kubeconfig, "--replica", name,
 				"--registration-addr", p.Registration, "--ingest-addr", ingest, "--distribution-addr", dist,
 				"--relay-ca-file", p.PKI.RootFile(), "--server-name", "localhost", "--trust-domain", p.PKI.TrustDomain,
@@ -165,7 +167,7 @@ func (p *Plane) StartAgentGroup(o AgentGroupOptions) (*AgentGroup, error) {
 				"--envoy-addr", "127.0.0.1:0",
 				"--raft-bind-addr", "fd:4", "--raft-dir", filepath.Join(state, "raft"),
 				"--raft-peers", strings.Join(peers, ","), "--raft-bootstrap-expect", fmt.Sprint(n), "--raft-peers-refresh", "500ms",
-			},
+			}, o.Args...),
 			Listeners: []*net.TCPListener{adminLns[i], raftLns[i]},
 		})
 		if err != nil {
