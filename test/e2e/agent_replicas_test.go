@@ -16,24 +16,31 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// auditedEast starts a plane on one Redis, and cluster east (with an
+// audit log of writes) holding bookinfo.
+func auditedEast(t *testing.T, dir string) (*harness.Plane, map[string]string, *kubetest.Cluster) {
+	t.Helper()
+	harness.RequireE2E(t)
+	east := kubetest.Start(t, kubetest.Options{Name: "east", Audit: true})
+	redis := redistest.Start(t)
+	plane, tokens, err := harness.StartPlane(t.Context(), harness.PlaneOptions{BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plane.Stop)
+	if err := east.ApplyYAML(t.Context(), harness.Bookinfo("east")); err != nil {
+		t.Fatal(err)
+	}
+	return plane, tokens, east
+}
+
 // TestAgentReplicasFailOver runs three agent processes of one cluster as a
 // Raft group against a real API server and a real management plane: one
 // leader applies; when it is killed another takes over and the cluster
 // converges on the next change.
 func TestAgentReplicasFailOver(t *testing.T) {
-	harness.RequireE2E(t)
-	ctx := t.Context()
-	dir := t.TempDir()
-	east := kubetest.Start(t, kubetest.Options{Name: "east", Audit: true})
-	redis := redistest.Start(t)
-	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(plane.Stop)
-	if err := east.ApplyYAML(ctx, harness.Bookinfo("east")); err != nil {
-		t.Fatal(err)
-	}
+	ctx, dir := t.Context(), t.TempDir()
+	plane, tokens, east := auditedEast(t, dir)
 
 	group, err := plane.StartAgentGroup(harness.AgentGroupOptions{
 		BinDir: binDir, Cluster: "east", Token: tokens["east"], Kubeconfig: east.Kubeconfig(), Dir: dir,
@@ -132,19 +139,8 @@ func TestAgentReplicasFailOver(t *testing.T) {
 // longer has). The API server's audit log is the judge: the old leader's
 // last write came before the freeze, and no two replicas' writes overlap.
 func TestFrozenLeaderWakesWithItsWritesHeld(t *testing.T) {
-	harness.RequireE2E(t)
-	ctx := t.Context()
-	dir := t.TempDir()
-	east := kubetest.Start(t, kubetest.Options{Name: "east", Audit: true})
-	redis := redistest.Start(t)
-	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(plane.Stop)
-	if err := east.ApplyYAML(ctx, harness.Bookinfo("east")); err != nil {
-		t.Fatal(err)
-	}
+	ctx, dir := t.Context(), t.TempDir()
+	plane, tokens, east := auditedEast(t, dir)
 	// 300 more Services: 300 more DestinationRules to write.
 	var extra strings.Builder
 	const services = 300

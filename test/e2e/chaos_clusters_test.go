@@ -255,14 +255,7 @@ func (c *chaos) freezeRaftLeader(ctx context.Context) {
 	}
 	p := lead[0].Proc
 	c.record("freeze an agent's Raft leader", "SIGSTOP %s (leader of %s) for %v", p.Name, r.kube.Name, frozen)
-	if err := p.Signal(syscall.SIGSTOP); err != nil {
-		c.violate("freezing %s: %v", p.Name, err)
-		return
-	}
-	time.Sleep(frozen)
-	if err := p.Signal(syscall.SIGCONT); err != nil {
-		c.violate("thawing %s: %v", p.Name, err)
-	}
+	c.freeze(p, frozen)
 }
 
 // pauseAPIServer stops a real cluster's kube-apiserver (SIGSTOP) for 2 to

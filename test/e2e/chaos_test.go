@@ -455,14 +455,7 @@ func (c *chaos) fault(ctx context.Context) {
 	case k < 6 || k >= 10:
 		frozen := time.Duration(2000+c.rng.IntN(3000)) * time.Millisecond
 		c.record("freeze a service replica", "SIGSTOP %s for %v", p.Name, frozen)
-		if err := p.Signal(syscall.SIGSTOP); err != nil {
-			c.violate("freezing %s: %v", p.Name, err)
-			return
-		}
-		time.Sleep(frozen)
-		if err := p.Signal(syscall.SIGCONT); err != nil {
-			c.violate("thawing %s: %v", p.Name, err)
-		}
+		c.freeze(p, frozen)
 	default:
 		primary, err := c.d.Primary(ctx)
 		if err != nil {
@@ -480,6 +473,18 @@ func (c *chaos) fault(ctx context.Context) {
 		if err := c.d.WaitReady(ctx); err != nil {
 			c.violate("Sentinel after the failover: %v", err)
 		}
+	}
+}
+
+// freeze stops p (SIGSTOP) for d, then lets it go on (SIGCONT).
+func (c *chaos) freeze(p *harness.Process, d time.Duration) {
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		c.violate("freezing %s: %v", p.Name, err)
+		return
+	}
+	time.Sleep(d)
+	if err := p.Signal(syscall.SIGCONT); err != nil {
+		c.violate("thawing %s: %v", p.Name, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
@@ -36,7 +37,7 @@ func writerStints(events []kubetest.AuditEvent) (stints []stint, untermed int) {
 	for _, e := range events {
 		m := agentUserAgent.FindStringSubmatch(e.UserAgent)
 		if m == nil {
-			if len(e.UserAgent) > len("meshplane-agent/") && e.UserAgent[:len("meshplane-agent/")] == "meshplane-agent/" {
+			if strings.HasPrefix(e.UserAgent, "meshplane-agent/") {
 				untermed++
 			}
 			continue
