@@ -250,7 +250,7 @@ func (c *chaos) freezeRaftLeader(ctx context.Context) {
 	frozen := time.Duration(2000+c.rng.IntN(3000)) * time.Millisecond
 	lead, _ := r.group.Leaders(ctx)
 	if len(lead) != 1 {
-		c.record("freeze an agent's Raft leader", "no single leader in %s to freeze (%d lead); skipped", r.kube.Name, len(lead))
+		c.record("skipped: no single Raft leader to freeze", "no single leader in %s to freeze (%d lead); skipped", r.kube.Name, len(lead))
 		return
 	}
 	p := lead[0].Proc

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -85,10 +86,14 @@ type chaos struct {
 	held  []int
 	edits []int
 	// convergence holds, per fault, how long after its end every agent
-	// held the edits accepted by then; slow counts faults after which
-	// that took more than 30 s.
+	// held the edits accepted by then, and byKind the same by the fault's
+	// kind; slow says, for each fault after which that took more than
+	// 10 s, which fault it was and who lagged.
 	convergence []time.Duration
-	slow        int
+	byKind      map[string][]time.Duration
+	slow        []string
+	// kind and desc are the fault being injected.
+	kind, desc string
 	// faults counts the faults injected by kind; kills counts each
 	// process's scheduled kills, so that any other exit is a violation.
 	faults     map[string]int
@@ -106,7 +111,8 @@ func (c *chaos) record(kind, format string, args ...any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.faults[kind]++
-	c.log = append(c.log, fmt.Sprintf("%s %s", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...)))
+	c.kind, c.desc = kind, fmt.Sprintf("%s %s", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	c.log = append(c.log, c.desc)
 }
 
 // TestChaos runs the plane (two replicas of each service) on a Sentinel
@@ -139,7 +145,7 @@ func TestChaos(t *testing.T) {
 	dur, n, seed := chaosSettings(t)
 	t.Logf("chaos: seed %d, %d agents, %v of faults; replay with %s=%d", seed, n, dur, envChaosSeed, seed)
 	ctx := t.Context()
-	c := &chaos{t: t, rng: rand.New(rand.NewPCG(uint64(seed), 0)), faults: map[string]int{}}
+	c := &chaos{t: t, rng: rand.New(rand.NewPCG(uint64(seed), 0)), faults: map[string]int{}, byKind: map[string][]time.Duration{}}
 	c.d = redistest.StartDeployment(t, redistest.Sentinel)
 	clusters := make([]string, n)
 	for i := range clusters {
@@ -229,7 +235,10 @@ func TestChaos(t *testing.T) {
 		c.fault(ctx)
 		lastFault = time.Now() // the fault has ended: the process or node is back
 		target := c.targets()
-		measures.Go(func() { c.measure(ctx, lastFault, target) })
+		c.mu.Lock()
+		kind, desc := c.kind, c.desc
+		c.mu.Unlock()
+		measures.Go(func() { c.measure(ctx, lastFault, target, kind, desc) })
 		if !time.Now().Before(end) {
 			break
 		}
@@ -267,8 +276,16 @@ func TestChaos(t *testing.T) {
 	}
 	slices.Sort(kinds)
 	p50, p99 := percentiles(c.convergence)
-	t.Logf("chaos report: seed %d; %d faults (%s); %d violations; convergence after each fault p50 %v, p99 %v (%d faults over 30 s); after the last fault %v; edits %d, lost %d",
-		seed, total, strings.Join(kinds, ", "), len(c.violations), p50, p99, c.slow, converged.Round(time.Millisecond), c.editCount(), c.lost())
+	t.Logf("chaos report: seed %d; %d faults (%s); %d violations; convergence after each fault p50 %v, p99 %v, max %v (%d faults over 10 s); after the last fault %v; edits %d, lost %d",
+		seed, total, strings.Join(kinds, ", "), len(c.violations), p50, p99, slices.Max(append(c.convergence, 0)).Round(time.Millisecond),
+		len(c.slow), converged.Round(time.Millisecond), c.editCount(), c.lost())
+	for _, k := range slices.Sorted(maps.Keys(c.byKind)) {
+		p50, p99 := percentiles(c.byKind[k])
+		t.Logf("chaos report: after %q (%d): p50 %v, p99 %v, max %v", k, len(c.byKind[k]), p50, p99, slices.Max(c.byKind[k]).Round(time.Millisecond))
+	}
+	for _, s := range c.slow {
+		t.Logf("chaos report: slow: %s", s)
+	}
 	if len(c.violations) > 0 {
 		t.Errorf("chaos seed %d: %d invariant violations (replay with %s=%d):\n%s\nschedule:\n%s",
 			seed, len(c.violations), envChaosSeed, seed, strings.Join(c.violations, "\n"), strings.Join(c.log, "\n"))
@@ -297,37 +314,61 @@ func (c *chaos) targets() []int {
 	return slices.Clone(c.edits)
 }
 
-// measure records how long after from every agent held at least the
-// edits in target (edits only grow).
-func (c *chaos) measure(ctx context.Context, from time.Time, target []int) {
-	ctx, cancel := context.WithDeadline(ctx, from.Add(30*time.Second))
+// measure records how long after from every cluster held at least the
+// edits in target (edits only grow), by the fault's kind; after 10 s it
+// also notes the fault and who lagged. It gives up after two minutes (the
+// convergence then counts as two minutes).
+func (c *chaos) measure(ctx context.Context, from time.Time, target []int, kind, desc string) {
+	ctx, cancel := context.WithDeadline(ctx, from.Add(2*time.Minute))
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for ctx.Err() == nil {
+	var lagged []string
+	for {
 		c.mu.Lock()
-		done := true
+		var behind []int
 		for i, want := range target {
 			if c.held[i] < want {
-				done = false
-				break
+				behind = append(behind, i)
 			}
 		}
-		if done {
-			c.convergence = append(c.convergence, time.Since(from))
-		}
-		c.mu.Unlock()
-		if done {
+		took := time.Since(from)
+		if len(behind) == 0 || ctx.Err() != nil {
+			c.convergence = append(c.convergence, took)
+			c.byKind[kind] = append(c.byKind[kind], took)
+			if took > 10*time.Second {
+				c.slow = append(c.slow, fmt.Sprintf("%v after %s; lagging at 10 s: %s", took.Round(time.Millisecond), desc, strings.Join(lagged, ", ")))
+			}
+			c.mu.Unlock()
 			return
 		}
+		if lagged == nil && took > 10*time.Second {
+			for _, i := range behind {
+				lagged = append(lagged, fmt.Sprintf("%s (holds %d, wants %d)", c.clusterName(i), c.held[i], target[i]))
+			}
+		}
+		c.mu.Unlock()
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
 		}
 	}
-	c.mu.Lock()
-	c.slow++
-	c.mu.Unlock()
+}
+
+// clusterName names the cluster of edits[i]: a simulated agent's, or a
+// real cluster's policy.
+func (c *chaos) clusterName(i int) string {
+	if i < len(c.f.agents) {
+		return c.f.agents[i].Cluster
+	}
+	for _, r := range c.real {
+		for _, tr := range r.tracks {
+			if tr.at == i {
+				return r.kube.Name + " " + tr.policy
+			}
+		}
+	}
+	return fmt.Sprint(i)
 }
 
 // heldEdit is the request timeout, in whole seconds, of the
