@@ -92,3 +92,12 @@ demo: demo-tools build ## The main job: all-in-one management plane, a managemen
 .PHONY: bench
 bench: ## Run the benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem -timeout $(BENCH_TIMEOUT) $(PKGS)
+
+# The long chaos soak's knobs (docs/benchmarks.md, Chaos soak).
+CHAOS_DURATION ?= 30m
+CHAOS_AGENTS ?= 50
+
+.PHONY: chaos
+chaos: tools ## The long chaos soak: CHAOS_DURATION (30m) of faults on the plane, CHAOS_AGENTS (50) simulated agents and two real clusters; CHAOS_SEED replays a schedule.
+	MESHPLANE_CHAOS_DURATION=$(CHAOS_DURATION) MESHPLANE_CHAOS_AGENTS=$(CHAOS_AGENTS) $(if $(CHAOS_SEED),MESHPLANE_CHAOS_SEED=$(CHAOS_SEED)) \
+		$(GO) test -count=1 -run 'TestChaos$$' -timeout 90m -v ./test/e2e/
