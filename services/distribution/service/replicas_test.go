@@ -277,36 +277,14 @@ func TestLargeSnapshots(t *testing.T) {
 
 			tooBig := bigOutput(cluster, 7<<20)
 			e.put(t, tooBig)
-			err := eventually(t, func() bool {
+			platformtest.Eventually(t, 10*time.Second, "the refused snapshot counted", func() bool {
 				return scrape(t, e.admin, "meshplane_distribution_snapshots_refused")[fmt.Sprintf(`meshplane_distribution_snapshots_refused_total{cluster=%q}`, cluster)] == "1"
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
 			small := output(cluster, "reviews")
 			e.put(t, small)
 			if got := next(t, stream); !proto.Equal(got, small) {
 				t.Fatalf("after a refused snapshot, sent %s, want %s", got.GetVersion(), small.GetVersion())
 			}
 		})
-	}
-}
-
-// eventually polls cond until it holds or 10 s pass.
-func eventually(t *testing.T, cond func() bool) error {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
-		if cond() {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("condition not met within 10s")
-		}
-		select {
-		case <-t.Context().Done():
-			return t.Context().Err()
-		case <-time.After(delay):
-		}
 	}
 }

@@ -15,16 +15,20 @@ import (
 )
 
 // helmBinary finds helm like the chart tests do: $MESHPLANE_HELM, else the
-// tools cache that hack/tools.sh fills. Unlike the chart tests, this test
-// skips without helm: it only adds a render on top of TestTiltfile.
+// tools cache that hack/tools.sh fills. Without it the test fails, saying
+// how to get it: make test builds it (make tools).
 func helmBinary(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("MESHPLANE_HELM"); p != "" {
-		return p
+		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o111 != 0 {
+			return p
+		}
+		t.Fatalf("helm: $MESHPLANE_HELM=%s is not an executable file", p)
 	}
 	p := filepath.Join(kubetest.ToolsDir(), "helm")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("helm not found at %s (run `make tools`, or set $MESHPLANE_HELM)", p)
+	if st, err := os.Stat(p); err != nil || st.Mode().Perm()&0o111 == 0 {
+		t.Fatalf("helm not found at %s (set $MESHPLANE_HELM to override): run `make tools` or `bash hack/tools.sh` "+
+			"from the repository root; it builds helm.sh/helm/v3/cmd/helm into the tools cache", p)
 	}
 	return p
 }

@@ -834,26 +834,33 @@ func (st *destState) destinationRule(d *destination, defaultTLS istiov1alpha3.Cl
 		Host:          d.Host,
 		TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: mode}},
 	}
-	if o := st.outlier; o != nil {
-		od := &istiov1alpha3.OutlierDetection{
-			Consecutive_5XxErrors: wrapperspb.UInt32(cmp.Or(o.GetConsecutiveErrors(), defaultConsecutiveErrors)),
-			Interval:              cloneDuration(defaultInterval),
-			BaseEjectionTime:      cloneDuration(defaultBaseEjectionTime),
-			MaxEjectionPercent:    cmp.Or(int32(o.GetMaxEjectionPercent()), defaultMaxEjectionPercent),
-		}
-		if o.GetInterval() != nil {
-			od.Interval = cloneDuration(o.GetInterval())
-		}
-		if o.GetBaseEjectionTime() != nil {
-			od.BaseEjectionTime = cloneDuration(o.GetBaseEjectionTime())
-		}
-		dr.TrafficPolicy.OutlierDetection = od
+	if st.outlier != nil {
+		dr.TrafficPolicy.OutlierDetection = outlierDetection(st.outlier)
 	}
 	subsets := st.subsets()
 	for _, name := range slices.Sorted(maps.Keys(subsets)) {
 		dr.Subsets = append(dr.Subsets, &istiov1alpha3.Subset{Name: name, Labels: subsets[name]})
 	}
 	return dr
+}
+
+// outlierDetection is Istio's outlier detection for o, with the defaults
+// for what o leaves unset (all of it when o is nil): TrafficPolicies and
+// VirtualDestinations both build theirs here.
+func outlierDetection(o *networkingv1.OutlierDetection) *istiov1alpha3.OutlierDetection {
+	od := &istiov1alpha3.OutlierDetection{
+		Consecutive_5XxErrors: wrapperspb.UInt32(cmp.Or(o.GetConsecutiveErrors(), defaultConsecutiveErrors)),
+		Interval:              cloneDuration(defaultInterval),
+		BaseEjectionTime:      cloneDuration(defaultBaseEjectionTime),
+		MaxEjectionPercent:    cmp.Or(int32(o.GetMaxEjectionPercent()), defaultMaxEjectionPercent),
+	}
+	if o.GetInterval() != nil {
+		od.Interval = cloneDuration(o.GetInterval())
+	}
+	if o.GetBaseEjectionTime() != nil {
+		od.BaseEjectionTime = cloneDuration(o.GetBaseEjectionTime())
+	}
+	return od
 }
 
 // trafficPolicyStatus is the status written back to a TrafficPolicy. The

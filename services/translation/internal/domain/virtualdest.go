@@ -631,19 +631,7 @@ func staticDNSLocalities(endpoints []*istiov1alpha3.WorkloadEntry, region string
 // detection, so it is always set (with the defaults when the spec names
 // none).
 func (vd *virtualDestination) destinationRule(lb *istiov1alpha3.LocalityLoadBalancerSetting) *istiov1alpha3.DestinationRule {
-	o := vd.Spec.GetLocalized().GetOutlierDetection()
-	od := &istiov1alpha3.OutlierDetection{
-		Consecutive_5XxErrors: wrapperspb.UInt32(cmp.Or(o.GetConsecutiveErrors(), defaultConsecutiveErrors)),
-		Interval:              cloneDuration(defaultInterval),
-		BaseEjectionTime:      cloneDuration(defaultBaseEjectionTime),
-		MaxEjectionPercent:    cmp.Or(int32(o.GetMaxEjectionPercent()), defaultMaxEjectionPercent),
-	}
-	if o.GetInterval() != nil {
-		od.Interval = cloneDuration(o.GetInterval())
-	}
-	if o.GetBaseEjectionTime() != nil {
-		od.BaseEjectionTime = cloneDuration(o.GetBaseEjectionTime())
-	}
+	od := outlierDetection(vd.Spec.GetLocalized().GetOutlierDetection())
 	return &istiov1alpha3.DestinationRule{
 		Host: vd.Spec.GetHostname(),
 		TrafficPolicy: &istiov1alpha3.TrafficPolicy{
