@@ -179,10 +179,10 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		distOpts = append(distOpts, distribution.WithRedis(client))
 		// Access logs shared with the other replicas over Redis pub/sub.
 		ingOpts = append(ingOpts, ingest.WithRedis(client))
-		inputs = snapshots.NewRedis(client, s.install, snapshots.Inputs, newInput)
+		inputs = snapshots.NewRedis(client, s.install, snapshots.Inputs, newInput).WithDurability(s.redis.Durability())
 		ingestInputs = snapshots.NewWriteThrough(inputs, snapshots.NewMemory(newInput), log)
-		outputs = snapshots.NewRedis(client, s.install, snapshots.Outputs, newOutput)
-		acks = snapshots.NewRedisAcks(client, s.install)
+		outputs = snapshots.NewRedis(client, s.install, snapshots.Outputs, newOutput).WithDurability(s.redis.Durability())
+		acks = snapshots.NewRedisAcks(client, s.install).WithDurability(s.redis.Durability())
 	} else {
 		mem := snapshots.NewMemory(newInput)
 		inputs, ingestInputs = mem, mem

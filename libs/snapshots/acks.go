@@ -71,8 +71,17 @@ type AckStore interface {
 // results is an encoded distribution.v1.AckRequest, so the per-object
 // results keep their proto shape.
 type RedisAcks struct {
-	client redis.UniversalClient
-	base   string
+	client  redis.UniversalClient
+	base    string
+	durable Durability
+}
+
+// WithDurability makes every ack wait for d.Replicas replicas (WAIT),
+// failing with ErrNotReplicated when too few hold it in time: the agent
+// then sends it again.
+func (a *RedisAcks) WithDurability(d Durability) *RedisAcks {
+	a.durable = d
+	return a
 }
 
 var _ AckStore = (*RedisAcks)(nil)
@@ -94,15 +103,18 @@ func (a *RedisAcks) PutAck(ctx context.Context, rec Ack) error {
 	if err != nil {
 		return fmt.Errorf("encode ack of cluster %q: %w", rec.Cluster, err)
 	}
-	_, err = a.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, a.key(rec.Cluster),
-			"version", rec.Version,
-			"acked_at", strconv.FormatInt(rec.AckedAt.UnixNano(), 10),
-			"apply_errors", strconv.Itoa(rec.ApplyErrors),
-			"results", b)
-		p.SAdd(ctx, a.base, rec.Cluster)
-		p.Publish(ctx, a.channel(), rec.Cluster+" "+rec.Version)
-		return nil
+	err = a.durable.Write(ctx, a.client, a.key(rec.Cluster), func(c redis.Cmdable) error {
+		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, a.key(rec.Cluster),
+				"version", rec.Version,
+				"acked_at", strconv.FormatInt(rec.AckedAt.UnixNano(), 10),
+				"apply_errors", strconv.Itoa(rec.ApplyErrors),
+				"results", b)
+			p.SAdd(ctx, a.base, rec.Cluster)
+			p.Publish(ctx, a.channel(), rec.Cluster+" "+rec.Version)
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("store ack of cluster %q in redis: %w", rec.Cluster, err)

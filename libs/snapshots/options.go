@@ -31,17 +31,23 @@ type RedisOptions struct {
 	PasswordFile string
 	DB           int
 	DialTimeout  time.Duration
+	// WaitReplicas is how many replicas must hold a write before it
+	// counts as done (WAIT; see Durability); 0 does not wait.
+	// WaitTimeout bounds each wait.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 
 	flags *platform.Flags
 }
 
 // NewRedisOptions returns the defaults.
 func NewRedisOptions() RedisOptions {
-	return RedisOptions{DialTimeout: 2 * time.Second}
+	return RedisOptions{DialTimeout: 2 * time.Second, WaitTimeout: time.Second}
 }
 
-// AddFlags registers redis-addrs, redis-master-name, redis-password-file,
-// redis-db and redis-dial-timeout.
+// AddFlags registers redis-addrs, redis-master-name, redis-cluster,
+// redis-password-file, redis-db, redis-dial-timeout, redis-wait-replicas
+// and redis-wait-timeout.
 func (o *RedisOptions) AddFlags(fs *flag.FlagSet) {
 	o.flags = platform.NewFlags(fs, "redis")
 	o.flags.String(&o.Addrs, "addrs", "Redis address(es), comma-separated; empty keeps state in memory only")
@@ -50,6 +56,13 @@ func (o *RedisOptions) AddFlags(fs *flag.FlagSet) {
 	o.flags.String(&o.PasswordFile, "password-file", "file holding the Redis password")
 	o.flags.Int(&o.DB, "db", "Redis database number (standalone and Sentinel)")
 	o.flags.Duration(&o.DialTimeout, "dial-timeout", "Redis dial timeout")
+	o.flags.Int(&o.WaitReplicas, "wait-replicas", "Redis replicas that must hold each write (a snapshot, an ack, a token, a cluster record, a revocation) before it counts as done (WAIT on the writing connection); 0 does not wait. Set 1 with Sentinel or Cluster")
+	o.flags.Duration(&o.WaitTimeout, "wait-timeout", "how long a write waits for --redis-wait-replicas before it fails and is retried")
+}
+
+// Durability is the options' WaitReplicas and WaitTimeout.
+func (o *RedisOptions) Durability() Durability {
+	return Durability{Replicas: o.WaitReplicas, Timeout: o.WaitTimeout}
 }
 
 // Validate checks the options.
@@ -75,6 +88,9 @@ func (o *RedisOptions) Validate() error {
 	}
 	if o.DialTimeout <= 0 {
 		errs = append(errs, errors.New("--redis-dial-timeout must be positive"))
+	}
+	if o.WaitReplicas < 0 || o.WaitTimeout < 0 {
+		errs = append(errs, errors.New("--redis-wait-replicas and --redis-wait-timeout must not be negative (a timeout of 0 is 1s)"))
 	}
 	return errors.Join(errs...)
 }

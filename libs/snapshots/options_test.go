@@ -94,6 +94,7 @@ func TestRedisOptionsSelectTopology(t *testing.T) {
 		{name: "a database with --redis-cluster", opts: snapshots.RedisOptions{Addrs: "c:6379", Cluster: true, DB: 1}, wantErr: "--redis-db must be 0"},
 		{name: "Sentinel and cluster", opts: snapshots.RedisOptions{Addrs: "c:6379", Cluster: true, MasterName: "m"}, wantErr: "exclude each other"},
 		{name: "a database with Sentinel", opts: snapshots.RedisOptions{Addrs: "s1:26379,s2:26379", MasterName: "m", DB: 2}, want: "*redis.Client"},
+		{name: "negative replicas to wait for", opts: snapshots.RedisOptions{Addrs: "r:6379", WaitReplicas: -1}, wantErr: "--redis-wait-replicas"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,9 +24,17 @@ import (
 // Every key carries the hash tag {I}, so that one MULTI covers the snapshot,
 // the index and the notice on Redis Cluster too.
 type Redis[T proto.Message] struct {
-	client redis.UniversalClient
-	newT   func() T
-	base   string
+	client  redis.UniversalClient
+	newT    func() T
+	base    string
+	durable Durability
+}
+
+// WithDurability makes every write wait for d.Replicas replicas (WAIT),
+// failing with ErrNotReplicated when too few hold it in time.
+func (r *Redis[T]) WithDurability(d Durability) *Redis[T] {
+	r.durable = d
+	return r
 }
 
 // NewRedis returns a store of kind for install.
@@ -53,21 +61,29 @@ func (r *Redis[T]) Put(ctx context.Context, cluster, version string, v T) error 
 
 // PutEncoded stores e by its encoding.
 func (r *Redis[T]) PutEncoded(ctx context.Context, cluster string, e Encoded[T]) error {
-	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		if e.Table != nil {
-			p.HSet(ctx, r.key(cluster), "version", e.Version, "data", e.Data, "table", e.Table)
-		} else {
-			// No table of another version may stay beside these bytes.
-			p.HSet(ctx, r.key(cluster), "version", e.Version, "data", e.Data)
-			p.HDel(ctx, r.key(cluster), "table")
-		}
-		p.SAdd(ctx, r.base, cluster)
-		p.Publish(ctx, r.channel(), cluster+" "+e.Version)
-		return nil
+	err := r.durable.Write(ctx, r.client, r.key(cluster), func(c redis.Cmdable) error {
+		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			return r.putTx(ctx, p, cluster, e)
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("store snapshot of cluster %q in redis: %w", cluster, err)
 	}
+	return nil
+}
+
+// putTx queues the writes of PutEncoded in a transaction.
+func (r *Redis[T]) putTx(ctx context.Context, p redis.Pipeliner, cluster string, e Encoded[T]) error {
+	if e.Table != nil {
+		p.HSet(ctx, r.key(cluster), "version", e.Version, "data", e.Data, "table", e.Table)
+	} else {
+		// No table of another version may stay beside these bytes.
+		p.HSet(ctx, r.key(cluster), "version", e.Version, "data", e.Data)
+		p.HDel(ctx, r.key(cluster), "table")
+	}
+	p.SAdd(ctx, r.base, cluster)
+	p.Publish(ctx, r.channel(), cluster+" "+e.Version)
 	return nil
 }
 
@@ -136,11 +152,14 @@ func (r *Redis[T]) List(ctx context.Context) ([]Entry[T], error) {
 }
 
 func (r *Redis[T]) Delete(ctx context.Context, cluster string) error {
-	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, r.key(cluster))
-		p.SRem(ctx, r.base, cluster)
-		p.Publish(ctx, r.channel(), cluster+" ")
-		return nil
+	err := r.durable.Write(ctx, r.client, r.key(cluster), func(c redis.Cmdable) error {
+		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Del(ctx, r.key(cluster))
+			p.SRem(ctx, r.base, cluster)
+			p.Publish(ctx, r.channel(), cluster+" ")
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("delete snapshot of cluster %q in redis: %w", cluster, err)

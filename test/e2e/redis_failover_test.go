@@ -52,9 +52,17 @@ func ridesFailover(t *testing.T, topology redistest.Topology) {
 	ctx := t.Context()
 	d := redistest.StartDeployment(t, topology)
 	clusters := []string{"c000", "c001", "c002"}
+	// On Sentinel every service waits for a replica. On a Cluster with
+	// one replica per shard, the promoted replica has none until the
+	// killed node returns: only registration waits, so that the other
+	// services carry on meanwhile (operations.md: the price of waiting).
+	var waiting []string
+	if topology == redistest.Cluster {
+		waiting = []string{"registration"}
+	}
 	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{
 		BinDir: binDir, Dir: testDir(t), RedisAddr: strings.Join(d.Addrs(), ","), RedisMasterName: d.MasterName(),
-		RegistrationRedis: true, RedisWaitReplicas: 1, Clusters: append(slices.Clone(clusters), "gone"),
+		RegistrationRedis: true, RedisWaitReplicas: 1, RedisWaitServices: waiting, Clusters: append(slices.Clone(clusters), "gone"),
 	})
 	if err != nil {
 		t.Fatal(err)

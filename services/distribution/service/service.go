@@ -167,7 +167,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	var acks app.AckStore = memory.NewAcks(d.acks)
 	var indexes app.IndexStore = memory.NewIndexes()
 	if client != nil {
-		acks = redisadapter.NewAcks(client, cfg.Install)
+		acks = redisadapter.NewAcks(client, cfg.Install).WithDurability(cfg.Redis.Durability())
 		indexes = redisadapter.NewIndexes(client, cfg.Install)
 		s.revoked = revocation.NewCache(revredis.NewSource(client, cfg.Install), 0, s.log)
 		_ = s.revoked.Prime(primeTimeout)

@@ -275,7 +275,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		if client := s.redis; client != nil {
 			s.revoked = revocation.NewCache(revredis.NewSource(client, cfg.Install), 0, log)
 			_ = s.revoked.Prime(primeTimeout)
-			s.shared = snapshots.NewRedis(client, cfg.Install, snapshots.Inputs, newInput)
+			s.shared = snapshots.NewRedis(client, cfg.Install, snapshots.Inputs, newInput).WithDurability(cfg.Redis.Durability())
 			// Pushes are accepted while Redis is down and written through
 			// when it returns.
 			d.inputs = snapshots.NewWriteThrough(s.shared, snapshots.NewMemory(newInput), log)

@@ -95,11 +95,6 @@ type Config struct {
 	// removed.
 	MirrorResync time.Duration
 	Redis        snapshots.RedisOptions
-	// RedisWaitReplicas is how many Redis replicas must hold a token, a
-	// cluster record or a revocation before its write counts as done
-	// (WAIT); 0 does not wait. RedisWaitTimeout bounds each wait.
-	RedisWaitReplicas int
-	RedisWaitTimeout  time.Duration
 
 	flags *platform.Flags
 }
@@ -110,7 +105,6 @@ func DefaultConfig() Config {
 		TrustDomain: pki.DefaultTrustDomain, Install: snapshots.DefaultInstall, CADir: "/var/run/meshplane/ca",
 		CertTTL: 24 * time.Hour, TokenTTL: 24 * time.Hour, RevocationRefresh: app.DefaultRevocationRefresh,
 		IntermediateTTL: domain.DefaultIntermediateTTL, MirrorResync: app.DefaultMirrorResync, Redis: snapshots.NewRedisOptions(),
-		RedisWaitTimeout: time.Second,
 	}
 }
 
@@ -144,8 +138,6 @@ func (c *Config) AddOwnFlags(f *platform.Flags) {
 	f.String(&c.VirtualMeshRootsNamespace, "virtual-mesh-roots-namespace", "namespace whose Secrets keep the generated VirtualMesh roots (shared by replicas) instead of --virtual-mesh-roots-dir")
 	f.String(&c.MirrorNamespace, "mirror-namespace", "namespace of the management cluster where every cluster record is mirrored as a KubernetesCluster; empty means no mirror")
 	f.Duration(&c.MirrorResync, "mirror-resync", "how often every KubernetesCluster mirror is rewritten and mirrors of clusters without a record are removed")
-	f.Int(&c.RedisWaitReplicas, "redis-wait-replicas", "Redis replicas that must hold a token, cluster record or revocation before its write counts as done (WAIT); 0 does not wait. Set 1 with Sentinel or Cluster")
-	f.Duration(&c.RedisWaitTimeout, "redis-wait-timeout", "how long a write waits for --redis-wait-replicas before it fails and is retried")
 }
 
 // Validate checks the configuration.
@@ -178,9 +170,6 @@ func (c *Config) Validate() error {
 	}
 	if c.MirrorResync <= 0 {
 		errs = append(errs, errors.New("--mirror-resync must be positive"))
-	}
-	if c.RedisWaitReplicas < 0 || c.RedisWaitTimeout <= 0 {
-		errs = append(errs, errors.New("--redis-wait-replicas must not be negative and --redis-wait-timeout must be positive"))
 	}
 	switch {
 	case c.CASecret != "":
@@ -350,7 +339,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		}
 	}
 	if d.redis != nil {
-		s := redisstore.New(d.redis, cfg.Install).WithDurability(redisstore.Durability{Replicas: cfg.RedisWaitReplicas, Timeout: cfg.RedisWaitTimeout})
+		s := redisstore.New(d.redis, cfg.Install).WithDurability(cfg.Redis.Durability())
 		stores.Tokens, stores.Clusters, stores.Revocations = s, s, s
 	} else {
 		stores.Tokens, stores.Clusters, stores.Revocations = memory.NewBootstrapTokens(), memory.NewClusters(), memory.NewRevocations()

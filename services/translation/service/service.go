@@ -223,9 +223,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 			}
 			d.redis = client
 			d.inputs = snapshots.NewRedis(client, cfg.Install, snapshots.Inputs, newInput)
-			d.outputs = snapshots.NewRedis(client, cfg.Install, snapshots.Outputs, newOutput)
+			d.outputs = snapshots.NewRedis(client, cfg.Install, snapshots.Outputs, newOutput).WithDurability(cfg.Redis.Durability())
 			if d.acks == nil {
-				d.acks = snapshots.NewRedisAcks(client, cfg.Install)
+				d.acks = snapshots.NewRedisAcks(client, cfg.Install).WithDurability(cfg.Redis.Durability())
 			}
 		} else {
 			d.inputs = snapshots.NewMemory(newInput)

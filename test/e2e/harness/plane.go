@@ -60,8 +60,10 @@ type PlaneOptions struct {
 	// RedisMasterName, or a cluster's nodes, comma-separated.
 	RedisAddr       string
 	RedisMasterName string
-	// RedisWaitReplicas is registration's --redis-wait-replicas.
+	// RedisWaitReplicas is the --redis-wait-replicas of every service, or
+	// of those RedisWaitServices names when it names any.
 	RedisWaitReplicas int
+	RedisWaitServices []string
 	Clusters          []string
 	// AllInOne runs `meshplane all-in-one` instead of four processes.
 	AllInOne bool
@@ -171,14 +173,18 @@ func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string,
 	if o.RedisMasterName != "" {
 		redis = append(redis, "--redis-master-name", o.RedisMasterName)
 	}
+	// redisFor is redis with the wait for replicas when svc waits.
+	redisFor := func(svc string) []string {
+		if o.RedisWaitReplicas > 0 && (len(o.RedisWaitServices) == 0 || slices.Contains(o.RedisWaitServices, svc)) {
+			return append(slices.Clone(redis), "--redis-wait-replicas", fmt.Sprint(o.RedisWaitReplicas), "--redis-wait-timeout", "2s")
+		}
+		return slices.Clone(redis)
+	}
 	services := []svc{
 		{"registration", CmdRegistration, func(map[string]string) []string {
 			args := []string{"--tls-client-auth", "optional", "--ca-dir", p.PKI.CADir, "--bootstrap-tokens-file", p.TokensFile, "--trust-domain", p.PKI.TrustDomain}
 			if o.RegistrationRedis || o.ManagementKubeconfig != "" {
-				args = append(args, redis...)
-				if o.RedisWaitReplicas > 0 {
-					args = append(args, "--redis-wait-replicas", fmt.Sprint(o.RedisWaitReplicas), "--redis-wait-timeout", "2s")
-				}
+				args = append(args, redisFor("registration")...)
 			}
 			if o.ManagementKubeconfig != "" {
 				args = append(args, "--kubeconfig", o.ManagementKubeconfig, "--mirror-namespace", o.mirrorNamespace())
@@ -190,7 +196,7 @@ func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string,
 			if o.TranslationDebounce != 0 {
 				debounce = o.TranslationDebounce
 			}
-			args := append(slices.Clone(redis), "--debounce", debounce.String())
+			args := append(redisFor("translation"), "--debounce", debounce.String())
 			if o.ManagementKubeconfig != "" {
 				// Ingest reads the management cluster's resources
 				// (watchArgs): translation expects that input too.
@@ -201,10 +207,10 @@ func StartPlane(ctx context.Context, o PlaneOptions) (*Plane, map[string]string,
 			}
 			return args
 		}},
-		{"distribution", CmdDistribution, func(map[string]string) []string { return redis }},
+		{"distribution", CmdDistribution, func(map[string]string) []string { return redisFor("distribution") }},
 		{"ingest", CmdIngest, func(a map[string]string) []string {
 			cert, key := filepath.Join(p.PKI.Dir, "ingest.crt"), filepath.Join(p.PKI.Dir, "ingest.key")
-			args := append(redis, "--translation-addr", a["translation"], "--translation-ca-file", p.PKI.RootFile(),
+			args := append(redisFor("ingest"), "--translation-addr", a["translation"], "--translation-ca-file", p.PKI.RootFile(),
 				"--translation-cert-file", cert, "--translation-key-file", key, "--translation-server-name", "localhost")
 			return append(append(args, o.watchArgs()...), o.IngestArgs...)
 		}},

@@ -43,12 +43,6 @@
 {{- if .Values.relayIdentityToken.secretName }}
 - --relay-identity-token-file=/etc/meshplane/relay-identity-token/token
 {{- end }}
-{{- with .Values.redisWait }}
-{{- if .replicas }}
-- --redis-wait-replicas={{ .replicas }}
-- --redis-wait-timeout={{ .timeout | default "1s" }}
-{{- end }}
-{{- end }}
 {{- end }}
 
 {{- define "registration.specificMounts" -}}

@@ -41,6 +41,13 @@ func NewAcks(client goredis.UniversalClient, install string) *Acks {
 	return &Acks{client: client, base: fmt.Sprintf("meshplane:{%s}:acks", install), acks: snapshots.NewRedisAcks(client, install)}
 }
 
+// WithDurability makes every ack wait for d.Replicas replicas (WAIT): one
+// short of them fails, and the agent sends it again.
+func (a *Acks) WithDurability(d snapshots.Durability) *Acks {
+	a.acks.WithDurability(d)
+	return a
+}
+
 func (a *Acks) watchingKey() string { return strings.TrimSuffix(a.base, ":acks") + ":watching" }
 func (a *Acks) sentKey(cluster string) string {
 	return strings.TrimSuffix(a.base, ":acks") + ":sent:" + cluster

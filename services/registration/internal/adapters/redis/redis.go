@@ -21,6 +21,7 @@ import (
 
 	"github.com/meshplane/meshplane/libs/revocation"
 	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
+	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/registration/internal/app"
 	"github.com/meshplane/meshplane/services/registration/internal/domain"
 	"github.com/redis/go-redis/v9"
@@ -41,81 +42,41 @@ type Store struct {
 }
 
 // Durability says how many replicas must hold a security write (a token,
-// a cluster record, a revocation) before it counts as done. Redis
-// replicates asynchronously: without it, a primary that dies right after
-// acknowledging a revocation can take it along, and the promoted replica
-// admits the revoked certificate again. With it, each such write is
-// followed on the same connection by WAIT; fewer acknowledgements than
-// Replicas within Timeout make the write fail with ErrNotReplicated, so
-// that the caller retries (every one of these writes may be repeated).
-// Sentinel promotes the replica with the most data, so a write that one
-// replica acknowledged survives the primary's death; Redis does not
-// promise it under every partition.
-type Durability struct {
-	Replicas int
-	Timeout  time.Duration
-}
+// a cluster record, a revocation) before it counts as done: a primary that
+// dies right after acknowledging a revocation would otherwise take it
+// along, and the promoted replica would admit the revoked certificate
+// again (snapshots.Durability).
+type Durability = snapshots.Durability
 
 // ErrNotReplicated says a write reached the primary but not enough
 // replicas within the timeout. It may or may not survive a failover.
-var ErrNotReplicated = fmt.Errorf("redis: %w: too few replicas acknowledged it", app.ErrNotDurable)
+var ErrNotReplicated = fmt.Errorf("redis: %w", app.ErrNotDurable)
 
 // WithDurability makes the store wait for replicas after each security
 // write; Replicas 0 (the default) does not wait.
 func (s *Store) WithDurability(d Durability) *Store {
-	if d.Timeout <= 0 {
-		d.Timeout = time.Second
-	}
 	s.durable = d
 	return s
 }
 
-// write runs fn and, when replicas are wanted, waits for them. The wait
-// must run on the connection that wrote, to the primary of key: fn gets
-// that connection.
+// write runs fn on the connection to the primary of key and, when
+// replicas are wanted, waits for them.
 func (s *Store) write(ctx context.Context, key string, fn func(c redis.Cmdable) error) error {
-	if s.durable.Replicas <= 0 {
-		return fn(s.client)
-	}
-	var conn *redis.Conn
-	switch c := s.client.(type) {
-	case *redis.ClusterClient:
-		node, err := c.MasterForKey(ctx, key)
-		if err != nil {
-			return err
-		}
-		conn = node.Conn()
-	case *redis.Client:
-		conn = c.Conn()
-	default:
-		return fmt.Errorf("redis: a %T cannot wait for replicas", s.client)
-	}
-	defer conn.Close()
-	if err := fn(conn); err != nil {
-		return err
-	}
-	return s.waitReplicas(ctx, conn)
-}
-
-// waiter is a single connection: a redis.Conn or the connection of a
-// WATCH transaction.
-type waiter interface {
-	Wait(ctx context.Context, replicas int, timeout time.Duration) *redis.IntCmd
+	return notReplicated(s.durable.Write(ctx, s.client, key, fn))
 }
 
 // waitReplicas waits until the replicas hold every write made on c.
-func (s *Store) waitReplicas(ctx context.Context, c waiter) error {
-	if s.durable.Replicas <= 0 {
-		return nil
+func (s *Store) waitReplicas(ctx context.Context, c snapshots.Waiter) error {
+	return notReplicated(s.durable.Wait(ctx, c))
+}
+
+// notReplicated marks a write short of replicas as ErrNotReplicated (and
+// so app.ErrNotDurable).
+func notReplicated(err error) error {
+	if errors.Is(err, snapshots.ErrNotReplicated) {
+		return fmt.Errorf("%w: %w", ErrNotReplicated, err)
 	}
-	n, err := c.Wait(ctx, s.durable.Replicas, s.durable.Timeout).Result()
-	if err != nil {
-		return fmt.Errorf("WAIT: %w", err)
-	}
-	if n < int64(s.durable.Replicas) {
-		return fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, n, s.durable.Replicas, s.durable.Timeout)
-	}
-	return nil
+	return err
 }
 
 var (
