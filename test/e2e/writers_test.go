@@ -21,6 +21,7 @@ type stint struct {
 	replica     string
 	term        uint64
 	first, last time.Time // first request received, last response sent
+	lastStart   time.Time // last request received
 	writes      int
 }
 
@@ -48,7 +49,7 @@ func writerStints(events []kubetest.AuditEvent) (stints []stint, untermed int) {
 		if !ok {
 			i = len(stints)
 			at[key] = i
-			stints = append(stints, stint{replica: m[2], term: term, first: e.RequestReceived, last: e.Completed})
+			stints = append(stints, stint{replica: m[2], term: term, first: e.RequestReceived, last: e.Completed, lastStart: e.RequestReceived})
 		}
 		s := &stints[i]
 		s.writes++
@@ -57,6 +58,9 @@ func writerStints(events []kubetest.AuditEvent) (stints []stint, untermed int) {
 		}
 		if e.Completed.After(s.last) {
 			s.last = e.Completed
+		}
+		if e.RequestReceived.After(s.lastStart) {
+			s.lastStart = e.RequestReceived
 		}
 	}
 	slices.SortFunc(stints, func(a, b stint) int { return a.first.Compare(b.first) })
