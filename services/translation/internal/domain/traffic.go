@@ -13,6 +13,7 @@ import (
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	istiov1alpha3 "istio.io/api/networking/v1alpha3"
@@ -844,6 +845,41 @@ func (st *destState) destinationRule(d *destination, defaultTLS istiov1alpha3.Cl
 	return dr
 }
 
+// destinationRuleJSON is the encoding of st.destinationRule(d, defaultTLS)
+// written straight from st, without the DestinationRule, when that is one
+// encode.TLSDestinationRule writes: every destination gets one. ok is
+// false otherwise.
+func (st *destState) destinationRuleJSON(d *destination, defaultTLS istiov1alpha3.ClientTLSSettings_TLSmode) (_ []byte, ok bool) {
+	if st.outlier != nil {
+		return nil, false
+	}
+	mode, ok := tlsModes[st.tlsMode]
+	if !ok {
+		mode = defaultTLS
+	}
+	return encode.TLSDestinationRule(d.Host, mode, st.subsets())
+}
+
+// clientDestinationRule encodes with enc the DestinationRule of a
+// federated host in its client meshes: Istio mutual TLS, and the subsets
+// of the host's destination by name (the server's east-west gateway
+// selects their workloads).
+func clientDestinationRule(enc encode.Encoder, host string, subsets []string) ([]byte, error) {
+	if len(subsets) == 0 {
+		if raw, ok := encode.IstioMutualDestinationRule(host); ok {
+			return raw, nil
+		}
+	}
+	spec := &istiov1alpha3.DestinationRule{
+		Host:          host,
+		TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}},
+	}
+	for _, name := range subsets {
+		spec.Subsets = append(spec.Subsets, &istiov1alpha3.Subset{Name: name})
+	}
+	return enc.Spec(spec)
+}
+
 // outlierDetection is Istio's outlier detection for o, with the defaults
 // for what o leaves unset (all of it when o is nil): TrafficPolicies and
 // VirtualDestinations both build theirs here.
@@ -866,7 +902,7 @@ func outlierDetection(o *networkingv1.OutlierDetection) *istiov1alpha3.OutlierDe
 // trafficPolicyStatus is the status written back to a TrafficPolicy. The
 // policy is INVALID when validation rejected it or when it is INVALID for
 // any destination it selects; each destination's entry says which.
-func trafficPolicyStatus(p *trafficPolicy) (*snapshotv1.ResourceStatus, error) {
+func trafficPolicyStatus(enc encode.Encoder, p *trafficPolicy) (*snapshotv1.ResourceStatus, error) {
 	s := p.Status
 	s.State = commonv1.ApprovalState_ACCEPTED
 	s.Errors = slices.Clone(p.Errors)
@@ -903,5 +939,5 @@ func trafficPolicyStatus(p *trafficPolicy) (*snapshotv1.ResourceStatus, error) {
 		s.LastKnownGood = true
 		s.Errors = append(s.Errors, lastGoodMessage(p.prior.Generation))
 	}
-	return resourceStatus(NetworkingV1, KindTrafficPolicy, p.Key, p.Meta.GetGeneration(), s)
+	return resourceStatus(enc, NetworkingV1, KindTrafficPolicy, p.Key, p.Meta.GetGeneration(), s)
 }

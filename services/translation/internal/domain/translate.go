@@ -5,9 +5,7 @@
 package domain
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -15,14 +13,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unsafe"
 
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
-	"google.golang.org/protobuf/encoding/protojson"
+	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
 	"google.golang.org/protobuf/proto"
-	istiov1alpha3 "istio.io/api/networking/v1alpha3"
 )
 
 // Options are the install-wide settings translation needs.
@@ -44,6 +40,9 @@ type Options struct {
 	labels *labelMaps
 	// sealed is Incremental.OnSealed's function.
 	sealed func(*snapshotv1.OutputSnapshot)
+	// enc encodes every spec and status; tests set it to check the
+	// encodings against protojson (WithVerifiedEncoding).
+	enc encode.Encoder
 }
 
 // labelMaps gives the objects of one cluster one label map, instead of
@@ -198,7 +197,7 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 			}
 		}
 	}
-	e := newEmitter()
+	e := newEmitter(opts.enc)
 	emitMeshWide(e, vms)
 	access.emit(e)
 	addrs := map[string]*addrSet{}
@@ -213,7 +212,7 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 	emitIssuedCertificates(outputs, vms)
 
 	for _, p := range policies {
-		st, err := trafficPolicyStatus(p)
+		st, err := trafficPolicyStatus(opts.enc, p)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -223,7 +222,7 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 		}
 	}
 	for _, p := range accessPolicies {
-		st, err := accessPolicyStatus(p)
+		st, err := accessPolicyStatus(opts.enc, p)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -233,7 +232,7 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 		}
 	}
 	for _, vm := range vms.all {
-		st, err := virtualMeshStatus(vm)
+		st, err := virtualMeshStatus(opts.enc, vm)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -243,7 +242,7 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 		}
 	}
 	for _, so := range settingsObjects {
-		st, err := settingsStatus(so)
+		st, err := settingsStatus(opts.enc, so)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -253,14 +252,14 @@ func translateAll(inputs map[string]*snapshotv1.InputSnapshot, opts Options, las
 		}
 	}
 	for _, g := range ix.scope.all {
-		st, err := scopeGrantStatus(g)
+		st, err := scopeGrantStatus(opts.enc, g)
 		if err != nil {
 			return nil, nil, err
 		}
 		outputs[g.Key.Cluster].Statuses = append(outputs[g.Key.Cluster].Statuses, st)
 	}
 	for _, vd := range vds.all {
-		st, err := virtualDestinationStatus(vd)
+		st, err := virtualDestinationStatus(opts.enc, vd)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -378,7 +377,7 @@ func destinationAuthorizationPolicies(outputs map[string]*snapshotv1.OutputSnaps
 
 // makeObject wraps an encoded spec as flush does.
 func makeObject(apiVersion, kind string, at ObjectKey, parents []ParentRef, specJSON []byte, opts Options) *snapshotv1.Object {
-	return makeObjectAnnotated(apiVersion, kind, at, parentsAnnotation(parents), specJSON, opts)
+	return makeObjectAnnotated(apiVersion, kind, at, encode.ParentsAnnotation(parents), specJSON, opts)
 }
 
 // makeObjectAnnotated is makeObject with the annotations already made;
@@ -393,11 +392,6 @@ func makeObjectAnnotated(apiVersion, kind string, at ObjectKey, annotations map[
 		Annotations: annotations,
 		Spec:        specJSON,
 	}
-}
-
-// parentsAnnotation is the annotations of an object with these parents.
-func parentsAnnotation(parents []ParentRef) map[string]string {
-	return map[string]string{snapshots.AnnotationParents: Parents(parents...)}
 }
 
 // destinationObjects are the VirtualService (when policies set routes) and
@@ -483,7 +477,7 @@ func clientObjects(d *destination, tr *trafficTranslation, users userObjects, se
 			vs, policies, warned := tr.clientVirtualService(st, c)
 			m = &made{policies: policies}
 			if vs != nil {
-				raw, err := MarshalSpec(vs)
+				raw, err := opts.enc.Spec(vs)
 				if err != nil {
 					return nil, fmt.Errorf("%s %s/%s in %s: %w", KindVirtualService, at.Namespace, at.Name, at.Cluster, err)
 				}
@@ -494,7 +488,7 @@ func clientObjects(d *destination, tr *trafficTranslation, users userObjects, se
 				for _, p := range policies {
 					parents = append(parents, ParentRef{Kind: parentKindTraffic, Name: p.Name, Namespace: p.Namespace, Cluster: p.Cluster})
 				}
-				m.raw, m.annotations = raw, parentsAnnotation(parents)
+				m.raw, m.annotations = raw, encode.ParentsAnnotation(parents)
 			}
 			if !warned {
 				if byKey == nil {
@@ -518,7 +512,7 @@ func clientObjects(d *destination, tr *trafficTranslation, users userObjects, se
 // parents annotation every Meshplane object carries. ann, when not nil, is
 // that annotation made already. The object is o, a new one.
 func newObject(kind string, d *destination, policies []ObjectKey, spec proto.Message, ann map[string]string, opts Options, o *snapshotv1.Object) (*snapshotv1.Object, error) {
-	specJSON, err := MarshalSpec(spec)
+	specJSON, err := opts.enc.Spec(spec)
 	if err != nil {
 		return nil, fmt.Errorf("%s for %s/%s in %s: %w", kind, d.Key.Namespace, d.Key.Name, d.Key.Cluster, err)
 	}
@@ -533,7 +527,7 @@ func newObjectEncoded(kind string, d *destination, policies []ObjectKey, specJSO
 		for _, p := range policies {
 			parents = append(parents, ParentRef{Kind: parentKindTraffic, Name: p.Name, Namespace: p.Namespace, Cluster: p.Cluster})
 		}
-		ann = parentsAnnotation(parents)
+		ann = encode.ParentsAnnotation(parents)
 	}
 	o.ApiVersion, o.Kind, o.Namespace, o.Name = IstioNetworkingV1, kind, d.Key.Namespace, d.Key.Name
 	o.Labels, o.Annotations, o.Spec = opts.labels.get(opts.Install, d.Key.Cluster), ann, specJSON
@@ -555,6 +549,8 @@ type emitter struct {
 	// The client-side objects of federation by client cluster, which are
 	// most objects: kept out of the shards, see federatedBlock.
 	federated map[string]*federatedBlock
+	// enc encodes the specs.
+	enc encode.Encoder
 }
 
 type shardKey struct {
@@ -579,8 +575,8 @@ type pendingObject struct {
 	segment *federatedSegment
 }
 
-func newEmitter() *emitter {
-	return &emitter{shards: map[string]map[shardKey]*pendingObject{}, federated: map[string]*federatedBlock{}}
+func newEmitter(enc encode.Encoder) *emitter {
+	return &emitter{enc: enc, shards: map[string]map[shardKey]*pendingObject{}, federated: map[string]*federatedBlock{}}
 }
 
 func (e *emitter) shard(cluster string) map[shardKey]*pendingObject {
@@ -772,7 +768,7 @@ func (p *federatedPair) annotations(k pairObject) map[string]string {
 		}
 		return p.x.annotations
 	}
-	return parentsAnnotation(p.merged[k])
+	return encode.ParentsAnnotation(p.merged[k])
 }
 
 // flush encodes the objects into the outputs of their clusters. Objects for
@@ -798,13 +794,13 @@ func (e *emitter) flush(outputs map[string]*snapshotv1.OutputSnapshot, opts Opti
 		specJSON := p.raw
 		if specJSON == nil {
 			var err error
-			if specJSON, err = MarshalSpec(p.spec); err != nil {
+			if specJSON, err = e.enc.Spec(p.spec); err != nil {
 				return fmt.Errorf("%s %s/%s in %s: %w", k.kind, k.at.Namespace, k.at.Name, k.at.Cluster, err)
 			}
 		}
 		ann := p.annotations
 		if ann == nil {
-			ann = parentsAnnotation(p.parents)
+			ann = encode.ParentsAnnotation(p.parents)
 		}
 		out.Objects = append(out.Objects, makeObjectAnnotated(k.apiVersion, k.kind, k.at, ann, specJSON, opts))
 	}
@@ -1032,8 +1028,8 @@ func warnPlaintext(tr *trafficTranslation, vms *virtualMeshes, d *destination) {
 
 // resourceStatus encodes st as the status to write to one user resource,
 // the resource of kind at key, computed for generation.
-func resourceStatus(apiVersion, kind string, key ObjectKey, generation int64, st proto.Message) (*snapshotv1.ResourceStatus, error) {
-	raw, err := MarshalSpec(st)
+func resourceStatus(enc encode.Encoder, apiVersion, kind string, key ObjectKey, generation int64, st proto.Message) (*snapshotv1.ResourceStatus, error) {
+	raw, err := enc.Spec(st)
 	if err != nil {
 		return nil, fmt.Errorf("status of %s %s: %w", kind, key, err)
 	}
@@ -1043,123 +1039,6 @@ func resourceStatus(apiVersion, kind string, key ObjectKey, generation int64, st
 	}, nil
 }
 
-// MarshalSpec encodes an Istio spec as compact JSON. protojson adds random
-// whitespace on purpose; compacting removes it, so that the bytes, and with
-// them the snapshot version, are the same in every process. As protojson,
-// it leaves out fields at their zero value, except the explicitZero enum
-// fields, whose zero value a reader must see.
-func MarshalSpec(m proto.Message) ([]byte, error) {
-	if dr, ok := m.(*istiov1alpha3.DestinationRule); ok {
-		if b, ok := simpleDestinationRuleJSON(dr); ok {
-			return b, nil
-		}
-	}
-	if b, ok := fastJSON(m); ok {
-		if verifyFastJSON {
-			if want, err := marshalSpecReflect(m); err != nil || string(want) != string(b) {
-				panic(fmt.Sprintf("fastJSON gives %s for %T, protojson %s (%v)", b, m, want, err))
-			}
-		}
-		return b, nil
-	}
-	return marshalSpecReflect(m)
-}
-
-// marshalSpecReflect is MarshalSpec through protojson, for every spec:
-// protojson's encoding, compacted, with the explicitZero fields added.
-func marshalSpecReflect(m proto.Message) ([]byte, error) {
-	raw, err := protojson.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	buf.Grow(len(raw))
-	if err := json.Compact(&buf, raw); err != nil {
-		return nil, err
-	}
-	return withExplicitZeros(buf.Bytes(), m.ProtoReflect())
-}
-
-// ParentRef names a resource an output object was translated from.
-type ParentRef struct {
-	Kind      string `json:"-"`
-	Name      string `json:"name"`
-	Namespace string `json:"namespace,omitempty"`
-	Cluster   string `json:"cluster,omitempty"`
-}
-
-// Parents renders the parents annotation: parent refs grouped by kind, as
-// JSON with sorted keys, each kind's refs sorted and without duplicates.
-// The encoding is what encoding/json gives for map[string][]ParentRef; it
-// is written by hand because every object carries one.
-func Parents(refs ...ParentRef) string {
-	// Sorted by kind, then as each kind's list is sorted, so that equal
-	// refs are adjacent and each kind's refs follow one another.
-	rs := refs
-	if len(rs) > 1 {
-		var small [8]ParentRef
-		rs = append(small[:0], refs...)
-		slices.SortFunc(rs, func(a, b ParentRef) int {
-			return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-		})
-		rs = slices.Compact(rs)
-	}
-	size := 2
-	for _, r := range rs {
-		size += len(r.Kind) + len(r.Name) + len(r.Namespace) + len(r.Cluster) + 48
-	}
-	buf := make([]byte, 0, size)
-	buf = append(buf, '{')
-	for i, r := range rs {
-		switch {
-		case i == 0:
-		case r.Kind != rs[i-1].Kind:
-			buf = append(buf, "],"...)
-		default:
-			buf = append(buf, ',')
-		}
-		if i == 0 || r.Kind != rs[i-1].Kind {
-			buf = appendParentString(buf, r.Kind)
-			buf = append(buf, ":["...)
-		}
-		buf = append(buf, `{"name":`...)
-		buf = appendParentString(buf, r.Name)
-		if r.Namespace != "" {
-			buf = append(buf, `,"namespace":`...)
-			buf = appendParentString(buf, r.Namespace)
-		}
-		if r.Cluster != "" {
-			buf = append(buf, `,"cluster":`...)
-			buf = appendParentString(buf, r.Cluster)
-		}
-		buf = append(buf, '}')
-	}
-	if len(rs) > 0 {
-		buf = append(buf, ']')
-	}
-	buf = append(buf, '}')
-	// buf is not written again: the string may share its memory, as
-	// strings.Builder's does.
-	return unsafe.String(unsafe.SliceData(buf), len(buf))
-}
-
-// jsonPlain holds the bytes encoding/json writes as they are.
-var jsonPlain = func() (t [256]bool) {
-	for c := 0x20; c <= 0x7e; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
-
-// appendParentString appends s quoted as encoding/json quotes it.
-func appendParentString(buf []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if !jsonPlain[s[i]] {
-			b, _ := json.Marshal(s)
-			return append(buf, b...)
-		}
-	}
-	buf = append(buf, '"')
-	buf = append(buf, s...)
-	return append(buf, '"')
-}
+// ParentRef names a resource an output object was translated from: the
+// parents annotation (encode.Parents) lists them.
+type ParentRef = encode.ParentRef

@@ -11,6 +11,7 @@ import (
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	istiov1alpha3 "istio.io/api/networking/v1alpha3"
 )
@@ -644,7 +645,7 @@ func (vd *virtualDestination) destinationRule(lb *istiov1alpha3.LocalityLoadBala
 
 // virtualDestinationStatus is the status written back to a
 // VirtualDestination.
-func virtualDestinationStatus(vd *virtualDestination) (*snapshotv1.ResourceStatus, error) {
+func virtualDestinationStatus(enc encode.Encoder, vd *virtualDestination) (*snapshotv1.ResourceStatus, error) {
 	s := &networkingv1.VirtualDestinationStatus{
 		ObservedGeneration: vd.Meta.GetGeneration(),
 		State:              commonv1.ApprovalState_ACCEPTED,
@@ -664,5 +665,5 @@ func virtualDestinationStatus(vd *virtualDestination) (*snapshotv1.ResourceStatu
 	for _, b := range vd.backing {
 		s.SelectedDestinations = append(s.SelectedDestinations, &commonv1.ClusterObjectRef{Name: b.dst.Key.Name, Namespace: b.dst.Key.Namespace, Cluster: b.dst.Key.Cluster})
 	}
-	return resourceStatus(NetworkingV1, KindVirtualDestination, vd.Key, vd.Meta.GetGeneration(), s)
+	return resourceStatus(enc, NetworkingV1, KindVirtualDestination, vd.Key, vd.Meta.GetGeneration(), s)
 }
