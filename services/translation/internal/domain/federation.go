@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
@@ -300,11 +299,7 @@ func (f *federation) exportDestination(v vmExport, server *mesh, gw *discoveryv1
 	if sub != nil && len(d.Selector) > 0 {
 		// The subsets' labels, for the east-west gateway.
 		f.e.add(IstioNetworkingV1, KindDestinationRule, ObjectKey{Cluster: server.Key.Cluster, Namespace: d.Key.Namespace, Name: host}, x.drParents,
-			&istiov1alpha3.DestinationRule{
-				Host:          host,
-				TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}},
-				Subsets:       sub.subsets,
-			})
+			serverDestinationRule(host, sub.subsets))
 	}
 	vm.federated = append(vm.federated, d.Key)
 	if len(d.Selector) > 0 {
@@ -315,13 +310,7 @@ func (f *federation) exportDestination(v vmExport, server *mesh, gw *discoveryv1
 			}
 		}
 		f.e.add(IstioNetworkingV1, KindServiceEntry, ObjectKey{Cluster: server.Key.Cluster, Namespace: d.Key.Namespace, Name: host}, []ParentRef{v.parent, dParent},
-			&istiov1alpha3.ServiceEntry{
-				Hosts:            []string{host},
-				Ports:            serverServiceEntryPorts(d),
-				Location:         istiov1alpha3.ServiceEntry_MESH_INTERNAL,
-				Resolution:       istiov1alpha3.ServiceEntry_STATIC,
-				WorkloadSelector: &istiov1alpha3.WorkloadSelector{Labels: maps.Clone(d.Selector)},
-			})
+			serverServiceEntry(host, d))
 	}
 	return host, true
 }
@@ -509,72 +498,6 @@ func (h *hostEncodings) get(fh *exportedDest, addr netip.Addr) (*encodedHost, er
 	return enc, nil
 }
 
-// Placeholders of the ServiceEntry templates.
-const (
-	hostPlaceholder    = "host.placeholder.meshplane.dev"
-	addressPlaceholder = "address.placeholder.meshplane.dev"
-)
-
-// serviceEntry encodes the client-side ServiceEntry of fh with address
-// addr: from the template of its kind when the host needs no escaping in
-// JSON (the bytes encode.Spec gives; the fuzz test checks them against
-// protojson), else with encode.Spec.
-func (h *hostEncodings) serviceEntry(fh *exportedDest, addr netip.Addr) ([]byte, error) {
-	ports := serviceEntryPorts(fh.dst)
-	build := func(host, address string) *istiov1alpha3.ServiceEntry {
-		ep := &istiov1alpha3.WorkloadEntry{Address: fh.gw.GetExternalAddress(), Ports: map[string]uint32{}}
-		for _, p := range ports {
-			ep.Ports[p.GetName()] = fh.gw.GetExternalTlsPort()
-		}
-		res := istiov1alpha3.ServiceEntry_DNS
-		if _, err := netip.ParseAddr(fh.gw.GetExternalAddress()); err == nil {
-			res = istiov1alpha3.ServiceEntry_STATIC
-		}
-		return &istiov1alpha3.ServiceEntry{
-			Hosts:           []string{host},
-			Addresses:       []string{address},
-			Ports:           ports,
-			Location:        istiov1alpha3.ServiceEntry_MESH_INTERNAL,
-			Resolution:      res,
-			Endpoints:       []*istiov1alpha3.WorkloadEntry{ep},
-			SubjectAltNames: fh.sans,
-		}
-	}
-	address := addr.String()
-	if !encode.Plain(fh.host) || !encode.Plain(address) {
-		return h.enc.Spec(build(fh.host, address))
-	}
-	var key strings.Builder
-	key.WriteString(fh.gw.GetExternalAddress())
-	key.WriteByte(0)
-	key.WriteString(strconv.FormatUint(uint64(fh.gw.GetExternalTlsPort()), 10))
-	for _, p := range ports {
-		key.WriteByte(0)
-		key.WriteString(strconv.FormatUint(uint64(p.GetNumber()), 10))
-		key.WriteByte(0)
-		key.WriteString(p.GetName())
-		key.WriteByte(0)
-		key.WriteString(p.GetProtocol())
-	}
-	for _, san := range fh.sans {
-		key.WriteByte(1)
-		key.WriteString(san)
-	}
-	t, ok := h.templates[key.String()]
-	if !ok {
-		raw, err := h.enc.Spec(build(hostPlaceholder, addressPlaceholder))
-		if err != nil {
-			return nil, err
-		}
-		t = encode.NewTemplate(raw, hostPlaceholder, addressPlaceholder)
-		h.templates[key.String()] = t
-	}
-	if t == nil {
-		return h.enc.Spec(build(fh.host, address))
-	}
-	return t.Fill(fh.host, address), nil
-}
-
 // exportRules say whether a VirtualMesh exports destination d to mesh
 // client: every destination to every mesh when federation is permissive;
 // otherwise those a selective selector names, to the meshes it names. They
@@ -667,21 +590,6 @@ func federationGateway(m *mesh) *discoveryv1.MeshSpec_Gateway {
 	return nil
 }
 
-// serviceEntryPorts copies a destination's ports, with the protocol Istio
-// infers from the port's appProtocol or name prefix (TCP when neither
-// says).
-func serviceEntryPorts(d *destination) []*istiov1alpha3.ServicePort {
-	var out []*istiov1alpha3.ServicePort
-	for _, p := range d.PortInfo {
-		if p.GetPort() == 0 || p.GetPort() > 65535 || strings.EqualFold(p.GetProtocol(), "UDP") {
-			continue
-		}
-		name := cmp.Or(p.GetName(), fmt.Sprintf("port-%d", p.GetPort()))
-		out = append(out, &istiov1alpha3.ServicePort{Number: p.GetPort(), Name: name, Protocol: portProtocol(p.GetAppProtocol(), name)})
-	}
-	return out
-}
-
 // spiffeIDs are the SPIFFE IDs of the service accounts that run
 // workloads, in trust domain td, sorted and without repeats.
 func spiffeIDs(td string, workloads []*workload) []string {
@@ -694,36 +602,6 @@ func spiffeIDs(td string, workloads []*workload) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// serverServiceEntryPorts are the ports of the server-side ServiceEntry
-// of a federated destination, which selects its pods: each carries the
-// Service's numeric target port, since Istio would otherwise send the
-// east-west gateway's traffic to the pod on the service port. A named
-// target port has no number to give; Istio then uses the service port.
-func serverServiceEntryPorts(d *destination) []*istiov1alpha3.ServicePort {
-	ports := serviceEntryPorts(d)
-	for _, p := range ports {
-		p.TargetPort = d.TargetPorts[p.GetNumber()]
-	}
-	return ports
-}
-
-var istioProtocols = map[string]string{
-	"http": "HTTP", "http2": "HTTP2", "https": "HTTPS", "grpc": "GRPC", "grpc-web": "GRPC-WEB",
-	"tcp": "TCP", "tls": "TLS", "mongo": "MONGO", "mysql": "MYSQL", "redis": "REDIS",
-	"kubernetes.io/h2c": "HTTP2",
-}
-
-func portProtocol(appProtocol, name string) string {
-	if p, ok := istioProtocols[strings.ToLower(appProtocol)]; ok {
-		return p
-	}
-	prefix, _, _ := strings.Cut(strings.ToLower(name), "-")
-	if p, ok := istioProtocols[prefix]; ok {
-		return p
-	}
-	return "TCP"
 }
 
 // federatedAddress is a stable virtual IP for host in 240.0.0.0/4, which

@@ -14,8 +14,6 @@ import (
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 	istiov1alpha3 "istio.io/api/networking/v1alpha3"
 )
 
@@ -806,97 +804,6 @@ func (t *trafficTranslation) clientVirtualService(st *destState, c federatedClie
 		parents = append(parents, a.p.Key)
 	}
 	return virtualServiceOf(groups, c.host), parents, warned
-}
-
-// Outlier detection defaults, as in Gloo Mesh v1.
-var (
-	defaultConsecutiveErrors  = uint32(5)
-	defaultInterval           = durationpb.New(10e9)
-	defaultBaseEjectionTime   = durationpb.New(30e9)
-	defaultMaxEjectionPercent = int32(100)
-)
-
-var tlsModes = map[networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_TLSmode]istiov1alpha3.ClientTLSSettings_TLSmode{
-	networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_DISABLE:      istiov1alpha3.ClientTLSSettings_DISABLE,
-	networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_SIMPLE:       istiov1alpha3.ClientTLSSettings_SIMPLE,
-	networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_ISTIO_MUTUAL: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL,
-}
-
-// destinationRule is the DestinationRule Meshplane owns for every
-// discovered Service: the Settings' default TLS mode (Istio mutual TLS
-// unless Settings say otherwise) to its FQDN unless a policy sets another
-// mode, plus the subsets that traffic shifts name and outlier detection.
-func (st *destState) destinationRule(d *destination, defaultTLS istiov1alpha3.ClientTLSSettings_TLSmode) *istiov1alpha3.DestinationRule {
-	mode, ok := tlsModes[st.tlsMode]
-	if !ok {
-		mode = defaultTLS
-	}
-	dr := &istiov1alpha3.DestinationRule{
-		Host:          d.Host,
-		TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: mode}},
-	}
-	if st.outlier != nil {
-		dr.TrafficPolicy.OutlierDetection = outlierDetection(st.outlier)
-	}
-	subsets := st.subsets()
-	for _, name := range slices.Sorted(maps.Keys(subsets)) {
-		dr.Subsets = append(dr.Subsets, &istiov1alpha3.Subset{Name: name, Labels: subsets[name]})
-	}
-	return dr
-}
-
-// destinationRuleJSON is the encoding of st.destinationRule(d, defaultTLS)
-// written straight from st, without the DestinationRule, when that is one
-// encode.TLSDestinationRule writes: every destination gets one. ok is
-// false otherwise.
-func (st *destState) destinationRuleJSON(d *destination, defaultTLS istiov1alpha3.ClientTLSSettings_TLSmode) (_ []byte, ok bool) {
-	if st.outlier != nil {
-		return nil, false
-	}
-	mode, ok := tlsModes[st.tlsMode]
-	if !ok {
-		mode = defaultTLS
-	}
-	return encode.TLSDestinationRule(d.Host, mode, st.subsets())
-}
-
-// clientDestinationRule encodes with enc the DestinationRule of a
-// federated host in its client meshes: Istio mutual TLS, and the subsets
-// of the host's destination by name (the server's east-west gateway
-// selects their workloads).
-func clientDestinationRule(enc encode.Encoder, host string, subsets []string) ([]byte, error) {
-	if len(subsets) == 0 {
-		if raw, ok := encode.IstioMutualDestinationRule(host); ok {
-			return raw, nil
-		}
-	}
-	spec := &istiov1alpha3.DestinationRule{
-		Host:          host,
-		TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}},
-	}
-	for _, name := range subsets {
-		spec.Subsets = append(spec.Subsets, &istiov1alpha3.Subset{Name: name})
-	}
-	return enc.Spec(spec)
-}
-
-// outlierDetection is Istio's outlier detection for o, with the defaults
-// for what o leaves unset (all of it when o is nil): TrafficPolicies and
-// VirtualDestinations both build theirs here.
-func outlierDetection(o *networkingv1.OutlierDetection) *istiov1alpha3.OutlierDetection {
-	od := &istiov1alpha3.OutlierDetection{
-		Consecutive_5XxErrors: wrapperspb.UInt32(cmp.Or(o.GetConsecutiveErrors(), defaultConsecutiveErrors)),
-		Interval:              cloneDuration(defaultInterval),
-		BaseEjectionTime:      cloneDuration(defaultBaseEjectionTime),
-		MaxEjectionPercent:    cmp.Or(int32(o.GetMaxEjectionPercent()), defaultMaxEjectionPercent),
-	}
-	if o.GetInterval() != nil {
-		od.Interval = cloneDuration(o.GetInterval())
-	}
-	if o.GetBaseEjectionTime() != nil {
-		od.BaseEjectionTime = cloneDuration(o.GetBaseEjectionTime())
-	}
-	return od
 }
 
 // trafficPolicyStatus is the status written back to a TrafficPolicy. The

@@ -347,14 +347,9 @@ func destinationObjects(d *destination, tr *trafficTranslation, users userObject
 	if vsObj != nil && slices.Equal(st.vsParents, drParents) {
 		ann = vsObj.Annotations
 	}
-	var obj *snapshotv1.Object
-	if raw, ok := st.destinationRuleJSON(d, set.defaultTLS); ok {
-		obj = newObjectEncoded(KindDestinationRule, d, drParents, raw, ann, opts, alloc.object())
-	} else {
-		var err error
-		if obj, err = newObject(KindDestinationRule, d, drParents, st.destinationRule(d, set.defaultTLS), ann, opts, alloc.object()); err != nil {
-			return nil, err
-		}
+	obj, err := st.destinationRuleObject(d, drParents, ann, set.defaultTLS, opts, alloc)
+	if err != nil {
+		return nil, err
 	}
 	if out == nil {
 		out = alloc.objects(1)[:0]

@@ -528,14 +528,8 @@ func emitVirtualDestinations(e *emitter, ix *Index, vds *virtualDestinations, us
 				used[m.Key.Cluster] = newAddrSet(0)
 			}
 			at := ObjectKey{Cluster: m.Key.Cluster, Namespace: m.Namespace, Name: host}
-			e.add(IstioNetworkingV1, KindServiceEntry, at, parents, &istiov1alpha3.ServiceEntry{
-				Hosts:      []string{host},
-				Addresses:  []string{federatedAddress(host, used[m.Key.Cluster]).String()},
-				Ports:      []*istiov1alpha3.ServicePort{{Number: spec.GetPort().GetNumber(), Name: portName, Protocol: proto}},
-				Location:   istiov1alpha3.ServiceEntry_MESH_INTERNAL,
-				Resolution: res,
-				Endpoints:  endpoints,
-			})
+			port := &istiov1alpha3.ServicePort{Number: spec.GetPort().GetNumber(), Name: portName, Protocol: proto}
+			e.add(IstioNetworkingV1, KindServiceEntry, at, parents, virtualDestinationServiceEntry(host, federatedAddress(host, used[m.Key.Cluster]).String(), port, res, endpoints))
 			e.add(IstioNetworkingV1, KindDestinationRule, at, parents, vd.destinationRule(lb))
 		}
 	}
@@ -625,22 +619,6 @@ func staticDNSLocalities(endpoints []*istiov1alpha3.WorkloadEntry, region string
 		return nil
 	}
 	return []*istiov1alpha3.LocalityLoadBalancerSetting_Failover{{From: region, To: StaticRankRegion(1)}}
-}
-
-// destinationRule is the DestinationRule of the hostname in every mesh,
-// with the locality load balancing lb. Istio fails over only with outlier
-// detection, so it is always set (with the defaults when the spec names
-// none).
-func (vd *virtualDestination) destinationRule(lb *istiov1alpha3.LocalityLoadBalancerSetting) *istiov1alpha3.DestinationRule {
-	od := outlierDetection(vd.Spec.GetLocalized().GetOutlierDetection())
-	return &istiov1alpha3.DestinationRule{
-		Host: vd.Spec.GetHostname(),
-		TrafficPolicy: &istiov1alpha3.TrafficPolicy{
-			Tls:              &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL},
-			OutlierDetection: od,
-			LoadBalancer:     &istiov1alpha3.LoadBalancerSettings{LocalityLbSetting: lb},
-		},
-	}
 }
 
 // virtualDestinationStatus is the status written back to a
