@@ -257,6 +257,56 @@ func TestSpecTemplate(t *testing.T) {
 	}
 }
 
+// TestTemplateMatchesProtojson fills templates of varied ServiceEntries,
+// made from Spec's bytes as translation makes them, and checks each
+// filling against protojson's encoding of the ServiceEntry with the values
+// in place.
+func TestTemplateMatchesProtojson(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	for range 500 {
+		var ports []*istiov1alpha3.ServicePort
+		epPorts := map[string]uint32{}
+		for i := range 1 + r.IntN(3) {
+			name := pick("http", "grpc-web", "tcp", "port-8080") + fmt.Sprint(i)
+			ports = append(ports, &istiov1alpha3.ServicePort{Number: uint32(1 + r.IntN(65535)), Name: name, Protocol: pick("HTTP", "TCP", "GRPC")})
+			epPorts[name] = uint32(r.IntN(2)) * 15443
+		}
+		var sans []string
+		for range r.IntN(3) {
+			sans = append(sans, "spiffe://"+pick("cluster.local", "east.example")+"/ns/"+pick("default", "a-b")+"/sa/"+pick("reviews", `x"y`, "é"))
+		}
+		gw := pick("east.example.com", "10.0.0.1", "2001:db8::1", "")
+		res := istiov1alpha3.ServiceEntry_Resolution(r.IntN(3))
+		build := func(host, address string) *istiov1alpha3.ServiceEntry {
+			return &istiov1alpha3.ServiceEntry{
+				Hosts: []string{host}, Addresses: []string{address}, Ports: ports,
+				Location:        istiov1alpha3.ServiceEntry_MESH_INTERNAL,
+				Resolution:      res,
+				Endpoints:       []*istiov1alpha3.WorkloadEntry{{Address: gw, Ports: epPorts}},
+				SubjectAltNames: sans,
+			}
+		}
+		raw, err := Spec(build(hostPlaceholder, addressPlaceholder))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := NewTemplate(raw, hostPlaceholder, addressPlaceholder)
+		if tmpl == nil {
+			t.Fatalf("no template for %s", raw)
+		}
+		host := pick("reviews.default.svc.east.global", "svc-0001.ns.svc.cluster-042.global", "a_b-C.9", "*.example.com")
+		address := pick("240.1.2.3", "255.255.255.254", "fd00::1")
+		want, err := Reflect(build(host, address))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tmpl.Fill(host, address); string(got) != string(want) {
+			t.Fatalf("filled template %s, protojson %s", got, want)
+		}
+	}
+}
+
 // Placeholders of the templates in TestSpecTemplate.
 const (
 	hostPlaceholder    = "host.placeholder.meshplane.dev"
@@ -396,5 +446,36 @@ func TestParentsMatchesEncodingJSON(t *testing.T) {
 	}
 	if got := Parents(many...); got != string(b) {
 		t.Errorf("Parents of 60 refs:\n%s\nwant\n%s", got, b)
+	}
+}
+
+// TestParentsRandom checks Parents against encoding/json on random refs,
+// with names that encoding/json escapes.
+func TestParentsRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	for range 500 {
+		var refs []ParentRef
+		grouped := map[string][]ParentRef{}
+		for range r.IntN(12) {
+			ref := ParentRef{Kind: pick("a", "b, Kind=X", "<k>"), Name: pick("n", "reviews", "a&b", "é\u2028"), Namespace: pick("", "ns", `q"`), Cluster: pick("", "east", "\x7f")}
+			refs = append(refs, ref)
+			stripped := ParentRef{Name: ref.Name, Namespace: ref.Namespace, Cluster: ref.Cluster}
+			if !slices.Contains(grouped[ref.Kind], stripped) {
+				grouped[ref.Kind] = append(grouped[ref.Kind], stripped)
+			}
+		}
+		for _, rs := range grouped {
+			slices.SortFunc(rs, func(a, b ParentRef) int {
+				return cmp.Or(strings.Compare(a.Cluster, b.Cluster), strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+			})
+		}
+		want, err := json.Marshal(grouped)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Parents(refs...); got != string(want) {
+			t.Fatalf("Parents(%v) = %s, encoding/json %s", refs, got, want)
+		}
 	}
 }

@@ -1,5 +1,8 @@
 package encode
 
+// The explicitZero fields added to protojson's encoding: the reference
+// that fastJSON is held to writes them too.
+
 import (
 	"encoding/json"
 	"errors"

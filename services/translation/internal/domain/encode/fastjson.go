@@ -1,5 +1,8 @@
 package encode
 
+// fastJSON: protojson's encoding of any message translation writes,
+// without protojson's reflection per field.
+
 import (
 	"encoding/base64"
 	"math/bits"
