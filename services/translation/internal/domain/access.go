@@ -10,6 +10,7 @@ import (
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
 	securityv1beta1 "istio.io/api/security/v1beta1"
 	typev1beta1 "istio.io/api/type/v1beta1"
 )
@@ -440,7 +441,7 @@ func (p *accessPolicy) goodVersion() (LastGoodAccess, bool) {
 }
 
 // accessPolicyStatus is the status written back to an AccessPolicy.
-func accessPolicyStatus(p *accessPolicy) (*snapshotv1.ResourceStatus, error) {
+func accessPolicyStatus(enc encode.Encoder, p *accessPolicy) (*snapshotv1.ResourceStatus, error) {
 	s := p.Status
 	s.State = commonv1.ApprovalState_ACCEPTED
 	s.Errors = slices.Clone(p.Errors)
@@ -459,5 +460,5 @@ func accessPolicyStatus(p *accessPolicy) (*snapshotv1.ResourceStatus, error) {
 		s.LastKnownGood = true
 		s.Errors = append(s.Errors, lastGoodMessage(p.lastGood.Generation))
 	}
-	return resourceStatus(NetworkingV1, KindAccessPolicy, p.Key, p.Meta.GetGeneration(), s)
+	return resourceStatus(enc, NetworkingV1, KindAccessPolicy, p.Key, p.Meta.GetGeneration(), s)
 }

@@ -77,7 +77,7 @@ func translateAccessLogs(e *extensionOutputs, ix *Index, in []collected[*observa
 			failures = emitAccessLog(e, key, spec, ws)
 		}
 		keep(next, key, held, md, spec, len(errs) == 0)
-		st, err := extensionStatus(ObservabilityV1, KindAccessLogPolicy, key, md, append(slices.Clone(errs), denied...), failures, ws, heldGeneration(held))
+		st, err := e.status(ObservabilityV1, KindAccessLogPolicy, key, md, append(slices.Clone(errs), denied...), failures, ws, heldGeneration(held))
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -150,7 +151,7 @@ func MarkApplyFailures(outputs map[string]*snapshotv1.OutputSnapshot, failures m
 				}
 				s.Errors = append(s.Errors, e)
 			}
-			raw, err := MarshalSpec(&s)
+			raw, err := encode.Spec(&s)
 			if err != nil {
 				return nil, fmt.Errorf("status of %s %s/%s in %s: %w", at.ref.kind, at.ref.namespace, at.ref.name, at.cluster, err)
 			}

@@ -1,13 +1,9 @@
 package domain
 
-// MarshalSpecReflect is MarshalSpec through protojson only, which the
-// fuzz test holds the hand encodings to.
-var MarshalSpecReflect = marshalSpecReflect
-
-// VerifyFastJSON makes MarshalSpec check its encoding without protojson
-// against protojson's, panicking on a difference, until the returned
-// function is called.
-func VerifyFastJSON() (stop func()) {
-	verifyFastJSON = true
-	return func() { verifyFastJSON = false }
+// WithVerifiedEncoding is opts with every spec and status that
+// translation encodes without protojson checked against protojson's
+// encoding (encode.Encoder.Verify), panicking on a difference.
+func WithVerifiedEncoding(opts Options) Options {
+	opts.enc.Verify = true
+	return opts
 }

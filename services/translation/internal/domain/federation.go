@@ -1,7 +1,6 @@
 package domain
 
 import (
-	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
@@ -9,11 +8,11 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
+	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
 	istiov1alpha3 "istio.io/api/networking/v1alpha3"
 )
 
@@ -137,7 +136,7 @@ func FederatedHostname(name, namespace, cluster, suffix string) string {
 // listener has a cluster per subset over the server-side ServiceEntry's
 // endpoints. tr gives the subsets.
 func emitFederation(e *emitter, ix *Index, vms *virtualMeshes, tr *trafficTranslation, addrs map[string]*addrSet) error {
-	f := &federation{e: e, ix: ix, tr: tr, encodings: newHostEncodings(), backing: &backingWorkloads{ix: ix}, clusterIndex: map[string]int{}}
+	f := &federation{e: e, ix: ix, tr: tr, encodings: newHostEncodings(e.enc), backing: &backingWorkloads{ix: ix}, clusterIndex: map[string]int{}}
 	for _, vm := range vms.all {
 		f.exportVirtualMesh(vm)
 	}
@@ -277,7 +276,7 @@ func (f *federation) exportDestination(v vmExport, server *mesh, gw *discoveryv1
 		}
 		if x == nil {
 			parents := []ParentRef{v.parent, dParent}
-			x = &exportedDest{host: host, dst: d, server: server, gw: gw, vm: vm, parents: parents, annotations: parentsAnnotation(parents)}
+			x = &exportedDest{host: host, dst: d, server: server, gw: gw, vm: vm, parents: parents, annotations: encode.ParentsAnnotation(parents)}
 			x.sans = spiffeIDs(server.TrustDomain, f.backing.of(d))
 			if len(x.sans) == 0 {
 				as := vm.Meshes[server.RefKey()]
@@ -287,7 +286,7 @@ func (f *federation) exportDestination(v vmExport, server *mesh, gw *discoveryv1
 			if sub = exportedSubsets(f.tr, d); sub != nil {
 				x.subsets = sub.names
 				x.drParents = append(slices.Clone(parents), sub.parents...)
-				x.drAnnotations = parentsAnnotation(x.drParents)
+				x.drAnnotations = encode.ParentsAnnotation(x.drParents)
 			}
 		}
 		f.clients = append(f.clients, exportClient{member: int32(j), cluster: int32(v.memberCluster[j])})
@@ -300,11 +299,7 @@ func (f *federation) exportDestination(v vmExport, server *mesh, gw *discoveryv1
 	if sub != nil && len(d.Selector) > 0 {
 		// The subsets' labels, for the east-west gateway.
 		f.e.add(IstioNetworkingV1, KindDestinationRule, ObjectKey{Cluster: server.Key.Cluster, Namespace: d.Key.Namespace, Name: host}, x.drParents,
-			&istiov1alpha3.DestinationRule{
-				Host:          host,
-				TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}},
-				Subsets:       sub.subsets,
-			})
+			serverDestinationRule(host, sub.subsets))
 	}
 	vm.federated = append(vm.federated, d.Key)
 	if len(d.Selector) > 0 {
@@ -315,13 +310,7 @@ func (f *federation) exportDestination(v vmExport, server *mesh, gw *discoveryv1
 			}
 		}
 		f.e.add(IstioNetworkingV1, KindServiceEntry, ObjectKey{Cluster: server.Key.Cluster, Namespace: d.Key.Namespace, Name: host}, []ParentRef{v.parent, dParent},
-			&istiov1alpha3.ServiceEntry{
-				Hosts:            []string{host},
-				Ports:            serverServiceEntryPorts(d),
-				Location:         istiov1alpha3.ServiceEntry_MESH_INTERNAL,
-				Resolution:       istiov1alpha3.ServiceEntry_STATIC,
-				WorkloadSelector: &istiov1alpha3.WorkloadSelector{Labels: maps.Clone(d.Selector)},
-			})
+			serverServiceEntry(host, d))
 	}
 	return host, true
 }
@@ -482,11 +471,12 @@ type hostEncodings struct {
 	// ServiceEntry encodings with placeholders for the host and the
 	// address, by everything else the ServiceEntry holds: the hosts of
 	// one server mesh usually differ in nothing else.
-	templates map[string]*specTemplate
+	templates map[string]*encode.Template
+	enc       encode.Encoder
 }
 
-func newHostEncodings() *hostEncodings {
-	return &hostEncodings{byHost: map[string]*encodedHost{}, templates: map[string]*specTemplate{}}
+func newHostEncodings(enc encode.Encoder) *hostEncodings {
+	return &hostEncodings{byHost: map[string]*encodedHost{}, templates: map[string]*encode.Template{}, enc: enc}
 }
 
 func (h *hostEncodings) get(fh *exportedDest, addr netip.Addr) (*encodedHost, error) {
@@ -497,25 +487,8 @@ func (h *hostEncodings) get(fh *exportedDest, addr netip.Addr) (*encodedHost, er
 	if err != nil {
 		return nil, fmt.Errorf("ServiceEntry for %s: %w", fh.host, err)
 	}
-	var dr []byte
-	if len(fh.subsets) > 0 {
-		spec := &istiov1alpha3.DestinationRule{
-			Host:          fh.host,
-			TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}},
-		}
-		for _, name := range fh.subsets {
-			spec.Subsets = append(spec.Subsets, &istiov1alpha3.Subset{Name: name})
-		}
-		if dr, err = MarshalSpec(spec); err != nil {
-			return nil, fmt.Errorf("DestinationRule for %s: %w", fh.host, err)
-		}
-	} else if fh.host != "" && plainJSONString(fh.host) {
-		// What MarshalSpec gives, through simpleDestinationRuleJSON.
-		dr = []byte(`{"host":"` + fh.host + `","trafficPolicy":{"tls":{"mode":"ISTIO_MUTUAL"}}}`)
-	} else if dr, err = MarshalSpec(&istiov1alpha3.DestinationRule{
-		Host:          fh.host,
-		TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL}},
-	}); err != nil {
+	dr, err := clientDestinationRule(h.enc, fh.host, fh.subsets)
+	if err != nil {
 		return nil, fmt.Errorf("DestinationRule for %s: %w", fh.host, err)
 	}
 	enc := &encodedHost{addr: addr, se: se, dr: dr}
@@ -523,113 +496,6 @@ func (h *hostEncodings) get(fh *exportedDest, addr netip.Addr) (*encodedHost, er
 		h.byHost[fh.host] = enc
 	}
 	return enc, nil
-}
-
-// Placeholders of the ServiceEntry templates.
-const (
-	hostPlaceholder    = "host.placeholder.meshplane.dev"
-	addressPlaceholder = "address.placeholder.meshplane.dev"
-)
-
-// serviceEntry encodes the client-side ServiceEntry of fh with address
-// addr: from the template of its kind when the host needs no escaping in
-// JSON (the bytes MarshalSpec gives; the fuzz test checks them against
-// protojson), else with MarshalSpec.
-func (h *hostEncodings) serviceEntry(fh *exportedDest, addr netip.Addr) ([]byte, error) {
-	ports := serviceEntryPorts(fh.dst)
-	build := func(host, address string) *istiov1alpha3.ServiceEntry {
-		ep := &istiov1alpha3.WorkloadEntry{Address: fh.gw.GetExternalAddress(), Ports: map[string]uint32{}}
-		for _, p := range ports {
-			ep.Ports[p.GetName()] = fh.gw.GetExternalTlsPort()
-		}
-		res := istiov1alpha3.ServiceEntry_DNS
-		if _, err := netip.ParseAddr(fh.gw.GetExternalAddress()); err == nil {
-			res = istiov1alpha3.ServiceEntry_STATIC
-		}
-		return &istiov1alpha3.ServiceEntry{
-			Hosts:           []string{host},
-			Addresses:       []string{address},
-			Ports:           ports,
-			Location:        istiov1alpha3.ServiceEntry_MESH_INTERNAL,
-			Resolution:      res,
-			Endpoints:       []*istiov1alpha3.WorkloadEntry{ep},
-			SubjectAltNames: fh.sans,
-		}
-	}
-	address := addr.String()
-	if !plainJSONString(fh.host) || !plainJSONString(address) {
-		return MarshalSpec(build(fh.host, address))
-	}
-	var key strings.Builder
-	key.WriteString(fh.gw.GetExternalAddress())
-	key.WriteByte(0)
-	key.WriteString(strconv.FormatUint(uint64(fh.gw.GetExternalTlsPort()), 10))
-	for _, p := range ports {
-		key.WriteByte(0)
-		key.WriteString(strconv.FormatUint(uint64(p.GetNumber()), 10))
-		key.WriteByte(0)
-		key.WriteString(p.GetName())
-		key.WriteByte(0)
-		key.WriteString(p.GetProtocol())
-	}
-	for _, san := range fh.sans {
-		key.WriteByte(1)
-		key.WriteString(san)
-	}
-	t, ok := h.templates[key.String()]
-	if !ok {
-		raw, err := MarshalSpec(build(hostPlaceholder, addressPlaceholder))
-		if err != nil {
-			return nil, err
-		}
-		t = newSpecTemplate(raw, hostPlaceholder, addressPlaceholder)
-		h.templates[key.String()] = t
-	}
-	if t == nil {
-		return MarshalSpec(build(fh.host, address))
-	}
-	return t.fill(fh.host, address), nil
-}
-
-// specTemplate is an encoded spec cut at two placeholder strings, which
-// appear in it once each, quoted.
-type specTemplate struct {
-	parts         [3][]byte
-	firstIsSecond bool // the second placeholder comes first
-}
-
-// newSpecTemplate cuts raw at placeholders a and b, or returns nil when
-// either is not found exactly once.
-func newSpecTemplate(raw []byte, a, b string) *specTemplate {
-	qa, qb := []byte(`"`+a+`"`), []byte(`"`+b+`"`)
-	if bytes.Count(raw, qa) != 1 || bytes.Count(raw, qb) != 1 {
-		return nil
-	}
-	ia, ib := bytes.Index(raw, qa), bytes.Index(raw, qb)
-	t := &specTemplate{}
-	first, firstLen, second, secondLen := ia, len(qa), ib, len(qb)
-	if ib < ia {
-		t.firstIsSecond = true
-		first, firstLen, second, secondLen = ib, len(qb), ia, len(qa)
-	}
-	// Keep the quotes in the parts.
-	t.parts[0] = raw[:first+1]
-	t.parts[1] = raw[first+firstLen-1 : second+1]
-	t.parts[2] = raw[second+secondLen-1:]
-	return t
-}
-
-// fill writes the template with a and b, which must need no escaping.
-func (t *specTemplate) fill(a, b string) []byte {
-	if t.firstIsSecond {
-		a, b = b, a
-	}
-	out := make([]byte, 0, len(t.parts[0])+len(a)+len(t.parts[1])+len(b)+len(t.parts[2]))
-	out = append(out, t.parts[0]...)
-	out = append(out, a...)
-	out = append(out, t.parts[1]...)
-	out = append(out, b...)
-	return append(out, t.parts[2]...)
 }
 
 // exportRules say whether a VirtualMesh exports destination d to mesh
@@ -724,21 +590,6 @@ func federationGateway(m *mesh) *discoveryv1.MeshSpec_Gateway {
 	return nil
 }
 
-// serviceEntryPorts copies a destination's ports, with the protocol Istio
-// infers from the port's appProtocol or name prefix (TCP when neither
-// says).
-func serviceEntryPorts(d *destination) []*istiov1alpha3.ServicePort {
-	var out []*istiov1alpha3.ServicePort
-	for _, p := range d.PortInfo {
-		if p.GetPort() == 0 || p.GetPort() > 65535 || strings.EqualFold(p.GetProtocol(), "UDP") {
-			continue
-		}
-		name := cmp.Or(p.GetName(), fmt.Sprintf("port-%d", p.GetPort()))
-		out = append(out, &istiov1alpha3.ServicePort{Number: p.GetPort(), Name: name, Protocol: portProtocol(p.GetAppProtocol(), name)})
-	}
-	return out
-}
-
 // spiffeIDs are the SPIFFE IDs of the service accounts that run
 // workloads, in trust domain td, sorted and without repeats.
 func spiffeIDs(td string, workloads []*workload) []string {
@@ -751,36 +602,6 @@ func spiffeIDs(td string, workloads []*workload) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// serverServiceEntryPorts are the ports of the server-side ServiceEntry
-// of a federated destination, which selects its pods: each carries the
-// Service's numeric target port, since Istio would otherwise send the
-// east-west gateway's traffic to the pod on the service port. A named
-// target port has no number to give; Istio then uses the service port.
-func serverServiceEntryPorts(d *destination) []*istiov1alpha3.ServicePort {
-	ports := serviceEntryPorts(d)
-	for _, p := range ports {
-		p.TargetPort = d.TargetPorts[p.GetNumber()]
-	}
-	return ports
-}
-
-var istioProtocols = map[string]string{
-	"http": "HTTP", "http2": "HTTP2", "https": "HTTPS", "grpc": "GRPC", "grpc-web": "GRPC-WEB",
-	"tcp": "TCP", "tls": "TLS", "mongo": "MONGO", "mysql": "MYSQL", "redis": "REDIS",
-	"kubernetes.io/h2c": "HTTP2",
-}
-
-func portProtocol(appProtocol, name string) string {
-	if p, ok := istioProtocols[strings.ToLower(appProtocol)]; ok {
-		return p
-	}
-	prefix, _, _ := strings.Cut(strings.ToLower(name), "-")
-	if p, ok := istioProtocols[prefix]; ok {
-		return p
-	}
-	return "TCP"
 }
 
 // federatedAddress is a stable virtual IP for host in 240.0.0.0/4, which

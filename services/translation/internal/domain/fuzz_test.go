@@ -15,6 +15,7 @@ import (
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
+	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -585,7 +586,8 @@ func fuzzSeeds() [][]byte {
 // checkTranslation translates the estate built from data twice, the second
 // time with every list reversed, and checks that the versions agree, that
 // every object and status decodes as what it claims to be, and that every
-// spec encoded without protojson is protojson's (MarshalSpec panics).
+// spec encoded without protojson is protojson's (WithVerifiedEncoding
+// panics).
 func checkTranslation(t *testing.T, data []byte) {
 	checkInputs(t, fuzzEstate(data))
 }
@@ -593,12 +595,12 @@ func checkTranslation(t *testing.T, data []byte) {
 // checkInputs is checkTranslation for given inputs.
 func checkInputs(t *testing.T, inputs map[string]*snapshotv1.InputSnapshot) {
 	t.Helper()
-	defer domain.VerifyFastJSON()()
-	first, err := domain.Translate(inputs, domain.Options{})
+	opts := domain.WithVerifiedEncoding(domain.Options{})
+	first, err := domain.Translate(inputs, opts)
 	if err != nil {
 		t.Fatalf("Translate: %v", err)
 	}
-	second, err := domain.Translate(reversed(inputs), domain.Options{})
+	second, err := domain.Translate(reversed(inputs), opts)
 	if err != nil {
 		t.Fatalf("Translate again: %v", err)
 	}
@@ -623,7 +625,7 @@ func checkInputs(t *testing.T, inputs map[string]*snapshotv1.InputSnapshot) {
 					// The hand encoding of simple DestinationRules gives
 					// protojson's bytes.
 					var want []byte
-					if want, err = domain.MarshalSpecReflect(&dr); err == nil && string(want) != string(obj.GetSpec()) {
+					if want, err = encode.Reflect(&dr); err == nil && string(want) != string(obj.GetSpec()) {
 						err = fmt.Errorf("spec differs from protojson's %s", want)
 					}
 				}
@@ -643,7 +645,7 @@ func checkInputs(t *testing.T, inputs map[string]*snapshotv1.InputSnapshot) {
 					// Federated ServiceEntries are encoded from templates;
 					// the bytes are protojson's.
 					var want []byte
-					if want, err = domain.MarshalSpecReflect(&se); err == nil && string(want) != string(obj.GetSpec()) {
+					if want, err = encode.Reflect(&se); err == nil && string(want) != string(obj.GetSpec()) {
 						err = fmt.Errorf("spec differs from protojson's %s", want)
 					}
 				}

@@ -7,6 +7,7 @@ import (
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -447,7 +448,7 @@ func (in *Incremental) update(inputs map[string]*snapshotv1.InputSnapshot, ids m
 	}
 
 	// Statuses of the touched policies, and of none for deleted ones.
-	sc, next, err := policyStatuses(prev.result.LastGood, d.deleted, d.aDeleted, rb.touched, aTouched, d.newByKey, d.accessByKey, len(d.aChanged) > 0)
+	sc, next, err := policyStatuses(opts.enc, prev.result.LastGood, d.deleted, d.aDeleted, rb.touched, aTouched, d.newByKey, d.accessByKey, len(d.aChanged) > 0)
 	if err != nil {
 		return nil, true, err
 	}
@@ -711,7 +712,7 @@ func (a *Applied) rebuildAccess(aAffected map[ObjectKey]bool, aChanged map[*acce
 		if ap == nil {
 			continue
 		}
-		raw, err := MarshalSpec(ap)
+		raw, err := opts.enc.Spec(ap)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -760,11 +761,11 @@ func (sc *statusChanges) dropKey(kind string, key ObjectKey) {
 	sc.drop[c][[3]string{kind, key.Namespace, key.Name}] = true
 }
 
-// policyStatuses makes the statuses of the touched policies that are
+// policyStatuses makes, with enc, the statuses of the touched policies that are
 // current (byKey, accessByKey), drops those of the deleted ones, and
 // returns the last valid versions that follow from them, last's for every
 // other policy.
-func policyStatuses(last LastGood, deleted []*trafficPolicy, aDeleted []*accessPolicy, touched map[*trafficPolicy]bool, aTouched map[*accessPolicy]bool,
+func policyStatuses(enc encode.Encoder, last LastGood, deleted []*trafficPolicy, aDeleted []*accessPolicy, touched map[*trafficPolicy]bool, aTouched map[*accessPolicy]bool,
 	byKey map[ObjectKey]*trafficPolicy, accessByKey map[ObjectKey]*accessPolicy, accessChanged bool,
 ) (statusChanges, LastGood, error) {
 	sc := statusChanges{statuses: map[string][]*snapshotv1.ResourceStatus{}, drop: map[string]map[[3]string]bool{}}
@@ -788,7 +789,7 @@ func policyStatuses(last LastGood, deleted []*trafficPolicy, aDeleted []*accessP
 			continue
 		}
 		sc.dropKey(KindAccessPolicy, p.Key)
-		st, err := accessPolicyStatus(p)
+		st, err := accessPolicyStatus(enc, p)
 		if err != nil {
 			return sc, next, err
 		}
@@ -804,7 +805,7 @@ func policyStatuses(last LastGood, deleted []*trafficPolicy, aDeleted []*accessP
 			continue
 		}
 		sc.dropKey(KindTrafficPolicy, p.Key)
-		st, err := trafficPolicyStatus(p)
+		st, err := trafficPolicyStatus(enc, p)
 		if err != nil {
 			return sc, next, err
 		}

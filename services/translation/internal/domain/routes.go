@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -230,8 +231,8 @@ func compareMatch(a, b *istiov1alpha3.HTTPMatchRequest) int {
 	); c != 0 {
 		return c
 	}
-	ja, _ := MarshalSpec(a)
-	jb, _ := MarshalSpec(b)
+	ja, _ := encode.Spec(a)
+	jb, _ := encode.Spec(b)
 	return strings.Compare(string(ja), string(jb))
 }
 

@@ -7,6 +7,7 @@ import (
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	multiclusterv1 "github.com/meshplane/meshplane/libs/gen/meshplane/multicluster/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
 )
 
 // Names of the ScopeGrant resource.
@@ -126,7 +127,7 @@ func outOfScope(as *commonv1.ApprovalStatus) bool {
 }
 
 // scopeGrantStatus is the status written back to a ScopeGrant.
-func scopeGrantStatus(g *scopeGrant) (*snapshotv1.ResourceStatus, error) {
+func scopeGrantStatus(enc encode.Encoder, g *scopeGrant) (*snapshotv1.ResourceStatus, error) {
 	st := &multiclusterv1.ScopeGrantStatus{
 		ObservedGeneration: g.Meta.GetGeneration(),
 		State:              commonv1.ApprovalState_ACCEPTED,
@@ -135,5 +136,5 @@ func scopeGrantStatus(g *scopeGrant) (*snapshotv1.ResourceStatus, error) {
 	if len(g.Errors) > 0 {
 		st.State = commonv1.ApprovalState_INVALID
 	}
-	return resourceStatus(MulticlusterV1, KindScopeGrant, g.Key, g.Meta.GetGeneration(), st)
+	return resourceStatus(enc, MulticlusterV1, KindScopeGrant, g.Key, g.Meta.GetGeneration(), st)
 }

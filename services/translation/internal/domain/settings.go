@@ -11,6 +11,7 @@ import (
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	settingsv1 "github.com/meshplane/meshplane/libs/gen/meshplane/settings/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
 	istiov1alpha3 "istio.io/api/networking/v1alpha3"
 )
 
@@ -280,7 +281,7 @@ func rankSettings(s *settingsObject, opts Options) string {
 }
 
 // settingsStatus is the status written back to a Settings.
-func settingsStatus(s *settingsObject) (*snapshotv1.ResourceStatus, error) {
+func settingsStatus(enc encode.Encoder, s *settingsObject) (*snapshotv1.ResourceStatus, error) {
 	st := &settingsv1.SettingsStatus{
 		ObservedGeneration: s.Meta.GetGeneration(),
 		State:              commonv1.ApprovalState_ACCEPTED,
@@ -300,7 +301,7 @@ func settingsStatus(s *settingsObject) (*snapshotv1.ResourceStatus, error) {
 		st.State = commonv1.ApprovalState_INVALID
 		st.Errors = append(st.Errors, cmp.Or(s.ignored, "not read"))
 	}
-	return resourceStatus(SettingsV1, KindSettings, s.Key, s.Meta.GetGeneration(), st)
+	return resourceStatus(enc, SettingsV1, KindSettings, s.Key, s.Meta.GetGeneration(), st)
 }
 
 // goodVersion is the version to keep as the last valid one, if any: a

@@ -13,8 +13,7 @@ import (
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
+	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
 	istiov1alpha3 "istio.io/api/networking/v1alpha3"
 )
 
@@ -807,66 +806,10 @@ func (t *trafficTranslation) clientVirtualService(st *destState, c federatedClie
 	return virtualServiceOf(groups, c.host), parents, warned
 }
 
-// Outlier detection defaults, as in Gloo Mesh v1.
-var (
-	defaultConsecutiveErrors  = uint32(5)
-	defaultInterval           = durationpb.New(10e9)
-	defaultBaseEjectionTime   = durationpb.New(30e9)
-	defaultMaxEjectionPercent = int32(100)
-)
-
-var tlsModes = map[networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_TLSmode]istiov1alpha3.ClientTLSSettings_TLSmode{
-	networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_DISABLE:      istiov1alpha3.ClientTLSSettings_DISABLE,
-	networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_SIMPLE:       istiov1alpha3.ClientTLSSettings_SIMPLE,
-	networkingv1.TrafficPolicySpec_Policy_MTLS_Istio_ISTIO_MUTUAL: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL,
-}
-
-// destinationRule is the DestinationRule Meshplane owns for every
-// discovered Service: the Settings' default TLS mode (Istio mutual TLS
-// unless Settings say otherwise) to its FQDN unless a policy sets another
-// mode, plus the subsets that traffic shifts name and outlier detection.
-func (st *destState) destinationRule(d *destination, defaultTLS istiov1alpha3.ClientTLSSettings_TLSmode) *istiov1alpha3.DestinationRule {
-	mode, ok := tlsModes[st.tlsMode]
-	if !ok {
-		mode = defaultTLS
-	}
-	dr := &istiov1alpha3.DestinationRule{
-		Host:          d.Host,
-		TrafficPolicy: &istiov1alpha3.TrafficPolicy{Tls: &istiov1alpha3.ClientTLSSettings{Mode: mode}},
-	}
-	if st.outlier != nil {
-		dr.TrafficPolicy.OutlierDetection = outlierDetection(st.outlier)
-	}
-	subsets := st.subsets()
-	for _, name := range slices.Sorted(maps.Keys(subsets)) {
-		dr.Subsets = append(dr.Subsets, &istiov1alpha3.Subset{Name: name, Labels: subsets[name]})
-	}
-	return dr
-}
-
-// outlierDetection is Istio's outlier detection for o, with the defaults
-// for what o leaves unset (all of it when o is nil): TrafficPolicies and
-// VirtualDestinations both build theirs here.
-func outlierDetection(o *networkingv1.OutlierDetection) *istiov1alpha3.OutlierDetection {
-	od := &istiov1alpha3.OutlierDetection{
-		Consecutive_5XxErrors: wrapperspb.UInt32(cmp.Or(o.GetConsecutiveErrors(), defaultConsecutiveErrors)),
-		Interval:              cloneDuration(defaultInterval),
-		BaseEjectionTime:      cloneDuration(defaultBaseEjectionTime),
-		MaxEjectionPercent:    cmp.Or(int32(o.GetMaxEjectionPercent()), defaultMaxEjectionPercent),
-	}
-	if o.GetInterval() != nil {
-		od.Interval = cloneDuration(o.GetInterval())
-	}
-	if o.GetBaseEjectionTime() != nil {
-		od.BaseEjectionTime = cloneDuration(o.GetBaseEjectionTime())
-	}
-	return od
-}
-
 // trafficPolicyStatus is the status written back to a TrafficPolicy. The
 // policy is INVALID when validation rejected it or when it is INVALID for
 // any destination it selects; each destination's entry says which.
-func trafficPolicyStatus(p *trafficPolicy) (*snapshotv1.ResourceStatus, error) {
+func trafficPolicyStatus(enc encode.Encoder, p *trafficPolicy) (*snapshotv1.ResourceStatus, error) {
 	s := p.Status
 	s.State = commonv1.ApprovalState_ACCEPTED
 	s.Errors = slices.Clone(p.Errors)
@@ -903,5 +846,5 @@ func trafficPolicyStatus(p *trafficPolicy) (*snapshotv1.ResourceStatus, error) {
 		s.LastKnownGood = true
 		s.Errors = append(s.Errors, lastGoodMessage(p.prior.Generation))
 	}
-	return resourceStatus(NetworkingV1, KindTrafficPolicy, p.Key, p.Meta.GetGeneration(), s)
+	return resourceStatus(enc, NetworkingV1, KindTrafficPolicy, p.Key, p.Meta.GetGeneration(), s)
 }

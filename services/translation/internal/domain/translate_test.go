@@ -1,12 +1,9 @@
 package domain_test
 
 import (
-	"cmp"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"testing"
 
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
@@ -253,64 +250,5 @@ func TestTranslateRemovedDestination(t *testing.T) {
 	empty := translate(t, domain.Options{}, input("east", "a"))["east"]
 	if len(empty.GetObjects()) != 0 {
 		t.Fatalf("%d objects after removing every destination, want none", len(empty.GetObjects()))
-	}
-}
-
-func TestMarshalSpecIsCompactAndStable(t *testing.T) {
-	spec := &networkingv1alpha3.DestinationRule{Host: "a.b.svc.cluster.local"}
-	first, err := domain.MarshalSpec(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `{"host":"a.b.svc.cluster.local"}`; string(first) != want {
-		t.Fatalf("MarshalSpec = %s, want %s", first, want)
-	}
-}
-
-// TestParentsMatchesEncodingJSON checks the hand-written encoding of the
-// parents annotation against encoding/json.
-func TestParentsMatchesEncodingJSON(t *testing.T) {
-	refs := []domain.ParentRef{
-		{Kind: "b", Name: "x", Namespace: "n", Cluster: "c"},
-		{Kind: "a", Name: "y"},
-		{Kind: "b", Name: "x", Namespace: "n", Cluster: "c"},
-		{Kind: "b", Name: "<&>\"\\\u00e9\x01\xff", Cluster: "c"},
-		{Kind: "a", Name: "w", Namespace: "m"},
-	}
-	got := domain.Parents(refs...)
-	want := map[string][]domain.ParentRef{
-		"a": {{Name: "y"}, {Name: "w", Namespace: "m"}}, // by cluster, namespace, name
-		"b": {{Name: "<&>\"\\\u00e9\x01\xff", Cluster: "c"}, {Name: "x", Namespace: "n", Cluster: "c"}},
-	}
-	b, err := json.Marshal(want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(b) {
-		t.Errorf("Parents:\n%s\nwant\n%s", got, b)
-	}
-	if got, want := domain.Parents(), "{}"; got != want {
-		t.Errorf("Parents() = %s, want %s", got, want)
-	}
-
-	// More refs than fit the encoder's stack buffer, in three kinds, with
-	// duplicates.
-	var many []domain.ParentRef
-	grouped := map[string][]domain.ParentRef{}
-	for i := range 30 {
-		r := domain.ParentRef{Kind: string(rune('c' - i%3)), Name: fmt.Sprintf("n%02d", 29-i), Namespace: "ns", Cluster: fmt.Sprintf("c%d", i%2)}
-		many = append(many, r, r)
-		grouped[r.Kind] = append(grouped[r.Kind], domain.ParentRef{Name: r.Name, Namespace: r.Namespace, Cluster: r.Cluster})
-	}
-	for _, rs := range grouped {
-		slices.SortFunc(rs, func(a, b domain.ParentRef) int {
-			return cmp.Or(strings.Compare(a.Cluster, b.Cluster), strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-		})
-	}
-	if b, err = json.Marshal(grouped); err != nil {
-		t.Fatal(err)
-	}
-	if got := domain.Parents(many...); got != string(b) {
-		t.Errorf("Parents of 60 refs:\n%s\nwant\n%s", got, b)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	istiov1alpha3 "istio.io/api/networking/v1alpha3"
 )
@@ -527,14 +528,8 @@ func emitVirtualDestinations(e *emitter, ix *Index, vds *virtualDestinations, us
 				used[m.Key.Cluster] = newAddrSet(0)
 			}
 			at := ObjectKey{Cluster: m.Key.Cluster, Namespace: m.Namespace, Name: host}
-			e.add(IstioNetworkingV1, KindServiceEntry, at, parents, &istiov1alpha3.ServiceEntry{
-				Hosts:      []string{host},
-				Addresses:  []string{federatedAddress(host, used[m.Key.Cluster]).String()},
-				Ports:      []*istiov1alpha3.ServicePort{{Number: spec.GetPort().GetNumber(), Name: portName, Protocol: proto}},
-				Location:   istiov1alpha3.ServiceEntry_MESH_INTERNAL,
-				Resolution: res,
-				Endpoints:  endpoints,
-			})
+			port := &istiov1alpha3.ServicePort{Number: spec.GetPort().GetNumber(), Name: portName, Protocol: proto}
+			e.add(IstioNetworkingV1, KindServiceEntry, at, parents, virtualDestinationServiceEntry(host, federatedAddress(host, used[m.Key.Cluster]).String(), port, res, endpoints))
 			e.add(IstioNetworkingV1, KindDestinationRule, at, parents, vd.destinationRule(lb))
 		}
 	}
@@ -626,25 +621,9 @@ func staticDNSLocalities(endpoints []*istiov1alpha3.WorkloadEntry, region string
 	return []*istiov1alpha3.LocalityLoadBalancerSetting_Failover{{From: region, To: StaticRankRegion(1)}}
 }
 
-// destinationRule is the DestinationRule of the hostname in every mesh,
-// with the locality load balancing lb. Istio fails over only with outlier
-// detection, so it is always set (with the defaults when the spec names
-// none).
-func (vd *virtualDestination) destinationRule(lb *istiov1alpha3.LocalityLoadBalancerSetting) *istiov1alpha3.DestinationRule {
-	od := outlierDetection(vd.Spec.GetLocalized().GetOutlierDetection())
-	return &istiov1alpha3.DestinationRule{
-		Host: vd.Spec.GetHostname(),
-		TrafficPolicy: &istiov1alpha3.TrafficPolicy{
-			Tls:              &istiov1alpha3.ClientTLSSettings{Mode: istiov1alpha3.ClientTLSSettings_ISTIO_MUTUAL},
-			OutlierDetection: od,
-			LoadBalancer:     &istiov1alpha3.LoadBalancerSettings{LocalityLbSetting: lb},
-		},
-	}
-}
-
 // virtualDestinationStatus is the status written back to a
 // VirtualDestination.
-func virtualDestinationStatus(vd *virtualDestination) (*snapshotv1.ResourceStatus, error) {
+func virtualDestinationStatus(enc encode.Encoder, vd *virtualDestination) (*snapshotv1.ResourceStatus, error) {
 	s := &networkingv1.VirtualDestinationStatus{
 		ObservedGeneration: vd.Meta.GetGeneration(),
 		State:              commonv1.ApprovalState_ACCEPTED,
@@ -664,5 +643,5 @@ func virtualDestinationStatus(vd *virtualDestination) (*snapshotv1.ResourceStatu
 	for _, b := range vd.backing {
 		s.SelectedDestinations = append(s.SelectedDestinations, &commonv1.ClusterObjectRef{Name: b.dst.Key.Name, Namespace: b.dst.Key.Namespace, Cluster: b.dst.Key.Cluster})
 	}
-	return resourceStatus(NetworkingV1, KindVirtualDestination, vd.Key, vd.Meta.GetGeneration(), s)
+	return resourceStatus(enc, NetworkingV1, KindVirtualDestination, vd.Key, vd.Meta.GetGeneration(), s)
 }

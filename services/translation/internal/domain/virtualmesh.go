@@ -9,6 +9,7 @@ import (
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
 	securityv1beta1 "istio.io/api/security/v1beta1"
 	typev1beta1 "istio.io/api/type/v1beta1"
 )
@@ -321,7 +322,7 @@ func emitMeshWide(e *emitter, vms *virtualMeshes) {
 }
 
 // virtualMeshStatus is the status written back to a VirtualMesh.
-func virtualMeshStatus(vm *virtualMesh) (*snapshotv1.ResourceStatus, error) {
+func virtualMeshStatus(enc encode.Encoder, vm *virtualMesh) (*snapshotv1.ResourceStatus, error) {
 	s := &networkingv1.VirtualMeshStatus{
 		ObservedGeneration: vm.Meta.GetGeneration(),
 		State:              commonv1.ApprovalState_ACCEPTED,
@@ -345,5 +346,5 @@ func virtualMeshStatus(vm *virtualMesh) (*snapshotv1.ResourceStatus, error) {
 	if len(s.Errors) > 0 {
 		s.State = commonv1.ApprovalState_INVALID
 	}
-	return resourceStatus(NetworkingV1, KindVirtualMesh, vm.Key, vm.Meta.GetGeneration(), s)
+	return resourceStatus(enc, NetworkingV1, KindVirtualMesh, vm.Key, vm.Meta.GetGeneration(), s)
 }

@@ -15,6 +15,7 @@ import (
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/services/translation/internal/domain/encode"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	extensionsv1alpha1 "istio.io/api/extensions/v1alpha1"
@@ -183,6 +184,7 @@ func scopedWorkloads(ix *Index, source string, sels []*networkingv1.WorkloadSele
 type extensionOutputs struct {
 	outputs map[string]*snapshotv1.OutputSnapshot
 	taken   map[string]ObjectKey // "<cluster>/<kind>/<namespace>/<name>" to its policy
+	enc     encode.Encoder       // encodes the statuses
 }
 
 func (e *extensionOutputs) claim(cluster, kind, namespace, name string, by ObjectKey) (ObjectKey, bool) {
@@ -203,7 +205,7 @@ func (e *extensionOutputs) claim(cluster, kind, namespace, name string, by Objec
 // A policy whose current version is invalid keeps its last valid version
 // in last in force; next receives the versions to keep.
 func translateExtensions(inputs map[string]*snapshotv1.InputSnapshot, ix *Index, outputs map[string]*snapshotv1.OutputSnapshot, opts Options, last, next LastGood) error {
-	e := &extensionOutputs{outputs: outputs, taken: map[string]ObjectKey{}}
+	e := &extensionOutputs{outputs: outputs, taken: map[string]ObjectKey{}, enc: opts.enc}
 	if err := translateWasm(e, ix, collectResources(inputs, (*snapshotv1.InputSnapshot).GetWasmDeploymentPolicies), opts, last.Wasm, next.Wasm); err != nil {
 		return err
 	}
@@ -235,7 +237,7 @@ func translateWasm(e *extensionOutputs, ix *Index, in []collected[*networkingv1.
 			}
 		}
 		keep(next, p.Key, held, p.Meta, p.Spec, len(p.Errors) == 0)
-		st, err := extensionStatus(NetworkingV1, KindWasmDeploymentPolicy, p.Key, p.Meta, append(slices.Clone(p.Errors), p.Denied...), p.Failures, p.Workloads, heldGeneration(held))
+		st, err := e.status(NetworkingV1, KindWasmDeploymentPolicy, p.Key, p.Meta, append(slices.Clone(p.Errors), p.Denied...), p.Failures, p.Workloads, heldGeneration(held))
 		if err != nil {
 			return err
 		}
@@ -310,7 +312,7 @@ func emitWasm(e *extensionOutputs, p *wasmPolicy, opts Options) error {
 				p.Failures = append(p.Failures, fmt.Sprintf("spec.filters: WasmPlugin %s/%s in cluster %s is already written for WasmDeploymentPolicy %s", at.Namespace, at.Name, at.Cluster, owner))
 				continue
 			}
-			raw, err := MarshalSpec(wasmPlugin(f, t.labels))
+			raw, err := opts.enc.Spec(wasmPlugin(f, t.labels))
 			if err != nil {
 				return fmt.Errorf("WasmPlugin %s/%s in %s: %w", at.Namespace, at.Name, at.Cluster, err)
 			}
@@ -400,11 +402,11 @@ func filterConfigJSON(f *networkingv1.WasmDeploymentPolicySpec_WasmFilter) ([]by
 	return buf.Bytes(), nil
 }
 
-// extensionStatus is the ResourceStatus of a WasmDeploymentPolicy or an
+// status is the ResourceStatus of a WasmDeploymentPolicy or an
 // AccessLogPolicy: INVALID with the validation errors, FAILED with the
 // outputs that could not be written, or ACCEPTED; with the workloads it
 // selects.
-func extensionStatus(apiVersion, kind string, key ObjectKey, md *commonv1.ObjectMeta, errs, failures []string, ws []*workload, held *int64) (*snapshotv1.ResourceStatus, error) {
+func (e *extensionOutputs) status(apiVersion, kind string, key ObjectKey, md *commonv1.ObjectMeta, errs, failures []string, ws []*workload, held *int64) (*snapshotv1.ResourceStatus, error) {
 	s := &commonv1.ResourceStatus{
 		ObservedGeneration: md.GetGeneration(),
 		State:              commonv1.ApprovalState_ACCEPTED,
@@ -423,7 +425,7 @@ func extensionStatus(apiVersion, kind string, key ObjectKey, md *commonv1.Object
 	for _, w := range ws {
 		s.Workloads = append(s.Workloads, &commonv1.ClusterObjectRef{Name: w.Key.Name, Namespace: w.Key.Namespace, Cluster: w.Key.Cluster})
 	}
-	return resourceStatus(apiVersion, kind, key, md.GetGeneration(), s)
+	return resourceStatus(e.enc, apiVersion, kind, key, md.GetGeneration(), s)
 }
 
 // heldGeneration is the generation of a last valid version held in force,

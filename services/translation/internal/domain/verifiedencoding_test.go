@@ -9,13 +9,14 @@ import (
 )
 
 // TestFastJSONMatchesProtojson translates the fuzz seeds, random fuzz
-// estates and small reference estates with MarshalSpec checking every spec
-// and status it encodes without protojson against protojson's bytes.
+// estates and small reference estates with every spec and status encoded
+// without protojson checked against protojson's bytes
+// (WithVerifiedEncoding).
 func TestFastJSONMatchesProtojson(t *testing.T) {
-	defer domain.VerifyFastJSON()()
+	opts := domain.WithVerifiedEncoding(domain.Options{})
 	translate := func(data []byte) {
 		t.Helper()
-		if _, err := domain.Translate(fuzzEstate(data), domain.Options{}); err != nil {
+		if _, err := domain.Translate(fuzzEstate(data), opts); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -32,7 +33,7 @@ func TestFastJSONMatchesProtojson(t *testing.T) {
 	}
 	permissive := &networkingv1.VirtualMeshSpec_Federation{Mode: &networkingv1.VirtualMeshSpec_Federation_Permissive_{Permissive: &networkingv1.VirtualMeshSpec_Federation_Permissive{}}}
 	for _, fed := range []*networkingv1.VirtualMeshSpec_Federation{nil, permissive, selectiveExport} {
-		if _, err := domain.Translate(federatedEstate(3, 20, 30, fed), domain.Options{}); err != nil {
+		if _, err := domain.Translate(federatedEstate(3, 20, 30, fed), opts); err != nil {
 			t.Fatal(err)
 		}
 	}

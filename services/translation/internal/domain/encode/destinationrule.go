@@ -1,4 +1,6 @@
-package domain
+package encode
+
+// The DestinationRules that translation writes most, encoded by hand.
 
 import (
 	"maps"
@@ -11,10 +13,10 @@ import (
 // simpleDestinationRuleJSON encodes a DestinationRule that sets only a
 // host, a client TLS mode and subsets with a name and labels, which is
 // most of them (every destination gets one, and so does every federated
-// host), to the bytes MarshalSpec gives, without protojson. ok is false
+// host), to the bytes Spec gives, without protojson. ok is false
 // for any other DestinationRule, and for a string that JSON would have to
 // escape; TestSimpleDestinationRuleJSON checks the bytes against
-// MarshalSpec's reflective path.
+// Reflect.
 func simpleDestinationRuleJSON(dr *istiov1alpha3.DestinationRule) (_ []byte, ok bool) {
 	host := dr.GetHost()
 	tp := dr.GetTrafficPolicy()
@@ -24,7 +26,7 @@ func simpleDestinationRuleJSON(dr *istiov1alpha3.DestinationRule) (_ []byte, ok 
 	if len(subsets) > 0 {
 		fields = 3
 	}
-	if host == "" || tls == nil || !plainJSONString(host) ||
+	if host == "" || tls == nil || !Plain(host) ||
 		fieldCount(dr.ProtoReflect()) != fields || fieldCount(tp.ProtoReflect()) != 1 {
 		return nil, false
 	}
@@ -65,32 +67,28 @@ func simpleDestinationRuleJSON(dr *istiov1alpha3.DestinationRule) (_ []byte, ok 
 	return append(b, '}'), true
 }
 
-// destinationRuleJSON is MarshalSpec(st.destinationRule(d, defaultTLS))
-// written straight from st, without the DestinationRule, when that is one
-// simpleDestinationRuleJSON encodes: every destination gets one. ok is
-// false otherwise.
-func (st *destState) destinationRuleJSON(d *destination, defaultTLS istiov1alpha3.ClientTLSSettings_TLSmode) (_ []byte, ok bool) {
-	host := d.Host
-	if st.outlier != nil || host == "" || !plainJSONString(host) {
+// TLSDestinationRule encodes the DestinationRule that sets host, client
+// TLS mode mode and the subsets of these names and labels (in name
+// order), and nothing else, as Spec would: every destination gets one.
+// It writes the bytes straight from its arguments, without making the
+// DestinationRule. ok is false when a string would need escaping in JSON,
+// or mode has no name.
+func TLSDestinationRule(host string, mode istiov1alpha3.ClientTLSSettings_TLSmode, subsets map[string]map[string]string) (_ []byte, ok bool) {
+	if host == "" || !Plain(host) {
 		return nil, false
-	}
-	mode, ok := tlsModes[st.tlsMode]
-	if !ok {
-		mode = defaultTLS
 	}
 	name, ok := tlsModeName(mode)
 	if !ok {
 		return nil, false
 	}
-	subsets := st.subsets()
 	size := len(host) + len(name) + 48
 	for n, labels := range subsets {
-		if !plainJSONString(n) {
+		if !Plain(n) {
 			return nil, false
 		}
 		size += len(n) + 32
 		for k, v := range labels {
-			if !plainJSONString(k) || !plainJSONString(v) {
+			if !Plain(k) || !Plain(v) {
 				return nil, false
 			}
 			size += len(k) + len(v) + 6
@@ -115,7 +113,18 @@ func (st *destState) destinationRuleJSON(d *destination, defaultTLS istiov1alpha
 	return append(b, '}'), true
 }
 
-// tlsModeName is the name MarshalSpec writes for a client TLS mode,
+// IstioMutualDestinationRule encodes the DestinationRule that sets host
+// and the client TLS mode ISTIO_MUTUAL only, as Spec would: the
+// client-side DestinationRule of most federated hosts. ok is false when
+// host is empty or would need escaping in JSON.
+func IstioMutualDestinationRule(host string) (_ []byte, ok bool) {
+	if host == "" || !Plain(host) {
+		return nil, false
+	}
+	return []byte(`{"host":"` + host + `","trafficPolicy":{"tls":{"mode":"ISTIO_MUTUAL"}}}`), true
+}
+
+// tlsModeName is the name Spec writes for a client TLS mode,
 // DISABLE, the zero value, included (explicitZero); ok is false for a
 // mode without a name.
 func tlsModeName(mode istiov1alpha3.ClientTLSSettings_TLSmode) (string, bool) {
@@ -139,11 +148,11 @@ func simpleSubsetSize(ss *istiov1alpha3.Subset) (int, bool) {
 	if len(ss.GetLabels()) > 0 {
 		fields++
 	}
-	if fieldCount(ss.ProtoReflect()) != fields || !plainJSONString(ss.GetName()) {
+	if fieldCount(ss.ProtoReflect()) != fields || !Plain(ss.GetName()) {
 		return 0, false
 	}
 	for k, v := range ss.GetLabels() {
-		if !plainJSONString(k) || !plainJSONString(v) {
+		if !Plain(k) || !Plain(v) {
 			return 0, false
 		}
 		n += len(k) + len(v) + 6
@@ -205,9 +214,10 @@ func fieldCount(m protoreflect.Message) int {
 	return n
 }
 
-// plainJSONString says whether s is written in JSON as it is, between
-// quotes: letters, digits and the punctuation of host names.
-func plainJSONString(s string) bool {
+// Plain says whether s is written in JSON as it is, between quotes:
+// letters, digits and the punctuation of host names. Such strings can be
+// put into encodings without escaping, as templates are filled.
+func Plain(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_' || c == '*') {

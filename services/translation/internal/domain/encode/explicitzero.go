@@ -1,4 +1,7 @@
-package domain
+package encode
+
+// The explicitZero fields added to protojson's encoding: the reference
+// that fastJSON is held to writes them too.
 
 import (
 	"encoding/json"
@@ -11,7 +14,7 @@ import (
 // withExplicitZeros adds to raw, the compact protojson encoding of m, the
 // explicitZero fields that m's messages leave at zero, each where
 // protojson would write it if it were set (in declaration order). It is
-// how marshalSpecReflect gives the bytes fastJSON does, and an encoding
+// how Reflect gives the bytes fastJSON does, and an encoding
 // written apart from fastJSON's, for checking it.
 func withExplicitZeros(raw []byte, m protoreflect.Message) ([]byte, error) {
 	out, rest, err := zerosInMessage(make([]byte, 0, len(raw)+32), raw, m)

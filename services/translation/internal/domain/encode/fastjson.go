@@ -1,4 +1,7 @@
-package domain
+package encode
+
+// fastJSON: protojson's encoding of any message translation writes,
+// without protojson's reflection per field.
 
 import (
 	"encoding/base64"
@@ -10,7 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// fastJSON encodes m to the bytes marshalSpecReflect gives (protojson,
+// fastJSON encodes m to the bytes Reflect gives (protojson,
 // compacted) without protojson, which spends most of its time on
 // reflection it does for every field of every message: translation encodes
 // tens of thousands of specs and statuses. It covers the kinds of field
@@ -29,11 +32,7 @@ func fastJSON(m protoreflect.ProtoMessage) (_ []byte, ok bool) {
 	return appendJSONMessage(make([]byte, 0, 256), pm)
 }
 
-// verifyFastJSON makes MarshalSpec check fastJSON against protojson, for
-// tests.
-var verifyFastJSON bool
-
-// explicitZero names the enum fields that MarshalSpec writes at their zero
+// explicitZero names the enum fields that Spec writes at their zero
 // value too, whenever the message that holds them is written: there the
 // zero value is a choice a reader of the YAML must see (`tls: {mode:
 // DISABLE}`, `action: ALLOW`), not an absence. Istio reads both forms the
@@ -44,7 +43,7 @@ var explicitZero = map[protoreflect.FullName]bool{
 	"istio.security.v1beta1.AuthorizationPolicy.action": true,
 }
 
-// writesField says whether MarshalSpec writes field fd of m: when it is
+// writesField says whether Spec writes field fd of m: when it is
 // set, as protojson does, and for an explicitZero field when it is not.
 func writesField(m protoreflect.Message, fd protoreflect.FieldDescriptor) bool {
 	return m.Has(fd) || isExplicitZero(m, fd)
