@@ -218,7 +218,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		"caBundle":    string(d.ca.TrustBundlePEM()),
 	}
 	return &Service{
-		handler:   connectrpc.NewHandler(r, log, connectrpc.NewMetrics(d.reg)).WithIntermediates(ints),
+		handler:   connectrpc.NewHandler(r, log, connectrpc.NewMetrics(d.reg), connectrpc.WithIntermediates(ints)),
 		clusters:  connectrpc.NewClusterHandler(r, helm, log),
 		tokens:    static,
 		revoked:   revoked,
