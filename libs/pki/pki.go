@@ -203,47 +203,69 @@ type LeafOptions struct {
 	IPs      []net.IP
 	// Server adds the server-auth EKU. Client auth is always set.
 	Server bool
+	// KeyEncipherment adds the key-encipherment usage, which RSA key
+	// exchange needs; CA.Sign sets it for every key but ECDSA.
+	KeyEncipherment bool
 	// Now is the issuing time; zero means time.Now.
 	Now time.Time
 }
 
-// Sign signs a leaf certificate for pub with the identity and usages in
-// opts. Callers validate the request first; Sign takes no fields from it.
-// It returns the leaf followed by the intermediate.
-func (ca *CA) Sign(pub crypto.PublicKey, opts LeafOptions) ([]*x509.Certificate, error) {
+// LeafBackdate is how long before its issuing time a leaf is valid from:
+// it tolerates clocks that run a little behind the CA's.
+const LeafBackdate = time.Minute
+
+// LeafTemplate is the one template of a leaf certificate, for CA.Sign and
+// for registration's embedded smallstep authority: CN the ID's name and OU
+// its kind, the SPIFFE ID as the only URI SAN (with opts' DNS names and
+// IPs), digital signature, client auth (and server auth with opts.Server),
+// no CA bit, valid from LeafBackdate before opts.Now for opts.TTL but never
+// past issuer. Nothing comes from a request; the signer sets the serial.
+func LeafTemplate(opts LeafOptions, issuer *x509.Certificate) (*x509.Certificate, error) {
 	if opts.TTL <= 0 {
-		return nil, errors.New("sign: TTL must be positive")
+		return nil, errors.New("leaf certificate lifetime must be positive")
 	}
 	now := opts.Now
 	if now.IsZero() {
 		now = time.Now()
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
-	if err != nil {
-		return nil, fmt.Errorf("sign: serial: %w", err)
-	}
 	notAfter := now.Add(opts.TTL)
-	if notAfter.After(ca.Intermediate.NotAfter) {
-		notAfter = ca.Intermediate.NotAfter
+	if notAfter.After(issuer.NotAfter) {
+		notAfter = issuer.NotAfter
 	}
 	eku := []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	if opts.Server {
 		eku = append(eku, x509.ExtKeyUsageServerAuth)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
+	usage := x509.KeyUsageDigitalSignature
+	if opts.KeyEncipherment {
+		usage |= x509.KeyUsageKeyEncipherment
+	}
+	return &x509.Certificate{
 		Subject:               pkix.Name{CommonName: opts.ID.Name, OrganizationalUnit: []string{opts.ID.Kind}},
-		NotBefore:             now.Add(-time.Minute), // tolerate small clock skew
+		NotBefore:             now.Add(-LeafBackdate),
 		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageDigitalSignature,
+		KeyUsage:              usage,
 		ExtKeyUsage:           eku,
 		BasicConstraintsValid: true,
 		URIs:                  []*url.URL{opts.ID.URL()},
 		DNSNames:              opts.DNSNames,
 		IPAddresses:           opts.IPs,
-	}
+	}, nil
+}
+
+// Sign signs a leaf certificate for pub with the identity and usages in
+// opts (LeafTemplate). Callers validate the request first; Sign takes no
+// fields from it. It returns the leaf followed by the intermediate.
+func (ca *CA) Sign(pub crypto.PublicKey, opts LeafOptions) ([]*x509.Certificate, error) {
 	if _, ok := pub.(*ecdsa.PublicKey); !ok {
-		tmpl.KeyUsage |= x509.KeyUsageKeyEncipherment
+		opts.KeyEncipherment = true
+	}
+	tmpl, err := LeafTemplate(opts, ca.Intermediate)
+	if err != nil {
+		return nil, fmt.Errorf("sign: %w", err)
+	}
+	if tmpl.SerialNumber, err = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128)); err != nil {
+		return nil, fmt.Errorf("sign: serial: %w", err)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Intermediate, pub, ca.signer)
 	if err != nil {

@@ -20,6 +20,14 @@ type Component interface {
 	Run(ctx context.Context) error
 }
 
+// RevocationSource is a Component that follows the shared revocation set:
+// RunMain guards the component's own server with it, unless the server's
+// options already name a checker.
+type RevocationSource interface {
+	// RevocationChecker returns the set, or nil when there is none.
+	RevocationChecker() RevocationChecker
+}
+
 // Builder builds a component with the process's logger and registry.
 type Builder func(log *slog.Logger, reg *prometheus.Registry) (Component, error)
 
@@ -41,7 +49,7 @@ func RunMain(name string, srvOpts ServerOptions, logOpts LogOptions, build Build
 	}
 	// A component that follows the shared revocation set guards its own
 	// server with it.
-	if rc, ok := comp.(interface{ RevocationChecker() RevocationChecker }); ok && srvOpts.Revocation == nil {
+	if rc, ok := comp.(RevocationSource); ok && srvOpts.Revocation == nil {
 		if c := rc.RevocationChecker(); c != nil {
 			srvOpts.Revocation = c
 		}

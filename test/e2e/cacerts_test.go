@@ -145,7 +145,7 @@ spec:
 		if err != nil {
 			t.Fatalf("%s: ca-key.pem: %v", name, err)
 		}
-		if !key.Public().(interface{ Equal(crypto.PublicKey) bool }).Equal(inter.PublicKey) {
+		if !key.Public().(comparableKey).Equal(inter.PublicKey) {
 			t.Errorf("%s: ca-key.pem is not the key of ca-cert.pem", name)
 		}
 		chain, err := pki.ParseCertificates(s.Data["cert-chain.pem"])
@@ -227,4 +227,10 @@ func parseOne(t *testing.T, what string, pemData []byte) *x509.Certificate {
 		t.Fatalf("%s: %v", what, err)
 	}
 	return certs[0]
+}
+
+// comparableKey is a public key that compares with another: every key
+// type of the standard library is one (see crypto.PublicKey).
+type comparableKey interface {
+	Equal(crypto.PublicKey) bool
 }

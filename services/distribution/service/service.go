@@ -178,11 +178,11 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		s.closeRedis()
 		return nil, err
 	}
-	dist = app.NewDistributor(outputSource{d.outputs}, acks, m, s.log)
-	dist.SetMaxSendBytes(cfg.MaxSendBytes)
+	dopts := []app.DistributorOption{app.WithMaxSendBytes(cfg.MaxSendBytes)}
 	if cfg.Deltas {
-		dist.SetIndexes(indexes)
+		dopts = append(dopts, app.WithIndexes(indexes))
 	}
+	dist = app.NewDistributor(outputSource{d.outputs}, acks, m, s.log, dopts...)
 	s.dist = dist
 	s.handler = connectrpc.NewHandler(s.dist)
 	return s, nil
@@ -206,6 +206,8 @@ func (s *Service) RevocationChecker() platform.RevocationChecker {
 	}
 	return s.revoked
 }
+
+var _ platform.RevocationSource = (*Service)(nil)
 
 // Mount registers the service's handlers on srv. Agents watch and ack for
 // their own cluster; ListAcks is for management services and tools.

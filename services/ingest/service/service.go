@@ -228,16 +228,15 @@ func WithClock(now func() time.Time) Option { return func(d *deps) { d.now = now
 type Service struct {
 	ingestor *app.Ingestor
 	handler  *connectrpc.Handler
-	flusher  interface {
-		Run(context.Context, time.Duration)
-	}
-	flush time.Duration
-	redis redis.UniversalClient
+	flusher  inputFlusher
+	flush    time.Duration
+	redis    redis.UniversalClient
 	// ownRedis: New built redis from the configuration, and Run closes it.
 	ownRedis bool
 	// shared is the Redis store behind the write-through one; nil without
-	// Redis.
-	shared *snapshots.Redis[*snapshotv1.InputSnapshot]
+	// Redis. restorer writes back to it what it loses.
+	shared   *snapshots.Redis[*snapshotv1.InputSnapshot]
+	restorer *app.Restorer
 	// revoked follows registration's revocation set; nil without Redis.
 	revoked *revocation.Cache
 	// mgmt reads the management cluster's resources; nil when off. Its
@@ -294,9 +293,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		d.notifier = connectrpc.NewNotifier(httpClient, platform.BaseURL(cfg.Translation), platform.DefaultClientOptions(cfg.Translation)...)
 	}
 	// A write-through store (built here or passed in) needs its flush loop.
-	if f, ok := d.inputs.(interface {
-		Run(context.Context, time.Duration)
-	}); ok {
+	if f, ok := d.inputs.(inputFlusher); ok {
 		s.flusher = f
 	}
 	m, err := newMetrics(d.reg)
@@ -312,6 +309,9 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		return nil, err
 	}
 	s.handler = connectrpc.NewHandler(s.ingestor, log)
+	if s.shared != nil {
+		s.restorer = app.NewRestorer(s.ingestor, s.shared, cfg.FlushInterval, log)
+	}
 	if err := s.buildManagement(cfg, d); err != nil {
 		return nil, err
 	}
@@ -374,8 +374,6 @@ func (s *Service) Mount(srv *platform.Server) {
 	})
 }
 
-// Run writes through snapshots kept in memory during a Redis outage, and
-// restores what Redis lost when it comes back empty, until ctx ends.
 // RevocationChecker is the shared revocation set, for the server in front
 // of the service (platform.RunMain installs it); nil without Redis.
 func (s *Service) RevocationChecker() platform.RevocationChecker {
@@ -385,6 +383,10 @@ func (s *Service) RevocationChecker() platform.RevocationChecker {
 	return s.revoked
 }
 
+var _ platform.RevocationSource = (*Service)(nil)
+
+// Run writes through snapshots kept in memory during a Redis outage, and
+// restores what Redis lost when it comes back empty, until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer func() {
@@ -393,8 +395,8 @@ func (s *Service) Run(ctx context.Context) error {
 			s.redis.Close()
 		}
 	}()
-	if s.shared != nil {
-		wg.Go(func() { s.restoreOnResync(ctx) })
+	if s.restorer != nil {
+		wg.Go(func() { s.restorer.Run(ctx) })
 	}
 	if s.revoked != nil {
 		wg.Go(func() { _ = s.revoked.Run(ctx) })
@@ -418,6 +420,18 @@ func (s *Service) Run(ctx context.Context) error {
 	return nil
 }
 
+// inputFlusher is a store that keeps writes in memory while its backend
+// is down and writes them through in Run, every interval: a
+// snapshots.WriteThrough, built by New or passed in with WithInputs.
+type inputFlusher interface {
+	Run(ctx context.Context, interval time.Duration)
+}
+
+var (
+	_ inputFlusher       = (*snapshots.WriteThrough[*snapshotv1.InputSnapshot])(nil)
+	_ app.ResyncingStore = (*snapshots.Redis[*snapshotv1.InputSnapshot])(nil)
+)
+
 // encodingStore gives any store the PutEncoded that the ingestor uses.
 type encodingStore struct {
 	snapshots.Store[*snapshotv1.InputSnapshot]
@@ -425,35 +439,6 @@ type encodingStore struct {
 
 func (s encodingStore) PutEncoded(ctx context.Context, cluster string, e snapshots.Encoded[*snapshotv1.InputSnapshot]) error {
 	return snapshots.PutEncoded(ctx, s.Store, cluster, e)
-}
-
-// restoreOnResync follows Redis and, on every resubscription (Redis came
-// back, perhaps empty), writes back the snapshots of the clusters connected
-// here that it lost. Without this an agent whose content did not change
-// would never be stored again: its pushes match the copy kept in memory.
-func (s *Service) restoreOnResync(ctx context.Context) {
-	for ctx.Err() == nil {
-		changes, err := s.shared.Subscribe(ctx)
-		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(s.flush):
-			}
-			continue
-		}
-		for c := range changes {
-			if !c.Resync {
-				continue
-			}
-			restored, err := s.ingestor.Restore(ctx, s.shared)
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn("restoring input snapshots to Redis failed; will retry on the next resync", "error", err)
-			}
-			if len(restored) > 0 {
-				s.log.Info("restored input snapshots to Redis", "clusters", restored)
-			}
-		}
-	}
 }
 
 // primeTimeout bounds the first load of the revocation set before the

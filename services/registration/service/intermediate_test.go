@@ -193,7 +193,7 @@ func checkIntermediate(t *testing.T, res *registrationv1.SignIntermediateRespons
 		!strings.Contains(inter.Subject.CommonName, mesh) || !strings.Contains(inter.Subject.CommonName, cluster) {
 		t.Fatalf("subject %v, want O=%s and a CN naming %s and %s", inter.Subject, trustDomain, mesh, cluster)
 	}
-	if !key.Public().(interface{ Equal(crypto.PublicKey) bool }).Equal(inter.PublicKey) {
+	if !key.Public().(comparableKey).Equal(inter.PublicKey) {
 		t.Fatal("the intermediate is not for the CSR's key")
 	}
 	if !res.GetExpiresAt().AsTime().Equal(inter.NotAfter) {

@@ -191,7 +191,7 @@ func checkChain(t *testing.T, chainPEM, bundlePEM []byte, key crypto.Signer, clu
 	if leaf.IsCA {
 		t.Fatal("leaf is a CA")
 	}
-	if !key.Public().(interface{ Equal(crypto.PublicKey) bool }).Equal(leaf.PublicKey) {
+	if !key.Public().(comparableKey).Equal(leaf.PublicKey) {
 		t.Fatal("leaf is not for the key in the CSR")
 	}
 	roots, err := pki.ParseCertificates(bundlePEM)
@@ -337,4 +337,10 @@ func TestGetTrustBundle(t *testing.T) {
 			}
 		})
 	}
+}
+
+// comparableKey is a public key that compares with another: every key
+// type of the standard library is one (see crypto.PublicKey).
+type comparableKey interface {
+	Equal(crypto.PublicKey) bool
 }

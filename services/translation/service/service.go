@@ -268,9 +268,6 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		TestOutputHook:     d.hook,
 		EncodingCacheBytes: int64(cfg.EncodingCacheMiB) << 20,
 	}, d.inputs, d.outputs, metrics, log, topts...)
-	if d.acks != nil {
-		t.SetApplyReports(d.acks)
-	}
 	svc := &Service{log: log, translator: t, handler: connectrpc.NewHandler(t), redis: d.redis}
 	if d.redis != nil {
 		svc.revoked = revocation.NewCache(revredis.NewSource(d.redis, cfg.Install), 0, log)
@@ -344,6 +341,8 @@ func (s *Service) RevocationChecker() platform.RevocationChecker {
 	}
 	return s.revoked
 }
+
+var _ platform.RevocationSource = (*Service)(nil)
 
 // Notify hands a cluster's new input, encoded, to the translator in
 // process; the all-in-one process wires ingest to it directly.

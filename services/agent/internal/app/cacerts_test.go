@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -557,8 +558,8 @@ func TestNewCAKeyRSA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := back.Public().(interface{ Size() int }).Size() * 8; n != 4096 {
-		t.Errorf("RSA key of %d bits, want 4096", n)
+	if pub, ok := back.Public().(*rsa.PublicKey); !ok || pub.Size()*8 != 4096 {
+		t.Errorf("key %T, want RSA of 4096 bits", back.Public())
 	}
 	if _, err := NewCAKey(KeyAlgorithm(9)); err == nil {
 		t.Error("an unknown algorithm made a key")

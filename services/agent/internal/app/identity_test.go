@@ -191,7 +191,7 @@ func TestIdentityEnsure(t *testing.T) {
 			if !bytes.Equal(saved.BundlePEM, ca.TrustBundlePEM()) {
 				t.Errorf("saved bundle is not the CA's trust bundle")
 			}
-			if key, err := pki.ParseKey(saved.KeyPEM); err != nil || !key.Public().(interface{ Equal(crypto.PublicKey) bool }).Equal(leaf.PublicKey) {
+			if key, err := pki.ParseKey(saved.KeyPEM); err != nil || !key.Public().(comparableKey).Equal(leaf.PublicKey) {
 				t.Errorf("saved key does not match the certificate: %v", err)
 			}
 			if tt.stored != nil && bytes.Equal(saved.CertPEM, tt.stored.CertPEM) {
@@ -232,4 +232,10 @@ func TestIdentityEnsureStopsWithContext(t *testing.T) {
 	if _, err := id.Certificate(); err == nil {
 		t.Errorf("Certificate after a failed Ensure: want an error")
 	}
+}
+
+// comparableKey is a public key that compares with another: every key
+// type of the standard library is one (see crypto.PublicKey).
+type comparableKey interface {
+	Equal(crypto.PublicKey) bool
 }

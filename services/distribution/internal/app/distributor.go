@@ -63,24 +63,33 @@ const markTTL = 90 * time.Second
 
 // NewDistributor returns a distributor. Run must be running for watchers to
 // see changes.
-func NewDistributor(source OutputSource, acks AckStore, metrics Metrics, log *slog.Logger) *Distributor {
+func NewDistributor(source OutputSource, acks AckStore, metrics Metrics, log *slog.Logger, opts ...DistributorOption) *Distributor {
 	if metrics == nil {
 		metrics = NopMetrics{}
 	}
-	return &Distributor{
+	d := &Distributor{
 		source: source, acks: acks, metrics: metrics, log: log, now: time.Now,
 		resyncEvery: 30 * time.Second,
 		watchers:    map[string]map[chan struct{}]struct{}{},
 		replica:     replicaID(),
 		reads:       make(chan struct{}, 2*runtime.GOMAXPROCS(0)),
 	}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
 }
 
-// SetMaxConcurrentReads bounds how many watches read and scan an output at
-// once (twice the CPUs Go uses by default): the memory a change of every
-// cluster's output takes is that many outputs, not all of them. Call it
-// before Run.
-func (d *Distributor) SetMaxConcurrentReads(n int) { d.reads = make(chan struct{}, max(n, 1)) }
+// DistributorOption sets an optional bound or collaborator of a
+// Distributor.
+type DistributorOption func(*Distributor)
+
+// WithMaxConcurrentReads bounds how many watches read and scan an output
+// at once (twice the CPUs Go uses by default): the memory a change of
+// every cluster's output takes is that many outputs, not all of them.
+func WithMaxConcurrentReads(n int) DistributorOption {
+	return func(d *Distributor) { d.reads = make(chan struct{}, max(n, 1)) }
+}
 
 // acquireRead takes a read token; false when ctx ended first.
 func (d *Distributor) acquireRead(ctx context.Context) bool {
@@ -102,14 +111,18 @@ func replicaID() string {
 	return fmt.Sprintf("%s-%s", host, hex.EncodeToString(b))
 }
 
-// SetMaxSendBytes bounds the encoded (uncompressed) size of a snapshot
+// WithMaxSendBytes bounds the encoded (uncompressed) size of a snapshot
 // sent to an agent. A larger snapshot is not sent: the agent keeps what it
-// has, and the refusal is logged and counted. Call it before Run.
-func (d *Distributor) SetMaxSendBytes(n int) { d.maxSendBytes = n }
+// has, and the refusal is logged and counted.
+func WithMaxSendBytes(n int) DistributorOption {
+	return func(d *Distributor) { d.maxSendBytes = n }
+}
 
-// SetIndexes makes the distributor send deltas to agents that accept
-// them, from the output indexes kept in store. Call it before Run.
-func (d *Distributor) SetIndexes(store IndexStore) { d.indexes = store }
+// WithIndexes makes the distributor send deltas to agents that accept
+// them, from the output indexes kept in store.
+func WithIndexes(store IndexStore) DistributorOption {
+	return func(d *Distributor) { d.indexes = store }
+}
 
 // Run follows the store's changes until ctx ends. When the subscription
 // fails it retries, and wakes every watcher after each new subscription.

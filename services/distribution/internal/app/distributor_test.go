@@ -474,8 +474,7 @@ func TestWatchRefusesSnapshotOverTheLimit(t *testing.T) {
 	}
 	src.put(t, small)
 	m := refusals{got: make(chan int, 10)}
-	d := app.NewDistributor(src, memory.NewAcks(nil), m, slog.New(slog.NewTextHandler(t.Output(), nil)))
-	d.SetMaxSendBytes(limit)
+	d := app.NewDistributor(src, memory.NewAcks(nil), m, slog.New(slog.NewTextHandler(t.Output(), nil)), app.WithMaxSendBytes(limit))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
@@ -553,8 +552,7 @@ func TestConcurrentReadsAreBounded(t *testing.T) {
 		src.put(t, o)
 		want[o.GetCluster()] = o
 	}
-	d := app.NewDistributor(src, memory.NewAcks(nil), nil, slog.New(slog.NewTextHandler(t.Output(), nil)))
-	d.SetMaxConcurrentReads(bound)
+	d := app.NewDistributor(src, memory.NewAcks(nil), nil, slog.New(slog.NewTextHandler(t.Output(), nil)), app.WithMaxConcurrentReads(bound))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()

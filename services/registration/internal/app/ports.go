@@ -76,3 +76,15 @@ type Signer interface {
 	Sign(ctx context.Context, csr *x509.CertificateRequest, id pki.ID, ttl time.Duration, now time.Time) ([]*x509.Certificate, error)
 	TrustBundlePEM() []byte
 }
+
+// CASource is where the CA that signs cluster certificates comes from: a
+// directory, the operator's own PKI in files, or a Kubernetes Secret. Each
+// is an adapter, and the composition root picks one from the
+// configuration.
+type CASource interface {
+	// LoadCA returns the CA. created reports that the source held none, so
+	// a development CA was made and kept there.
+	LoadCA(ctx context.Context) (ca *pki.CA, created bool, err error)
+	// String names the source in logs.
+	String() string
+}

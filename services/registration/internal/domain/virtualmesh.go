@@ -249,6 +249,12 @@ type RootCA struct {
 	Key  crypto.Signer
 }
 
+// PublicKey is a public key that compares with another: every key type of
+// the standard library is one (see crypto.PublicKey).
+type PublicKey interface {
+	Equal(crypto.PublicKey) bool
+}
+
 // Check says whether the root can sign intermediates at now.
 func (r RootCA) Check(now time.Time) error {
 	if r.Cert == nil || r.Key == nil {
@@ -257,7 +263,7 @@ func (r RootCA) Check(now time.Time) error {
 	if !r.Cert.IsCA || r.Cert.KeyUsage&x509.KeyUsageCertSign == 0 {
 		return errors.New("root certificate is not a CA that may sign certificates")
 	}
-	pub, ok := r.Cert.PublicKey.(interface{ Equal(crypto.PublicKey) bool })
+	pub, ok := r.Cert.PublicKey.(PublicKey)
 	if !ok || !pub.Equal(r.Key.Public()) {
 		return errors.New("root key does not match the root certificate")
 	}

@@ -19,10 +19,11 @@ type ApplyReports interface {
 	SubscribeAcks(ctx context.Context) (<-chan snapshots.Change, error)
 }
 
-// SetApplyReports makes the translator report the objects that agents
+// WithApplyReports makes the translator report the objects that agents
 // could not apply in the statuses of the policies behind them (FAILED).
-// Call it before Run.
-func (t *Translator) SetApplyReports(r ApplyReports) { t.reports = r }
+func WithApplyReports(r ApplyReports) TranslatorOption {
+	return func(t *Translator) { t.reports = r }
+}
 
 // applyFailures copies the apply failures last reported.
 func (t *Translator) applyFailures() map[string][]domain.ApplyFailure {

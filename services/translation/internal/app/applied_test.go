@@ -40,8 +40,7 @@ func TestApplyFailuresReachStatus(t *testing.T) {
 	if err := inputs.Put(t.Context(), "east", in.GetVersion(), in); err != nil {
 		t.Fatal(err)
 	}
-	tr := app.NewTranslator(app.Config{}, inputs, outputs, nil, slog.New(slog.NewTextHandler(t.Output(), nil)))
-	tr.SetApplyReports(acks)
+	tr := app.NewTranslator(app.Config{}, inputs, outputs, nil, slog.New(slog.NewTextHandler(t.Output(), nil)), app.WithApplyReports(acks))
 	run(t, tr)
 
 	v1 := expected(t, in)

@@ -98,7 +98,7 @@ func mapResource(mapper meta.RESTMapper, apiVersion, kind string) (schema.GroupV
 	m, err := mapper.RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
-			if r, ok := mapper.(interface{ Reset() }); ok {
+			if r, ok := mapper.(meta.ResettableRESTMapper); ok {
 				r.Reset()
 				m, err = mapper.RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
 			}

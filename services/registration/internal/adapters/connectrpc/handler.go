@@ -28,9 +28,16 @@ type Handler struct {
 var _ registrationv1connect.RegistrationServiceHandler = (*Handler)(nil)
 
 // NewHandler returns a handler over the registrar; metrics may be nil.
-func NewHandler(r *app.Registrar, log *slog.Logger, metrics *Metrics) *Handler {
-	return &Handler{r: r, log: log, metrics: metrics}
+func NewHandler(r *app.Registrar, log *slog.Logger, metrics *Metrics, opts ...HandlerOption) *Handler {
+	h := &Handler{r: r, log: log, metrics: metrics}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
+
+// HandlerOption adds an optional use case to a Handler.
+type HandlerOption func(*Handler)
 
 // Register needs no client certificate: the token stands in for it.
 func (h *Handler) Register(ctx context.Context, req *connect.Request[registrationv1.RegisterRequest]) (*connect.Response[registrationv1.RegisterResponse], error) {
@@ -64,9 +71,8 @@ func (h *Handler) Renew(ctx context.Context, req *connect.Request[registrationv1
 
 // WithIntermediates serves SignIntermediate with ints; without it the call
 // is Unimplemented.
-func (h *Handler) WithIntermediates(ints *app.Intermediates) *Handler {
-	h.ints = ints
-	return h
+func WithIntermediates(ints *app.Intermediates) HandlerOption {
+	return func(h *Handler) { h.ints = ints }
 }
 
 // SignIntermediate signs an Istio intermediate CA for a mesh of the cluster

@@ -4,7 +4,6 @@
 package contract
 
 import (
-	"crypto"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -93,7 +92,7 @@ func RootStoreSuite(t *testing.T, newReplica func() app.RootStore) {
 			if errs[i] != nil {
 				t.Fatalf("replica %d: %v", i, errs[i])
 			}
-			if !roots[i].Cert.Equal(roots[0].Cert) || !roots[i].Cert.PublicKey.(interface{ Equal(crypto.PublicKey) bool }).Equal(roots[0].Key.Public()) {
+			if !roots[i].Cert.Equal(roots[0].Cert) || !roots[i].Cert.PublicKey.(domain.PublicKey).Equal(roots[0].Key.Public()) {
 				t.Fatalf("replica %d ended with another root", i)
 			}
 		}

@@ -1,6 +1,8 @@
-// Package files keeps VirtualMesh roots in a directory, for a single
-// registration process (development, the all-in-one binary). Replicas
-// share roots through the Kubernetes Secret store instead.
+// Package files is registration's file-system adapter: the CA sources that
+// read a directory or the operator's own PEM files, and the VirtualMesh
+// roots kept in a directory, for a single registration process
+// (development, the all-in-one binary). Replicas share roots through the
+// Kubernetes Secret store instead.
 package files
 
 import (

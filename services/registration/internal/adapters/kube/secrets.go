@@ -169,6 +169,28 @@ func NewCASecret(client kubernetes.Interface, namespace, name, install string) *
 	return &CASecret{client: client, namespace: namespace, name: name, install: install}
 }
 
+// CASecretSource is the app.CASource of a CASecret: when there is no
+// Secret, a development CA called devName is made and stored there.
+type CASecretSource struct {
+	*CASecret
+	devName string
+}
+
+var _ app.CASource = (*CASecretSource)(nil)
+
+// NewCASecretSource loads the CA from the Secret namespace/name.
+func NewCASecretSource(client kubernetes.Interface, namespace, name, install, devName string) *CASecretSource {
+	return &CASecretSource{CASecret: NewCASecret(client, namespace, name, install), devName: devName}
+}
+
+// LoadCA implements app.CASource with LoadOrCreate.
+func (s *CASecretSource) LoadCA(ctx context.Context) (*pki.CA, bool, error) {
+	return s.LoadOrCreate(ctx, func() (*pki.CA, error) { return pki.NewCA(s.devName) })
+}
+
+// String implements app.CASource.
+func (s *CASecretSource) String() string { return "Secret " + s.namespace + "/" + s.name }
+
 // ErrCASecretIncomplete is returned for a Secret that holds neither an
 // intermediate with its key nor a root with its key.
 var ErrCASecretIncomplete = errors.New("CA Secret is incomplete")

@@ -1,14 +1,13 @@
 // Package smallstep is registration's certificate authority: the smallstep
 // authority (github.com/smallstep/certificates/authority) embedded in the
 // process, with no configuration file and no database. It signs with the
-// intermediate of a libs/pki CA and a fixed certificate template, so that
+// intermediate of a libs/pki CA and libs/pki's leaf template, so that
 // nothing but the public key is taken from a request.
 package smallstep
 
 import (
 	"context"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"time"
 
@@ -19,19 +18,13 @@ import (
 	"go.step.sm/crypto/x509util"
 )
 
-// leafTemplate gives a cluster certificate exactly the SANs the caller puts
-// in the template data (the one SPIFFE ID), client-auth only, and no CA
-// bit. The CSR's subject, SANs and extensions are ignored.
-const leafTemplate = `{
-	"subject": {"commonName": {{ toJson .Subject.CommonName }}, "organizationalUnit": {{ toJson .OU }}},
-	"sans": {{ toJson .SANs }},
-	"keyUsage": ["digitalSignature"],
-	"extKeyUsage": ["clientAuth"],
-	"basicConstraints": {"isCA": false}
-}`
+// fromRequest takes nothing from a request: the leaf is libs/pki's
+// LeafTemplate, put in place by a certificate modifier, with the request's
+// key.
+const fromRequest = `{}`
 
 // Backdate tolerates clocks that run a little behind the CA's.
-const Backdate = time.Minute
+const Backdate = pki.LeafBackdate
 
 // CA signs cluster certificates with the embedded smallstep authority.
 type CA struct {
@@ -68,21 +61,18 @@ func (o certOptions) Options(provisioner.SignOptions) []x509util.Option { return
 // authority checks its signature again. It returns the leaf followed by the
 // intermediate.
 func (c *CA) Sign(ctx context.Context, csr *x509.CertificateRequest, id pki.ID, ttl time.Duration, now time.Time) ([]*x509.Certificate, error) {
-	if ttl <= 0 {
-		return nil, errors.New("sign: certificate lifetime must be positive")
+	tmpl, err := pki.LeafTemplate(pki.LeafOptions{ID: id, TTL: ttl, Now: now}, c.intermediate)
+	if err != nil {
+		return nil, fmt.Errorf("sign: %w", err)
 	}
-	data := x509util.CreateTemplateData(id.Name, []string{id.String()})
-	data.Set("OU", []string{id.Kind})
-	notBefore, notAfter := now.Add(-Backdate), now.Add(ttl)
-	if notAfter.After(c.intermediate.NotAfter) {
-		notAfter = c.intermediate.NotAfter
-	}
-	validity := provisioner.CertificateModifierFunc(func(cert *x509.Certificate, _ provisioner.SignOptions) error {
-		cert.NotBefore, cert.NotAfter = notBefore, notAfter
+	leaf := provisioner.CertificateModifierFunc(func(cert *x509.Certificate, _ provisioner.SignOptions) error {
+		pub, alg := cert.PublicKey, cert.PublicKeyAlgorithm
+		*cert = *tmpl
+		cert.PublicKey, cert.PublicKeyAlgorithm = pub, alg
 		return nil
 	})
 	chain, err := c.auth.SignWithContext(ctx, csr, provisioner.SignOptions{},
-		certOptions{x509util.WithTemplate(leafTemplate, data)}, validity)
+		certOptions{x509util.WithTemplate(fromRequest, x509util.TemplateData{})}, leaf)
 	if err != nil {
 		return nil, fmt.Errorf("sign %s: %w", id, err)
 	}
