@@ -93,6 +93,14 @@ demo: demo-tools build ## The main job: all-in-one management plane, a managemen
 bench: ## Run the benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem -timeout $(BENCH_TIMEOUT) $(PKGS)
 
+# benchstat (golang.org/x/perf, pinned as a tool in tools/go.mod) compares
+# runs of benchmarks saved with go test -count 10 (docs/benchmarks.md):
+#   make benchstat OLD=old.txt NEW=new.txt
+.PHONY: benchstat
+benchstat: ## Compare benchmark runs: make benchstat OLD=old.txt NEW=new.txt (NEW optional; BENCHSTAT_FLAGS).
+	@test -n "$(OLD)" || { echo "usage: make benchstat OLD=old.txt [NEW=new.txt] [BENCHSTAT_FLAGS=...]"; exit 1; }
+	$(GO) tool benchstat $(BENCHSTAT_FLAGS) $(OLD) $(NEW)
+
 # The long chaos soak's knobs (docs/benchmarks.md, Chaos soak).
 CHAOS_DURATION ?= 30m
 CHAOS_AGENTS ?= 50

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"github.com/meshplane/meshplane/libs/platform"
+	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -20,7 +21,7 @@ const procUpload = "/test.v1.Upload/Send" // client stream, clusters only
 // TestRevocationEndsOpenStreams: a stream opened with a good certificate is
 // cut with CodeUnauthenticated soon after the certificate is revoked — a
 // server stream (health Watch) and a client stream whose handler is blocked
-// reading the next message — while another cluster's stream goes on.
+// reading the next message — while another cluster's streams go on.
 func TestRevocationEndsOpenStreams(t *testing.T) {
 	var checker fakeRevocation
 	checker.set(nil, nil)
@@ -28,16 +29,26 @@ func TestRevocationEndsOpenStreams(t *testing.T) {
 		o.Revocation = &checker
 		o.CertRecheckInterval = 50 * time.Millisecond
 	})
-	handlerDone, received := make(chan error, 1), make(chan struct{}, 1)
+	// Each upload message says who sent it ("from"); the handler passes
+	// on each one, whether the call's context had ended when it came, and
+	// at the end the sender and the error the stream ended with.
+	type message struct {
+		from string
+		cut  bool
+	}
+	type ended struct {
+		from string
+		err  error
+	}
+	received, handlerDone := make(chan message, 10), make(chan ended, 2)
 	ts.Handle(procUpload, connect.NewClientStreamHandler(procUpload,
 		func(ctx context.Context, stream *connect.ClientStream[structpb.Struct]) (*connect.Response[structpb.Struct], error) {
+			from := ""
 			for stream.Receive() {
-				select {
-				case received <- struct{}{}:
-				default:
-				}
+				from = stream.Msg().GetFields()["from"].GetStringValue()
+				received <- message{from, ctx.Err() != nil}
 			}
-			handlerDone <- stream.Err()
+			handlerDone <- ended{from, stream.Err()}
 			return nil, stream.Err()
 		}, ts.HandlerOptions()...))
 	ts.AddAccessPolicy(platform.AccessPolicy{procUpload: platform.AllowCluster})
@@ -58,15 +69,27 @@ func TestRevocationEndsOpenStreams(t *testing.T) {
 			t.Fatalf("first watch event = %+v, want serving", ev)
 		}
 	}
-	upload := connect.NewClient[structpb.Struct, structpb.Struct](eastHC, base+procUpload, connect.WithGRPC()).CallClientStream(ctx)
-	if err := upload.Send(&structpb.Struct{}); err != nil {
-		t.Fatalf("first upload message: %v", err)
+	send := func(upload *connect.ClientStreamForClient[structpb.Struct, structpb.Struct], from string) {
+		t.Helper()
+		if err := upload.Send(&structpb.Struct{Fields: map[string]*structpb.Value{"from": structpb.NewStringValue(from)}}); err != nil {
+			t.Fatalf("upload message from %s: %v", from, err)
+		}
 	}
-	select {
-	case <-received:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the upload handler did not get the first message")
+	upload := func(hc connect.HTTPClient, from string) *connect.ClientStreamForClient[structpb.Struct, structpb.Struct] {
+		t.Helper()
+		u := connect.NewClient[structpb.Struct, structpb.Struct](hc, base+procUpload, connect.WithGRPC()).CallClientStream(ctx)
+		send(u, from)
+		select {
+		case m := <-received:
+			if m != (message{from: from}) {
+				t.Fatalf("the upload handler got %+v, want the first message from %s", m, from)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the upload handler did not get the first message from %s", from)
+		}
+		return u
 	}
+	eastUpload, westUpload := upload(eastHC, "east"), upload(westHC, "west")
 
 	checker.set(map[string]bool{east.Leaf.SerialNumber.String(): true}, nil)
 
@@ -76,21 +99,48 @@ func TestRevocationEndsOpenStreams(t *testing.T) {
 		t.Errorf("watch ended with %q; it should say the certificate was revoked", ev.Err)
 	}
 	select {
-	case <-handlerDone:
+	case e := <-handlerDone:
+		if e.from != "east" {
+			t.Fatalf("the upload from %s ended (%v), want east's", e.from, e.err)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("client-stream handler still blocked reading 10s after the revocation")
 	}
-	_, err := upload.CloseAndReceive()
+	_, err := eastUpload.CloseAndReceive()
 	wantCode(t, err, connect.CodeUnauthenticated)
 
-	// west is not revoked: its stream is still open (nothing arrives).
-	select {
-	case ev := <-westWatch:
-		t.Fatalf("west's watch got %+v after east was revoked", ev)
-	case <-time.After(200 * time.Millisecond):
-	}
+	// west is not revoked: its streams are still open. Sweeps check the
+	// open calls one after the other, in one goroutine: once west's
+	// serial has been checked twice more, the sweep that cut east has
+	// returned, and had it cut west too, it would have done so by now (a
+	// west call that ended is checked no more: then the wait ends too).
+	westSerial := west.Leaf.SerialNumber.String()
+	seen := checker.checked(westSerial)
+	platformtest.Eventually(t, 10*time.Second, "two more checks of west's certificate", func() bool {
+		return checker.checked(westSerial) >= seen+2 || len(handlerDone) > 0
+	})
 	if got := metricByLabel(t, ts, "meshplane_rpc_server_calls_ended_total", "reason", "revoked"); got != 2 {
 		t.Errorf("calls ended for revocation = %v, want 2", got)
+	}
+	// Then each of west's streams carries a marker, which must be the next
+	// thing on it. Had west's upload been cut, its closed request body
+	// would drop the marker, or the handler would see its context ended
+	// when the marker came. The watch got nothing before its marker: a
+	// stream delivers in order.
+	send(westUpload, "west")
+	select {
+	case m := <-received:
+		if m != (message{from: "west"}) {
+			t.Errorf("the upload handler got %+v after east was revoked, want west's marker on an open call", m)
+		}
+	case e := <-handlerDone:
+		t.Fatalf("west's upload ended after east was revoked: %v", e.err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("west's upload marker did not arrive within 10s")
+	}
+	ts.SetReady(false)
+	if ev := next(t, westWatch); ev.Err != nil || ev.Response.Status != grpchealth.StatusNotServing {
+		t.Errorf("west's watch got %+v after east was revoked, want the marker (not serving)", ev)
 	}
 	if !strings.Contains(ts.logs.String(), "open call ended") {
 		t.Error("the cut is not logged")

@@ -369,6 +369,7 @@ type fakeRevocation struct {
 	mu      sync.Mutex
 	revoked map[string]bool
 	err     error
+	checks  map[string]int // by serial: how often IsRevoked was asked
 }
 
 func (f *fakeRevocation) set(revoked map[string]bool, err error) {
@@ -380,7 +381,18 @@ func (f *fakeRevocation) set(revoked map[string]bool, err error) {
 func (f *fakeRevocation) IsRevoked(_ context.Context, serial string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.checks == nil {
+		f.checks = map[string]int{}
+	}
+	f.checks[serial]++
 	return f.revoked[serial], f.err
+}
+
+// checked is how often IsRevoked was asked about serial.
+func (f *fakeRevocation) checked(serial string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.checks[serial]
 }
 
 func TestGracefulShutdownEndsStreams(t *testing.T) {

@@ -146,12 +146,10 @@ func (p *objectPrefix) encoding(w *hashWriter, apiVersion, kind, namespace strin
 type outputCache struct {
 	labels map[uintptr]keptLabels
 	// The bodies of a sealer, in kept, which grows a block at a time so
-	// that it is never copied, and found by key through slots, an open
-	// addressing table: most bodies are looked for once, not found, and
-	// added, which costs a Go map several times as much.
+	// that it is never copied, and their indexes in kept by key.
 	kept  [][]keptBody
 	nkept int
-	slots []bodySlot
+	index map[bodyKey]uint32
 	// The bodies of the objects of the last output, in order, and those
 	// of this one so far, by index in kept: the outputs of one translation
 	// hold mostly the same in the same order, so the next is predicted
@@ -218,11 +216,6 @@ type bodyKey struct {
 	specLen           int
 }
 
-func (k bodyKey) hash() uint64 {
-	h := uint64(k.annotations)*0x9e3779b97f4a7c15 ^ uint64(k.spec)*0xc2b2ae3d27d4eb4f ^ uint64(k.specLen)*0x165667b19e3779f9
-	return h ^ h>>31
-}
-
 type keptBody struct {
 	key         bodyKey
 	sum         [sha256.Size]byte
@@ -230,32 +223,14 @@ type keptBody struct {
 	spec        []byte
 }
 
-// bodySlot is a slot of the table of kept bodies: empty when zero, else
-// the top 32 bits of the key's hash and the body's index in kept plus 1.
-type bodySlot uint64
-
 const keptBlock = 1024
 
 func (c *outputCache) body(i int) *keptBody { return &c.kept[i/keptBlock][i%keptBlock] }
 
 // find returns the index of the body kept with key.
 func (c *outputCache) find(key bodyKey) (i uint32, ok bool) {
-	if len(c.slots) == 0 {
-		return 0, false
-	}
-	h := key.hash()
-	mask := uint64(len(c.slots) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
-		s := c.slots[i]
-		if s == 0 {
-			return 0, false
-		}
-		if uint32(s>>32) == uint32(h>>32) {
-			if j := uint32(s) - 1; c.body(int(j)).key == key {
-				return j, true
-			}
-		}
-	}
+	i, ok = c.index[key]
+	return i, ok
 }
 
 // keep adds a body that find did not find, and returns its index; ok is
@@ -264,31 +239,18 @@ func (c *outputCache) keep(b keptBody) (i uint32, ok bool) {
 	if c.nkept >= math.MaxUint32-1 {
 		return 0, false
 	}
-	if 2*(c.nkept+1) > len(c.slots) {
-		c.slots = make([]bodySlot, max(1024, 2*len(c.slots)))
-		for i := range c.nkept {
-			c.slot(c.body(i).key, i)
-		}
+	if c.index == nil {
+		c.index = map[bodyKey]uint32{}
 	}
 	if c.nkept%keptBlock == 0 {
 		c.kept = append(c.kept, make([]keptBody, 0, keptBlock))
 	}
 	last := &c.kept[len(c.kept)-1]
 	*last = append(*last, b)
-	c.slot(b.key, c.nkept)
+	i = uint32(c.nkept)
+	c.index[b.key] = i
 	c.nkept++
-	return uint32(c.nkept - 1), true
-}
-
-// slot puts kept body i, with key, in the first free slot for it.
-func (c *outputCache) slot(key bodyKey, i int) {
-	h := key.hash()
-	mask := uint64(len(c.slots) - 1)
-	j := h & mask
-	for c.slots[j] != 0 {
-		j = (j + 1) & mask
-	}
-	c.slots[j] = bodySlot(h>>32<<32 | uint64(i+1))
+	return i, true
 }
 
 // predict finds key at the next place in the last output's order, or one

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
+	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"google.golang.org/protobuf/proto"
@@ -216,18 +217,13 @@ func TestWriteThroughSurvivesRedisOutage(t *testing.T) {
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for len(wt.Pending()) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("pending snapshots not written through after restart: %v", wt.Pending())
+	platformtest.Eventually(t, 15*time.Second, "pending snapshots written through after restart", func() bool {
+		if len(wt.Pending()) == 0 {
+			return true
 		}
 		wt.Flush(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return false
+	})
 	got, err := remote.Get(ctx, "b")
 	if err != nil || got.Version != b.GetVersion() {
 		t.Fatalf("remote Get(b) after write-through = %v, %v", got.Version, err)

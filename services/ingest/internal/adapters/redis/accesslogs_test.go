@@ -14,15 +14,27 @@ import (
 
 // The access-log bus carries one replica's entries to the others, on each
 // Redis topology, and never back to the replica that published them.
+//
+// That nothing arrives is judged by an ordering marker, not by a wait: a
+// replica's subscription is one connection, on which Redis delivers
+// messages in the order it handled them, so an entry that was wrongly
+// delivered is received before an entry published after it. Every
+// subscriber of the install's channel is on the same node (cluster
+// clients subscribe on the channel's slot's primary), which hands a
+// message to all of them at once: once b has heard a's entries, a marker
+// published after that reaches a after any of them that a was sent.
 func TestAccessLogBusAcrossReplicas(t *testing.T) {
 	redistest.ForEachTopology(t, func(t *testing.T, d *redistest.Deployment) {
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
 		a := redisbus.NewAccessLogBus(d.Client(t), "test", "a", log)
 		b := redisbus.NewAccessLogBus(d.Client(t), "test", "b", log)
 		other := redisbus.NewAccessLogBus(d.Client(t), "other", "c", log)
+		// otherPeer is a replica of the other install, which only
+		// publishes: other's marker.
+		otherPeer := redisbus.NewAccessLogBus(d.Client(t), "other", "d", log)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		gotA, gotB, gotOther := make(chan string, 100), make(chan string, 100), make(chan string, 100)
+		gotA, gotB, gotOther := make(chan string, 1000), make(chan string, 1000), make(chan string, 1000)
 		subscribe := func(bus *redisbus.AccessLogBus, got chan<- string) {
 			go func() {
 				_ = bus.Subscribe(ctx, func(entries []*observabilityv1.AccessLogEntry) {
@@ -37,20 +49,28 @@ func TestAccessLogBusAcrossReplicas(t *testing.T) {
 		subscribe(other, gotOther)
 
 		// Pub/sub keeps nothing for a subscriber not yet subscribed:
-		// publish until b hears one.
+		// publish until each of a, b and other hears one, so that none can
+		// miss an entry by subscribing late.
+		warmup := []*observabilityv1.AccessLogEntry{{Path: "/warmup"}}
 		deadline := time.After(15 * time.Second)
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
-	wait:
-		for {
-			if err := a.Publish(ctx, []*observabilityv1.AccessLogEntry{{Path: "/warmup"}}); err != nil {
-				t.Fatal(err)
+		var heardA, heardB, heardOther bool
+		for !heardA || !heardB || !heardOther {
+			for _, bus := range []*redisbus.AccessLogBus{a, b, otherPeer} {
+				if err := bus.Publish(ctx, warmup); err != nil {
+					t.Fatal(err)
+				}
 			}
 			select {
+			case <-gotA:
+				heardA = true
 			case <-gotB:
-				break wait
+				heardB = true
+			case <-gotOther:
+				heardOther = true
 			case <-deadline:
-				t.Fatal("replica b heard nothing from a within 15s")
+				t.Fatalf("within 15s, heard a warm-up: a %v, b %v, other %v", heardA, heardB, heardOther)
 			case <-tick.C:
 			}
 		}
@@ -62,12 +82,19 @@ func TestAccessLogBusAcrossReplicas(t *testing.T) {
 				t.Fatalf("b heard %q, want %q", got, want)
 			}
 		}
-		select {
-		case p := <-gotA:
-			t.Errorf("a heard its own entry %q back", p)
-		case p := <-gotOther:
-			t.Errorf("another install's replica heard %q", p)
-		case <-time.After(300 * time.Millisecond):
+		// The markers: a hears b's, other hears its peer's, and neither
+		// may hear anything before it (but warm-ups).
+		if err := b.Publish(ctx, []*observabilityv1.AccessLogEntry{{Path: "/marker"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := otherPeer.Publish(ctx, []*observabilityv1.AccessLogEntry{{Path: "/marker"}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := drainUntil(t, gotA, "/warmup"); got != "/marker" {
+			t.Errorf("a heard its own entry %q back", got)
+		}
+		if got := drainUntil(t, gotOther, "/warmup"); got != "/marker" {
+			t.Errorf("another install's replica heard %q", got)
 		}
 	})
 }
