@@ -15,6 +15,7 @@ import (
 	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	distribution "github.com/meshplane/meshplane/services/distribution/service"
 	ingest "github.com/meshplane/meshplane/services/ingest/service"
 	registration "github.com/meshplane/meshplane/services/registration/service"
@@ -30,7 +31,7 @@ type settings struct {
 	install, trustDomain, clusterDomain string
 	debounce                            time.Duration
 	devPKIDir                           string
-	redis                               snapshots.RedisOptions
+	redis                               snapstore.RedisOptions
 	// reg holds registration's own settings (CA, tokens, certificate
 	// lifetime); install, trust domain and Redis are set from the shared
 	// ones.
@@ -59,7 +60,7 @@ func allInOne(args []string) int {
 
 	s := settings{
 		install: snapshots.DefaultInstall, trustDomain: pki.DefaultTrustDomain, clusterDomain: "cluster.local",
-		debounce: 100 * time.Millisecond, redis: snapshots.NewRedisOptions(), reg: registration.DefaultConfig(),
+		debounce: 100 * time.Millisecond, redis: snapstore.NewRedisOptions(), reg: registration.DefaultConfig(),
 		ing: ingest.DefaultConfig(), tr: translation.DefaultConfig(),
 	}
 	// Empty means <dev-pki-dir>/ca, or registration's default without one.
@@ -179,15 +180,15 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		distOpts = append(distOpts, distribution.WithRedis(client))
 		// Access logs shared with the other replicas over Redis pub/sub.
 		ingOpts = append(ingOpts, ingest.WithRedis(client))
-		inputs = snapshots.NewRedis(client, s.install, snapshots.Inputs, newInput).WithDurability(s.redis.Durability())
-		ingestInputs = snapshots.NewWriteThrough(inputs, snapshots.NewMemory(newInput), log)
-		outputs = snapshots.NewRedis(client, s.install, snapshots.Outputs, newOutput).WithDurability(s.redis.Durability())
-		acks = snapshots.NewRedisAcks(client, s.install).WithDurability(s.redis.Durability())
+		inputs = snapstore.NewRedis(client, s.install, snapshots.Inputs, newInput).WithDurability(s.redis.Durability())
+		ingestInputs = snapstore.NewWriteThrough(inputs, snapstore.NewMemory(newInput), log)
+		outputs = snapstore.NewRedis(client, s.install, snapshots.Outputs, newOutput).WithDurability(s.redis.Durability())
+		acks = snapstore.NewRedisAcks(client, s.install).WithDurability(s.redis.Durability())
 	} else {
-		mem := snapshots.NewMemory(newInput)
+		mem := snapstore.NewMemory(newInput)
 		inputs, ingestInputs = mem, mem
-		outputs = snapshots.NewMemory(newOutput)
-		acks = snapshots.NewMemoryAcks()
+		outputs = snapstore.NewMemory(newOutput)
+		acks = snapstore.NewMemoryAcks()
 		distOpts = append(distOpts, distribution.WithAcks(acks))
 	}
 

@@ -26,6 +26,7 @@ import (
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	ingest "github.com/meshplane/meshplane/services/ingest/service"
 	registration "github.com/meshplane/meshplane/services/registration/service"
 	translation "github.com/meshplane/meshplane/services/translation/service"
@@ -102,7 +103,7 @@ func startHeapPlane(t *testing.T, limits ingest.Limits) *heapPlane {
 	log := slog.New(slog.DiscardHandler)
 	s := settings{
 		install: snapshots.DefaultInstall, trustDomain: "test.local", clusterDomain: "cluster.local",
-		debounce: 10 * time.Millisecond, redis: snapshots.NewRedisOptions(), reg: registration.DefaultConfig(), ing: ingest.DefaultConfig(),
+		debounce: 10 * time.Millisecond, redis: snapstore.NewRedisOptions(), reg: registration.DefaultConfig(), ing: ingest.DefaultConfig(),
 		tr: translation.DefaultConfig(),
 	}
 	s.redis.Addrs = r.Addr()

@@ -17,6 +17,7 @@ import (
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/distribution/internal/adapters/connectrpc"
 	"github.com/meshplane/meshplane/services/distribution/internal/adapters/debughttp"
 	"github.com/meshplane/meshplane/services/distribution/internal/adapters/memory"
@@ -32,7 +33,7 @@ const Name = "distribution"
 // Config is everything the service reads at start.
 type Config struct {
 	Install string
-	Redis   snapshots.RedisOptions
+	Redis   snapstore.RedisOptions
 	// MaxSendBytes bounds the encoded size of one output snapshot sent to
 	// an agent, before compression. A larger one is not sent: it is logged
 	// and counted in meshplane_distribution_snapshots_refused_total.
@@ -57,7 +58,7 @@ const (
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Install: snapshots.DefaultInstall, Redis: snapshots.NewRedisOptions(),
+		Install: snapshots.DefaultInstall, Redis: snapstore.NewRedisOptions(),
 		MaxSendBytes: DefaultMaxSendBytes, CompressMinBytes: DefaultCompressMinBytes, Deltas: true,
 	}
 }
@@ -159,7 +160,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		if client == nil {
 			return nil, errors.New("distribution needs --redis-addrs when it runs on its own: outputs come from the shared store")
 		}
-		d.outputs = snapshots.NewRedis(client, cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+		d.outputs = snapstore.NewRedis(client, cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	}
 	// With Redis every replica records acks in it, so any replica answers
 	// ListAcks and reports the same metrics. Without it (one all-in-one

@@ -19,6 +19,7 @@ import (
 	"github.com/meshplane/meshplane/libs/revocation"
 	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/ingest/internal/adapters/connectrpc"
 	ingestkube "github.com/meshplane/meshplane/services/ingest/internal/adapters/kube"
 	"github.com/meshplane/meshplane/services/ingest/internal/app"
@@ -36,7 +37,7 @@ type Config struct {
 	// Replica names this process in connectivity reports; default the host
 	// name (the pod name in Kubernetes).
 	Replica string
-	Redis   snapshots.RedisOptions
+	Redis   snapstore.RedisOptions
 	// Translation is how to reach the translation service; unused when the
 	// all-in-one process wires translation in directly.
 	Translation platform.ClientOptions
@@ -75,7 +76,7 @@ func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	tr := platform.NewClientOptions()
 	tr.Addr = "translation:9903"
-	return Config{Install: snapshots.DefaultInstall, Replica: host, Redis: snapshots.NewRedisOptions(), Translation: tr, FlushInterval: time.Second, StaleAfter: 5 * time.Minute,
+	return Config{Install: snapshots.DefaultInstall, Replica: host, Redis: snapstore.NewRedisOptions(), Translation: tr, FlushInterval: time.Second, StaleAfter: 5 * time.Minute,
 		WatchManagement: "auto", ManagementDebounce: 100 * time.Millisecond, AccessLogs: DefaultAccessLogOptions(), Limits: DefaultLimits()}
 }
 
@@ -237,7 +238,7 @@ type Service struct {
 	ownRedis bool
 	// shared is the Redis store behind the write-through one; nil without
 	// Redis.
-	shared *snapshots.Redis[*snapshotv1.InputSnapshot]
+	shared *snapstore.Redis[*snapshotv1.InputSnapshot]
 	// revoked follows registration's revocation set; nil without Redis.
 	revoked *revocation.Cache
 	// mgmt reads the management cluster's resources; nil when off. Its
@@ -275,12 +276,12 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		if client := s.redis; client != nil {
 			s.revoked = revocation.NewCache(revredis.NewSource(client, cfg.Install), 0, log)
 			_ = s.revoked.Prime(primeTimeout)
-			s.shared = snapshots.NewRedis(client, cfg.Install, snapshots.Inputs, newInput).WithDurability(cfg.Redis.Durability())
+			s.shared = snapstore.NewRedis(client, cfg.Install, snapshots.Inputs, newInput).WithDurability(cfg.Redis.Durability())
 			// Pushes are accepted while Redis is down and written through
 			// when it returns.
-			d.inputs = snapshots.NewWriteThrough(s.shared, snapshots.NewMemory(newInput), log)
+			d.inputs = snapstore.NewWriteThrough(s.shared, snapstore.NewMemory(newInput), log)
 		} else {
-			d.inputs = snapshots.NewMemory(newInput)
+			d.inputs = snapstore.NewMemory(newInput)
 		}
 	}
 	if d.notifier == nil {
@@ -340,7 +341,7 @@ func (s *Service) buildManagement(cfg Config, d deps) error {
 	s.mgmt = app.NewManagement(s.ingestor, res, name, cfg.ManagementDebounce, time.Second, s.log)
 	s.outputs = d.outputs
 	if s.outputs == nil && s.redis != nil {
-		s.outputs = snapshots.NewRedis(s.redis, cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+		s.outputs = snapstore.NewRedis(s.redis, cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	}
 	if s.outputs == nil {
 		s.log.Warn("statuses of the management cluster's resources are not written: no output store (Redis) to read them from")

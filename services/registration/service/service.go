@@ -21,6 +21,7 @@ import (
 	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/connectrpc"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/files"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/inputs"
@@ -94,7 +95,7 @@ type Config struct {
 	// MirrorResync is how often every mirror is rewritten and stale ones
 	// removed.
 	MirrorResync time.Duration
-	Redis        snapshots.RedisOptions
+	Redis        snapstore.RedisOptions
 
 	flags *platform.Flags
 }
@@ -104,7 +105,7 @@ func DefaultConfig() Config {
 	return Config{
 		TrustDomain: pki.DefaultTrustDomain, Install: snapshots.DefaultInstall, CADir: "/var/run/meshplane/ca",
 		CertTTL: 24 * time.Hour, TokenTTL: 24 * time.Hour, RevocationRefresh: app.DefaultRevocationRefresh,
-		IntermediateTTL: domain.DefaultIntermediateTTL, MirrorResync: app.DefaultMirrorResync, Redis: snapshots.NewRedisOptions(),
+		IntermediateTTL: domain.DefaultIntermediateTTL, MirrorResync: app.DefaultMirrorResync, Redis: snapstore.NewRedisOptions(),
 	}
 }
 
@@ -383,7 +384,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	r := app.NewRegistrar(stores, signer, revoked, ropts)
 	if d.inputs == nil && d.redis != nil {
-		d.inputs = snapshots.NewRedis(d.redis, cfg.Install, snapshots.Inputs, func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
+		d.inputs = snapstore.NewRedis(d.redis, cfg.Install, snapshots.Inputs, func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
 	}
 	ideps := app.IntermediateDeps{Clusters: stores.Clusters, CA: smallstep.VirtualMeshCA{}}
 	if d.inputs != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/meshplane/meshplane/libs/revocation"
 	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/translation/internal/adapters/connectrpc"
 	"github.com/meshplane/meshplane/services/translation/internal/adapters/kube"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
@@ -56,7 +57,7 @@ type Config struct {
 	// as the input named Install: that input is then expected too, like a
 	// registered cluster's. Needs ClustersNamespace.
 	ExpectManagementCluster bool
-	Redis                   snapshots.RedisOptions
+	Redis                   snapstore.RedisOptions
 	// RecordsNamespace is the namespace of the management cluster where
 	// the last valid version of every resource is kept (ResourceRecords),
 	// so that a restart of the plane and a lost Redis cannot lose them
@@ -81,7 +82,7 @@ func DefaultConfig() Config {
 		Debounce:        100 * time.Millisecond,
 		SafeStartWindow: 60 * time.Second,
 		ExpectedRefresh: app.DefaultExpectedRefresh,
-		Redis:           snapshots.NewRedisOptions(),
+		Redis:           snapstore.NewRedisOptions(),
 		// The reference estate (C=100) keeps about 1.5 GB.
 		EncodingCacheMiB: 2048,
 	}
@@ -165,7 +166,7 @@ func WithLogger(l *slog.Logger) Option { return func(d *deps) { d.log = l } }
 func WithRegisterer(r prometheus.Registerer) Option { return func(d *deps) { d.reg = r } }
 
 // OutputStore is where outputs are published: a store that keeps them by
-// the encoding translation made (snapshots.Redis, Memory and WriteThrough
+// the encoding translation made (snapstore.Redis, Memory and WriteThrough
 // are).
 type OutputStore interface {
 	snapshots.Store[*snapshotv1.OutputSnapshot]
@@ -222,14 +223,14 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 				return nil, err
 			}
 			d.redis = client
-			d.inputs = snapshots.NewRedis(client, cfg.Install, snapshots.Inputs, newInput)
-			d.outputs = snapshots.NewRedis(client, cfg.Install, snapshots.Outputs, newOutput).WithDurability(cfg.Redis.Durability())
+			d.inputs = snapstore.NewRedis(client, cfg.Install, snapshots.Inputs, newInput)
+			d.outputs = snapstore.NewRedis(client, cfg.Install, snapshots.Outputs, newOutput).WithDurability(cfg.Redis.Durability())
 			if d.acks == nil {
-				d.acks = snapshots.NewRedisAcks(client, cfg.Install).WithDurability(cfg.Redis.Durability())
+				d.acks = snapstore.NewRedisAcks(client, cfg.Install).WithDurability(cfg.Redis.Durability())
 			}
 		} else {
-			d.inputs = snapshots.NewMemory(newInput)
-			d.outputs = snapshots.NewMemory(newOutput)
+			d.inputs = snapstore.NewMemory(newInput)
+			d.outputs = snapstore.NewMemory(newOutput)
 		}
 	}
 	metrics, err := newMetrics(d.reg)
