@@ -102,11 +102,11 @@ func startHeapPlane(t *testing.T, limits ingest.Limits) *heapPlane {
 	ca := platformtest.NewCA(t, "test CA")
 	log := slog.New(slog.DiscardHandler)
 	s := settings{
-		install: snapshots.DefaultInstall, trustDomain: "test.local", clusterDomain: "cluster.local",
-		debounce: 10 * time.Millisecond, redis: snapstore.NewRedisOptions(), reg: registration.DefaultConfig(), ing: ingest.DefaultConfig(),
+		store: snapstore.DefaultConfig(), trustDomain: "test.local", clusterDomain: "cluster.local",
+		debounce: 10 * time.Millisecond, reg: registration.DefaultConfig(), ing: ingest.DefaultConfig(),
 		tr: translation.DefaultConfig(),
 	}
-	s.redis.Addrs = r.Addr()
+	s.store.Redis.Addrs = r.Addr()
 	s.reg.CADir = t.TempDir()
 	s.ing.WatchManagement = "false"
 	s.ing.Limits = limits

@@ -33,11 +33,10 @@ const Name = "ingest"
 
 // Config is everything the service reads at start.
 type Config struct {
-	Install string
+	snapstore.Config
 	// Replica names this process in connectivity reports; default the host
 	// name (the pod name in Kubernetes).
 	Replica string
-	Redis   snapstore.RedisOptions
 	// Translation is how to reach the translation service; unused when the
 	// all-in-one process wires translation in directly.
 	Translation platform.ClientOptions
@@ -76,18 +75,17 @@ func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	tr := platform.NewClientOptions()
 	tr.Addr = "translation:9903"
-	return Config{Install: snapshots.DefaultInstall, Replica: host, Redis: snapstore.NewRedisOptions(), Translation: tr, FlushInterval: time.Second, StaleAfter: 5 * time.Minute,
+	return Config{Config: snapstore.DefaultConfig(), Replica: host, Translation: tr, FlushInterval: time.Second, StaleAfter: 5 * time.Minute,
 		WatchManagement: "auto", ManagementDebounce: 100 * time.Millisecond, AccessLogs: DefaultAccessLogOptions(), Limits: DefaultLimits()}
 }
 
 // AddFlags registers the configuration's flags.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags = platform.NewFlags(fs, "")
-	c.flags.String(&c.Install, "install", "install name; selects the install's keys in Redis")
+	c.Config.AddFlags(fs, "install name; selects the install's keys in Redis")
 	c.AddOwnFlags(c.flags)
 	c.flags.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of the management cluster (default: in-cluster)")
 	c.flags.String(&c.KubeContext, "kube-context", "kubeconfig context of the management cluster (default: the current one)")
-	c.Redis.AddFlags(fs)
 	c.Translation.AddFlags(fs, "translation")
 }
 
@@ -114,9 +112,7 @@ func (c *Config) Validate() error {
 	if c.flags != nil {
 		errs = append(errs, c.flags.Err())
 	}
-	if err := snapshots.ValidateInstall(c.Install); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.Config.Validate())
 	if c.FlushInterval <= 0 {
 		errs = append(errs, errors.New("--flush-interval must be positive"))
 	}
@@ -131,7 +127,7 @@ func (c *Config) Validate() error {
 	if c.ManagementDebounce <= 0 {
 		errs = append(errs, errors.New("--management-debounce must be positive"))
 	}
-	errs = append(errs, c.AccessLogs.Validate(), c.Limits.Validate(), c.Redis.Validate())
+	errs = append(errs, c.AccessLogs.Validate(), c.Limits.Validate())
 	return errors.Join(errs...)
 }
 
