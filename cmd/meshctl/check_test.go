@@ -11,7 +11,7 @@ import (
 	registrationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/platform"
-	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	distribution "github.com/meshplane/meshplane/services/distribution/service"
 	ingest "github.com/meshplane/meshplane/services/ingest/service"
 	translation "github.com/meshplane/meshplane/services/translation/service"
@@ -83,9 +83,9 @@ func runService(t *testing.T, run func(context.Context) error) {
 // registration, with memory stores, as `meshplane all-in-one` does without
 // Redis.
 func allServices(t *testing.T, srv *platform.Server, log *slog.Logger) {
-	inputs := snapshots.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
-	outputs := snapshots.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
-	acks := snapshots.NewMemoryAcks()
+	inputs := snapstore.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
+	outputs := snapstore.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	acks := snapstore.NewMemoryAcks()
 	tcfg := translation.DefaultConfig()
 	tcfg.SafeStartWindow = 0
 	tr, err := translation.New(tcfg, translation.WithLogger(log), translation.WithStores(inputs, outputs), translation.WithAcks(acks))

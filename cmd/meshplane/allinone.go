@@ -15,6 +15,7 @@ import (
 	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	distribution "github.com/meshplane/meshplane/services/distribution/service"
 	ingest "github.com/meshplane/meshplane/services/ingest/service"
 	registration "github.com/meshplane/meshplane/services/registration/service"
@@ -27,10 +28,12 @@ func version() string { return "meshplane " + platform.Version }
 // settings are the flags of all-in-one: the union of the services' settings,
 // each registered once.
 type settings struct {
-	install, trustDomain, clusterDomain string
-	debounce                            time.Duration
-	devPKIDir                           string
-	redis                               snapshots.RedisOptions
+	trustDomain, clusterDomain string
+	debounce                   time.Duration
+	devPKIDir                  string
+	// store is the install name and the Redis options, shared by the
+	// four services.
+	store snapstore.Config
 	// reg holds registration's own settings (CA, tokens, certificate
 	// lifetime); install, trust domain and Redis are set from the shared
 	// ones.
@@ -58,14 +61,14 @@ func allInOne(args []string) int {
 	logOpts.AddFlags(fs, "")
 
 	s := settings{
-		install: snapshots.DefaultInstall, trustDomain: pki.DefaultTrustDomain, clusterDomain: "cluster.local",
-		debounce: 100 * time.Millisecond, redis: snapshots.NewRedisOptions(), reg: registration.DefaultConfig(),
+		store: snapstore.DefaultConfig(), trustDomain: pki.DefaultTrustDomain, clusterDomain: "cluster.local",
+		debounce: 100 * time.Millisecond, reg: registration.DefaultConfig(),
 		ing: ingest.DefaultConfig(), tr: translation.DefaultConfig(),
 	}
 	// Empty means <dev-pki-dir>/ca, or registration's default without one.
 	s.reg.CADir = ""
 	f := platform.NewFlags(fs, "")
-	f.String(&s.install, "install", "install name, the value of the meshplane.dev/managed-by label")
+	s.store.AddFlags(fs, "install name, the value of the meshplane.dev/managed-by label")
 	f.String(&s.clusterDomain, "cluster-domain", "DNS suffix of Services in workload clusters")
 	f.Duration(&s.debounce, "debounce", "least time between two translations: a change is translated at once when none ran within it, else with the others of its burst at its end; 0 translates every change at once")
 	s.reg.AddOwnFlags(f)
@@ -76,7 +79,6 @@ func allInOne(args []string) int {
 	// --kubeconfig is registration's; ingest reads the same cluster.
 	f.String(&s.ing.KubeContext, "kube-context", "kubeconfig context of the management cluster, for reading its Meshplane resources (default: the current one)")
 	f.String(&s.devPKIDir, "dev-pki-dir", "create a development CA and a server certificate for localhost here, when no --tls-cert-file is given")
-	s.redis.AddFlags(fs)
 	_ = fs.Parse(args)
 	s.trustDomain = srvOpts.TrustDomain
 	s.ing.Kubeconfig = s.reg.Kubeconfig
@@ -91,7 +93,7 @@ func allInOne(args []string) int {
 			return 1
 		}
 	}
-	if err := errors.Join(f.Err(), s.redis.Validate()); err != nil {
+	if err := errors.Join(f.Err(), s.store.Validate()); err != nil {
 		fmt.Fprintf(os.Stderr, "meshplane: invalid options:\n%v\n", err)
 		return 2
 	}
@@ -169,8 +171,8 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		distOpts = []distribution.Option{distribution.WithLogger(log), distribution.WithRegisterer(promReg)}
 		ingOpts  []ingest.Option
 	)
-	if s.redis.Enabled() {
-		client, err := s.redis.NewClient(log)
+	if s.store.Redis.Enabled() {
+		client, err := s.store.Redis.NewClient(log)
 		if err != nil {
 			return nil, err
 		}
@@ -179,20 +181,20 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		distOpts = append(distOpts, distribution.WithRedis(client))
 		// Access logs shared with the other replicas over Redis pub/sub.
 		ingOpts = append(ingOpts, ingest.WithRedis(client))
-		inputs = snapshots.NewRedis(client, s.install, snapshots.Inputs, newInput).WithDurability(s.redis.Durability())
-		ingestInputs = snapshots.NewWriteThrough(inputs, snapshots.NewMemory(newInput), log)
-		outputs = snapshots.NewRedis(client, s.install, snapshots.Outputs, newOutput).WithDurability(s.redis.Durability())
-		acks = snapshots.NewRedisAcks(client, s.install).WithDurability(s.redis.Durability())
+		inputs = snapstore.NewRedis(client, s.store.Install, snapshots.Inputs, newInput).WithDurability(s.store.Redis.Durability())
+		ingestInputs = snapstore.NewWriteThrough(inputs, snapstore.NewMemory(newInput), log)
+		outputs = snapstore.NewRedis(client, s.store.Install, snapshots.Outputs, newOutput).WithDurability(s.store.Redis.Durability())
+		acks = snapstore.NewRedisAcks(client, s.store.Install).WithDurability(s.store.Redis.Durability())
 	} else {
-		mem := snapshots.NewMemory(newInput)
+		mem := snapstore.NewMemory(newInput)
 		inputs, ingestInputs = mem, mem
-		outputs = snapshots.NewMemory(newOutput)
-		acks = snapshots.NewMemoryAcks()
+		outputs = snapstore.NewMemory(newOutput)
+		acks = snapstore.NewMemoryAcks()
 		distOpts = append(distOpts, distribution.WithAcks(acks))
 	}
 
 	rcfg := s.reg
-	rcfg.TrustDomain, rcfg.Install, rcfg.Redis = s.trustDomain, s.install, s.redis
+	rcfg.TrustDomain, rcfg.Config = s.trustDomain, s.store
 	if rcfg.CADir == "" {
 		rcfg.CADir = registration.DefaultConfig().CADir
 	}
@@ -203,7 +205,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 	}
 
 	tcfg := s.tr
-	tcfg.Install, tcfg.ClusterDomain, tcfg.Debounce = s.install, s.clusterDomain, s.debounce
+	tcfg.Install, tcfg.ClusterDomain, tcfg.Debounce = s.store.Install, s.clusterDomain, s.debounce
 	// The clusters registration mirrors are the ones every output expects:
 	// safe mode waits for them even after Redis restarts empty.
 	tcfg.ClustersNamespace = s.reg.MirrorNamespace
@@ -212,8 +214,8 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 	// not publish outputs without them. Translation reads the input named
 	// the install name as the management cluster's.
 	icfg := s.ing
-	icfg.Install = s.install
-	tcfg.ExpectManagementCluster = tcfg.ClustersNamespace != "" && icfg.WatchesManagement() && icfg.ManagementClusterName() == s.install
+	icfg.Install = s.store.Install
+	tcfg.ExpectManagementCluster = tcfg.ClustersNamespace != "" && icfg.WatchesManagement() && icfg.ManagementClusterName() == s.store.Install
 	tr, err := translation.New(tcfg, translation.WithLogger(log), translation.WithRegisterer(promReg), translation.WithStores(inputs, outputs), translation.WithAcks(acks))
 	if err != nil {
 		return nil, err
@@ -225,7 +227,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 	}
 
 	dcfg := distribution.DefaultConfig()
-	dcfg.Install = s.install
+	dcfg.Install = s.store.Install
 	dist, err := distribution.New(dcfg, append(distOpts, distribution.WithOutputs(outputs))...)
 	if err != nil {
 		return nil, err

@@ -26,6 +26,7 @@ import (
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	ingest "github.com/meshplane/meshplane/services/ingest/service"
 	registration "github.com/meshplane/meshplane/services/registration/service"
 	translation "github.com/meshplane/meshplane/services/translation/service"
@@ -101,11 +102,11 @@ func startHeapPlane(t *testing.T, limits ingest.Limits) *heapPlane {
 	ca := platformtest.NewCA(t, "test CA")
 	log := slog.New(slog.DiscardHandler)
 	s := settings{
-		install: snapshots.DefaultInstall, trustDomain: "test.local", clusterDomain: "cluster.local",
-		debounce: 10 * time.Millisecond, redis: snapshots.NewRedisOptions(), reg: registration.DefaultConfig(), ing: ingest.DefaultConfig(),
+		store: snapstore.DefaultConfig(), trustDomain: "test.local", clusterDomain: "cluster.local",
+		debounce: 10 * time.Millisecond, reg: registration.DefaultConfig(), ing: ingest.DefaultConfig(),
 		tr: translation.DefaultConfig(),
 	}
-	s.redis.Addrs = r.Addr()
+	s.store.Redis.Addrs = r.Addr()
 	s.reg.CADir = t.TempDir()
 	s.ing.WatchManagement = "false"
 	s.ing.Limits = limits

@@ -11,6 +11,10 @@ import (
 // Min up to Max, and each wait is drawn between half the delay and the
 // whole of it ("equal jitter"). The zero value waits at least Min (zero
 // too: retries at once); it is not safe for concurrent use.
+//
+// It stays in this pure package rather than in snapstore, beside the
+// stores whose writes it paces: it does no I/O, and the agent's app layer
+// uses it (app.Backoff), which must not depend on go-redis.
 type Backoff struct {
 	Min, Max time.Duration
 	cur      time.Duration

@@ -11,6 +11,13 @@ import (
 // ErrNotFound is returned by Get when a cluster has no snapshot.
 var ErrNotFound = errors.New("snapshot not found")
 
+// ErrNotReplicated says a write reached the Redis primary but not enough
+// replicas within the timeout (see snapstore.Durability). It may or may
+// not survive a failover; the writer retries it. It lives here, with the
+// store interfaces, so that app layers can tell it apart without
+// depending on Redis.
+var ErrNotReplicated = errors.New("redis: too few replicas acknowledged the write")
+
 // Kind names what a store holds.
 type Kind string
 
@@ -39,7 +46,8 @@ type Entry[T proto.Message] struct {
 }
 
 // Store keeps the latest snapshot of each cluster and tells subscribers when
-// one changes. Implementations: Redis (shared by replicas) and Memory.
+// one changes. Implementations (package snapstore): Redis (shared by
+// replicas), Memory and WriteThrough.
 type Store[T proto.Message] interface {
 	// Put stores v as the cluster's snapshot at version and notifies
 	// subscribers.
@@ -55,15 +63,6 @@ type Store[T proto.Message] interface {
 	Delete(ctx context.Context, cluster string) error
 	// Subscribe delivers changes until ctx ends. The channel is closed then.
 	Subscribe(ctx context.Context) (<-chan Change, error)
-}
-
-func decode[T proto.Message](newT func() T, cluster string, data []byte) (T, error) {
-	v := newT()
-	if err := proto.Unmarshal(data, v); err != nil {
-		var zero T
-		return zero, fmt.Errorf("decode snapshot of cluster %q: %w", cluster, err)
-	}
-	return v, nil
 }
 
 // EncodedPutter is a store that can keep a snapshot already encoded, so

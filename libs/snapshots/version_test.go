@@ -12,6 +12,12 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
+func output(cluster, name string) *snapshotv1.OutputSnapshot {
+	s := &snapshotv1.OutputSnapshot{Cluster: cluster, Objects: []*snapshotv1.Object{{ApiVersion: "v1", Kind: "K", Name: name}}}
+	snapshots.SealOutput(s)
+	return s
+}
+
 func input(replica string, names ...string) *snapshotv1.InputSnapshot {
 	s := &snapshotv1.InputSnapshot{Cluster: "east", Agent: &snapshotv1.AgentInfo{Version: "1.0", Replica: replica}, GeneratedAt: timestamppb.Now()}
 	for _, n := range names {

@@ -13,6 +13,7 @@ import (
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/test/e2e/harness"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -80,7 +81,7 @@ func TestBackdatedPolicyTakesNothing(t *testing.T) {
 
 	// Translation reports gamma's policy in gamma's output: INVALID, in
 	// conflict with east's policy, which was accepted earlier.
-	outputs := snapshots.NewRedis(redis.Client(t), snapshots.DefaultInstall, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	outputs := snapstore.NewRedis(redis.Client(t), snapshots.DefaultInstall, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	var status string
 	err = harness.Wait(ctx, 60*time.Second, "gamma's backdated policy to be refused", func(ctx context.Context) (bool, error) {
 		e, err := outputs.Get(ctx, "gamma")

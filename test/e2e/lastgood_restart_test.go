@@ -11,6 +11,7 @@ import (
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/test/e2e/harness"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,7 +79,7 @@ func TestPlaneRestartKeepsLastGood(t *testing.T) {
 	if err != nil || !strings.Contains(specJSON(vs), `"attempts":3`) {
 		t.Fatalf("VirtualService reviews before the restart: %v %v", err, vs)
 	}
-	outputs := snapshots.NewRedis(redis.Client(t), snapshots.DefaultInstall, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	outputs := snapstore.NewRedis(redis.Client(t), snapshots.DefaultInstall, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	before, err := outputs.Version(ctx, "east")
 	if err != nil || before == "" {
 		t.Fatalf("output version of east: %q, %v", before, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/test/e2e/harness"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,9 +76,9 @@ func TestWorkloadClusterLimits(t *testing.T) {
 	for _, svc := range harness.BookinfoServices {
 		waitDR(t, ctx, east, svc, procs)
 	}
-	inputs := snapshots.NewRedis(redis.Client(t), snapshots.DefaultInstall, snapshots.Inputs, func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
-	acks := snapshots.NewRedisAcks(redis.Client(t), snapshots.DefaultInstall)
-	outputs := snapshots.NewRedis(redis.Client(t), snapshots.DefaultInstall, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	inputs := snapstore.NewRedis(redis.Client(t), snapshots.DefaultInstall, snapshots.Inputs, func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
+	acks := snapstore.NewRedisAcks(redis.Client(t), snapshots.DefaultInstall)
+	outputs := snapstore.NewRedis(redis.Client(t), snapshots.DefaultInstall, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	current := func(ctx context.Context) (bool, error) {
 		c, out, err := meshctlCheck(ctx, plane, "east")
 		return err == nil && c != nil && c.Applied == "current" && c.Refused == nil, fmt.Errorf("meshctl check: %v\n%s", err, out)

@@ -15,6 +15,7 @@ import (
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	translation "github.com/meshplane/meshplane/services/translation/service"
 	"github.com/meshplane/meshplane/test/e2e/harness"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,7 +94,7 @@ spec:
 
 	// The ack names the VirtualService as REJECTED with the API server's
 	// message.
-	acks := snapshots.NewRedisAcks(redis.Client(t), snapshots.DefaultInstall)
+	acks := snapstore.NewRedisAcks(redis.Client(t), snapshots.DefaultInstall)
 	var rejected *snapshotv1.ApplyResult
 	err := harness.Wait(ctx, 60*time.Second, "an ack with the VirtualService rejected", func(ctx context.Context) (bool, error) {
 		a, err := acks.GetAck(ctx, "east")
@@ -146,7 +147,7 @@ spec:
 	// version with the same rejection, which changes nothing: the output
 	// version stays, and the objects that applied keep their
 	// resourceVersion (nothing was written again).
-	outputs := snapshots.NewRedis(redis.Client(t), snapshots.DefaultInstall, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	outputs := snapstore.NewRedis(redis.Client(t), snapshots.DefaultInstall, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	version, err := outputs.Version(ctx, "east")
 	if err != nil {
 		t.Fatal(err)

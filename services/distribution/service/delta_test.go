@@ -14,6 +14,7 @@ import (
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/distribution/service"
 	"google.golang.org/protobuf/proto"
 )
@@ -59,7 +60,7 @@ func TestDeltasAcrossReplicas(t *testing.T) {
 			cfg.Redis.Addrs = r.Addr()
 			ca := platformtest.NewCA(t, "test CA")
 			a, b := newEnvCA(t, ca, cfg), newEnvCA(t, ca, cfg)
-			a.outputs = snapshots.NewRedis(r.Client(t), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+			a.outputs = snapstore.NewRedis(r.Client(t), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 
 			names := make([]string, 200)
 			for i := range names {
@@ -137,7 +138,7 @@ func TestDeltasCutByTables(t *testing.T) {
 	cfg := service.DefaultConfig()
 	cfg.Redis.Addrs = r.Addr()
 	e := newEnvCA(t, platformtest.NewCA(t, "test CA"), cfg)
-	e.outputs = snapshots.NewRedis(r.Client(t), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	e.outputs = snapstore.NewRedis(r.Client(t), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	var enc snapshots.OutputEncoder
 	put := func(o *snapshotv1.OutputSnapshot, spoil func(table []byte) []byte) {
 		t.Helper()

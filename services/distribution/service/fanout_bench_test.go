@@ -15,6 +15,7 @@ import (
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/distribution/service"
 )
 
@@ -30,7 +31,7 @@ func BenchmarkFanOut(b *testing.B) {
 	cfg := service.DefaultConfig()
 	cfg.Redis.Addrs = r.Addr()
 	e := newEnvCA(b, platformtest.NewCA(b, "test CA"), cfg)
-	store := snapshots.NewRedis(r.Client(b), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	store := snapstore.NewRedis(r.Client(b), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 
 	type agent struct {
 		cluster string

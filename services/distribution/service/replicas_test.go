@@ -17,6 +17,7 @@ import (
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/distribution/service"
 	"google.golang.org/protobuf/proto"
 )
@@ -60,7 +61,7 @@ func TestAcksSharedByReplicas(t *testing.T) {
 	cfg.Redis.Addrs = r.Addr()
 	ca := platformtest.NewCA(t, "test CA")
 	a, b := newEnvCA(t, ca, cfg), newEnvCA(t, ca, cfg)
-	outputs := snapshots.NewRedis(r.Client(t), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	outputs := snapstore.NewRedis(r.Client(t), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	a.outputs = outputs
 
 	v1 := output("east", "reviews", "ratings")
@@ -112,7 +113,7 @@ func TestBogusAcksRefused(t *testing.T) {
 	cfg.Redis.Addrs = r.Addr()
 	ca := platformtest.NewCA(t, "test CA")
 	a, b := newEnvCA(t, ca, cfg), newEnvCA(t, ca, cfg)
-	a.outputs = snapshots.NewRedis(r.Client(t), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	a.outputs = snapstore.NewRedis(r.Client(t), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	v1 := output("east", "reviews", "ratings")
 	a.put(t, v1)
 	a.put(t, output("west", "details"))
@@ -249,7 +250,7 @@ func bigOutput(cluster string, n int) *snapshotv1.OutputSnapshot {
 // and counted while the stream stays up, and the next one within the limit
 // flows.
 func TestLargeSnapshots(t *testing.T) {
-	outputs := snapshots.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	outputs := snapstore.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	cfg := service.DefaultConfig()
 	cfg.MaxSendBytes = 6 << 20
 	e := newEnvWith(t, cfg, service.WithOutputs(outputs))

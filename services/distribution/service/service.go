@@ -17,6 +17,7 @@ import (
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/distribution/internal/adapters/connectrpc"
 	"github.com/meshplane/meshplane/services/distribution/internal/adapters/debughttp"
 	"github.com/meshplane/meshplane/services/distribution/internal/adapters/memory"
@@ -31,8 +32,7 @@ const Name = "distribution"
 
 // Config is everything the service reads at start.
 type Config struct {
-	Install string
-	Redis   snapshots.RedisOptions
+	snapstore.Config
 	// MaxSendBytes bounds the encoded size of one output snapshot sent to
 	// an agent, before compression. A larger one is not sent: it is logged
 	// and counted in meshplane_distribution_snapshots_refused_total.
@@ -57,7 +57,7 @@ const (
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Install: snapshots.DefaultInstall, Redis: snapshots.NewRedisOptions(),
+		Config:       snapstore.DefaultConfig(),
 		MaxSendBytes: DefaultMaxSendBytes, CompressMinBytes: DefaultCompressMinBytes, Deltas: true,
 	}
 }
@@ -65,11 +65,10 @@ func DefaultConfig() Config {
 // AddFlags registers the configuration's flags.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags = platform.NewFlags(fs, "")
-	c.flags.String(&c.Install, "install", "install name; selects the install's keys in Redis")
+	c.Config.AddFlags(fs, "install name; selects the install's keys in Redis")
 	c.flags.Int(&c.MaxSendBytes, "max-send-bytes", "largest output snapshot sent to an agent, in bytes before compression; larger ones are refused and logged")
 	c.flags.Int(&c.CompressMinBytes, "compress-min-bytes", "smallest message sent gzipped to clients that accept gzip")
 	c.flags.Bool(&c.Deltas, "deltas", "send agents that accept them the changes from the version they hold instead of whole snapshots")
-	c.Redis.AddFlags(fs)
 }
 
 // Validate checks the configuration.
@@ -78,16 +77,13 @@ func (c *Config) Validate() error {
 	if c.flags != nil {
 		errs = append(errs, c.flags.Err())
 	}
-	if err := snapshots.ValidateInstall(c.Install); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.Config.Validate())
 	if c.MaxSendBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--max-send-bytes must be positive, got %d", c.MaxSendBytes))
 	}
 	if c.CompressMinBytes < 0 {
 		errs = append(errs, fmt.Errorf("--compress-min-bytes must not be negative, got %d", c.CompressMinBytes))
 	}
-	errs = append(errs, c.Redis.Validate())
 	return errors.Join(errs...)
 }
 
@@ -159,7 +155,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		if client == nil {
 			return nil, errors.New("distribution needs --redis-addrs when it runs on its own: outputs come from the shared store")
 		}
-		d.outputs = snapshots.NewRedis(client, cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+		d.outputs = snapstore.NewRedis(client, cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	}
 	// With Redis every replica records acks in it, so any replica answers
 	// ListAcks and reports the same metrics. Without it (one all-in-one

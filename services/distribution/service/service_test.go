@@ -16,6 +16,7 @@ import (
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/distribution/service"
 	"google.golang.org/protobuf/proto"
 )
@@ -56,7 +57,7 @@ type env struct {
 // newEnv serves the service over a memory output store.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	outputs := snapshots.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	outputs := snapstore.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	e := newEnvWith(t, service.DefaultConfig(), service.WithOutputs(outputs))
 	e.outputs = outputs
 	return e
@@ -317,7 +318,7 @@ func TestWatchThroughRedis(t *testing.T) {
 	cfg := service.DefaultConfig()
 	cfg.Redis.Addrs = r.Addr()
 	e := newEnvWith(t, cfg)
-	e.outputs = snapshots.NewRedis(r.Client(t), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	e.outputs = snapstore.NewRedis(r.Client(t), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 
 	v1 := output("east", "reviews")
 	e.put(t, v1)

@@ -17,7 +17,7 @@ import (
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/libs/redistest"
-	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/ingest/service"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -74,7 +74,7 @@ func testAccessLogsAcrossReplicas(t *testing.T, allInOne bool) {
 		}
 		var logs strings.Builder
 		rep := startReplica(t, ca, cfg, &recordingNotifier{}, service.WithRedis(r.Client(t)),
-			service.WithInputs(snapshots.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })),
+			service.WithInputs(snapstore.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })),
 			service.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		if strings.Contains(logs.String(), "no Redis") {
 			t.Errorf("%s logs that it has no Redis:\n%s", name, logs.String())

@@ -18,6 +18,7 @@ import (
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/ingest/internal/app"
 	"github.com/meshplane/meshplane/services/ingest/service"
 	"google.golang.org/protobuf/proto"
@@ -199,9 +200,9 @@ func BenchmarkPushToRedis(b *testing.B) {
 	b.Run("app", func(b *testing.B) {
 		r := redistest.Start(b)
 		newInput := func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} }
-		store := snapshots.NewWriteThrough(
-			snapshots.NewRedis(r.Client(b), snapshots.DefaultInstall, snapshots.Inputs, newInput),
-			snapshots.NewMemory(newInput), discard)
+		store := snapstore.NewWriteThrough(
+			snapstore.NewRedis(r.Client(b), snapshots.DefaultInstall, snapshots.Inputs, newInput),
+			snapstore.NewMemory(newInput), discard)
 		in := app.NewIngestor(store, discardNotifier{}, nil, discard, "bench")
 		ctx := b.Context()
 		runPushers(b, clusters, size, func(w, n int) error {

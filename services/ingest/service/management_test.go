@@ -15,6 +15,7 @@ import (
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/ingest/service"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,7 +46,7 @@ func TestManagementClusterResources(t *testing.T) {
 	cfg.ManagementDebounce = 20 * time.Millisecond
 	e := newEnv(t, cfg)
 	newInput := func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} }
-	inputs := snapshots.NewRedis(r.Client(t), "prod", snapshots.Inputs, newInput)
+	inputs := snapstore.NewRedis(r.Client(t), "prod", snapshots.Inputs, newInput)
 	stored := func() (*snapshotv1.InputSnapshot, error) {
 		entry, err := inputs.Get(ctx, "prod")
 		if err != nil {
@@ -128,7 +129,7 @@ spec:
 		t.Fatal(err)
 	}
 	gen := cur.GetGeneration()
-	outputs := snapshots.NewRedis(r.Client(t), "prod", snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	outputs := snapstore.NewRedis(r.Client(t), "prod", snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	out := &snapshotv1.OutputSnapshot{Cluster: "prod", Statuses: []*snapshotv1.ResourceStatus{{
 		ApiVersion: "networking.meshplane.dev/v1", Kind: "TrafficPolicy", Namespace: "bookinfo", Name: "retries",
 		ObservedGeneration: gen, Status: []byte(`{"state":"ACCEPTED","observedGeneration":` + strconv.FormatInt(gen, 10) + `}`),
@@ -210,7 +211,7 @@ spec: {}
 			<-done
 		}
 	})
-	inputs := snapshots.NewRedis(r.Client(t), snapshots.DefaultInstall, snapshots.Inputs, newInput)
+	inputs := snapstore.NewRedis(r.Client(t), snapshots.DefaultInstall, snapshots.Inputs, newInput)
 	var version string
 	kubetest.Eventually(t, 30*time.Second, func(context.Context) (bool, error) {
 		entry, err := inputs.Get(ctx, snapshots.DefaultInstall)

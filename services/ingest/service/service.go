@@ -19,6 +19,7 @@ import (
 	"github.com/meshplane/meshplane/libs/revocation"
 	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/ingest/internal/adapters/connectrpc"
 	ingestkube "github.com/meshplane/meshplane/services/ingest/internal/adapters/kube"
 	"github.com/meshplane/meshplane/services/ingest/internal/app"
@@ -32,11 +33,10 @@ const Name = "ingest"
 
 // Config is everything the service reads at start.
 type Config struct {
-	Install string
+	snapstore.Config
 	// Replica names this process in connectivity reports; default the host
 	// name (the pod name in Kubernetes).
 	Replica string
-	Redis   snapshots.RedisOptions
 	// Translation is how to reach the translation service; unused when the
 	// all-in-one process wires translation in directly.
 	Translation platform.ClientOptions
@@ -75,18 +75,17 @@ func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	tr := platform.NewClientOptions()
 	tr.Addr = "translation:9903"
-	return Config{Install: snapshots.DefaultInstall, Replica: host, Redis: snapshots.NewRedisOptions(), Translation: tr, FlushInterval: time.Second, StaleAfter: 5 * time.Minute,
+	return Config{Config: snapstore.DefaultConfig(), Replica: host, Translation: tr, FlushInterval: time.Second, StaleAfter: 5 * time.Minute,
 		WatchManagement: "auto", ManagementDebounce: 100 * time.Millisecond, AccessLogs: DefaultAccessLogOptions(), Limits: DefaultLimits()}
 }
 
 // AddFlags registers the configuration's flags.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags = platform.NewFlags(fs, "")
-	c.flags.String(&c.Install, "install", "install name; selects the install's keys in Redis")
+	c.Config.AddFlags(fs, "install name; selects the install's keys in Redis")
 	c.AddOwnFlags(c.flags)
 	c.flags.String(&c.Kubeconfig, "kubeconfig", "kubeconfig of the management cluster (default: in-cluster)")
 	c.flags.String(&c.KubeContext, "kube-context", "kubeconfig context of the management cluster (default: the current one)")
-	c.Redis.AddFlags(fs)
 	c.Translation.AddFlags(fs, "translation")
 }
 
@@ -113,9 +112,7 @@ func (c *Config) Validate() error {
 	if c.flags != nil {
 		errs = append(errs, c.flags.Err())
 	}
-	if err := snapshots.ValidateInstall(c.Install); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.Config.Validate())
 	if c.FlushInterval <= 0 {
 		errs = append(errs, errors.New("--flush-interval must be positive"))
 	}
@@ -130,7 +127,7 @@ func (c *Config) Validate() error {
 	if c.ManagementDebounce <= 0 {
 		errs = append(errs, errors.New("--management-debounce must be positive"))
 	}
-	errs = append(errs, c.AccessLogs.Validate(), c.Limits.Validate(), c.Redis.Validate())
+	errs = append(errs, c.AccessLogs.Validate(), c.Limits.Validate())
 	return errors.Join(errs...)
 }
 
@@ -235,7 +232,7 @@ type Service struct {
 	ownRedis bool
 	// shared is the Redis store behind the write-through one; nil without
 	// Redis. restorer writes back to it what it loses.
-	shared   *snapshots.Redis[*snapshotv1.InputSnapshot]
+	shared   *snapstore.Redis[*snapshotv1.InputSnapshot]
 	restorer *app.Restorer
 	// revoked follows registration's revocation set; nil without Redis.
 	revoked *revocation.Cache
@@ -274,12 +271,12 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		if client := s.redis; client != nil {
 			s.revoked = revocation.NewCache(revredis.NewSource(client, cfg.Install), 0, log)
 			_ = s.revoked.Prime(primeTimeout)
-			s.shared = snapshots.NewRedis(client, cfg.Install, snapshots.Inputs, newInput).WithDurability(cfg.Redis.Durability())
+			s.shared = snapstore.NewRedis(client, cfg.Install, snapshots.Inputs, newInput).WithDurability(cfg.Redis.Durability())
 			// Pushes are accepted while Redis is down and written through
 			// when it returns.
-			d.inputs = snapshots.NewWriteThrough(s.shared, snapshots.NewMemory(newInput), log)
+			d.inputs = snapstore.NewWriteThrough(s.shared, snapstore.NewMemory(newInput), log)
 		} else {
-			d.inputs = snapshots.NewMemory(newInput)
+			d.inputs = snapstore.NewMemory(newInput)
 		}
 	}
 	if d.notifier == nil {
@@ -340,7 +337,7 @@ func (s *Service) buildManagement(cfg Config, d deps) error {
 	s.mgmt = app.NewManagement(s.ingestor, res, name, cfg.ManagementDebounce, time.Second, s.log)
 	s.outputs = d.outputs
 	if s.outputs == nil && s.redis != nil {
-		s.outputs = snapshots.NewRedis(s.redis, cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+		s.outputs = snapstore.NewRedis(s.redis, cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	}
 	if s.outputs == nil {
 		s.log.Warn("statuses of the management cluster's resources are not written: no output store (Redis) to read them from")
@@ -422,14 +419,14 @@ func (s *Service) Run(ctx context.Context) error {
 
 // inputFlusher is a store that keeps writes in memory while its backend
 // is down and writes them through in Run, every interval: a
-// snapshots.WriteThrough, built by New or passed in with WithInputs.
+// snapstore.WriteThrough, built by New or passed in with WithInputs.
 type inputFlusher interface {
 	Run(ctx context.Context, interval time.Duration)
 }
 
 var (
-	_ inputFlusher       = (*snapshots.WriteThrough[*snapshotv1.InputSnapshot])(nil)
-	_ app.ResyncingStore = (*snapshots.Redis[*snapshotv1.InputSnapshot])(nil)
+	_ inputFlusher       = (*snapstore.WriteThrough[*snapshotv1.InputSnapshot])(nil)
+	_ app.ResyncingStore = (*snapstore.Redis[*snapshotv1.InputSnapshot])(nil)
 )
 
 // encodingStore gives any store the PutEncoded that the ingestor uses.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/platform"
-	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/registration/internal/app"
 	"github.com/meshplane/meshplane/services/registration/internal/domain"
 )
@@ -17,8 +17,9 @@ import (
 // Config is everything the service reads at start.
 type Config struct {
 	TrustDomain string
-	// Install names the installation; it scopes the Redis keys.
-	Install string
+	// Config is the install name, which scopes the Redis keys, and the
+	// Redis options.
+	snapstore.Config
 	// CADir holds the CA (root.crt, intermediate.crt, intermediate.key). A
 	// development CA is created there when it is empty and no CA files are
 	// given.
@@ -69,7 +70,6 @@ type Config struct {
 	// MirrorResync is how often every mirror is rewritten and stale ones
 	// removed.
 	MirrorResync time.Duration
-	Redis        snapshots.RedisOptions
 
 	flags *platform.Flags
 }
@@ -77,9 +77,9 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		TrustDomain: pki.DefaultTrustDomain, Install: snapshots.DefaultInstall, CADir: "/var/run/meshplane/ca",
+		TrustDomain: pki.DefaultTrustDomain, Config: snapstore.DefaultConfig(), CADir: "/var/run/meshplane/ca",
 		CertTTL: 24 * time.Hour, TokenTTL: 24 * time.Hour, RevocationRefresh: app.DefaultRevocationRefresh,
-		IntermediateTTL: domain.DefaultIntermediateTTL, MirrorResync: app.DefaultMirrorResync, Redis: snapshots.NewRedisOptions(),
+		IntermediateTTL: domain.DefaultIntermediateTTL, MirrorResync: app.DefaultMirrorResync,
 	}
 }
 
@@ -88,9 +88,8 @@ func DefaultConfig() Config {
 // once for every service, calls AddOwnFlags alone.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags = platform.NewFlags(fs, "")
-	c.flags.String(&c.Install, "install", "install name; scopes the Redis keys")
+	c.Config.AddFlags(fs, "install name; scopes the Redis keys")
 	c.AddOwnFlags(c.flags)
-	c.Redis.AddFlags(fs)
 }
 
 // AddOwnFlags registers the flags that only registration has, on f.
@@ -121,12 +120,9 @@ func (c *Config) Validate() error {
 	if c.flags != nil {
 		errs = append(errs, c.flags.Err())
 	}
-	errs = append(errs, c.Redis.Validate())
+	errs = append(errs, c.Config.Validate())
 	if err := pki.ValidateTrustDomain(c.TrustDomain); err != nil {
 		errs = append(errs, fmt.Errorf("--trust-domain: %w", err))
-	}
-	if err := snapshots.ValidateInstall(c.Install); err != nil {
-		errs = append(errs, err)
 	}
 	if c.CASecret != "" {
 		if _, _, err := splitRef(c.CASecret); err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/registration/service"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -85,7 +86,7 @@ func virtualMesh(name string, kind mtlsKind, intermediateTTL time.Duration, mesh
 // registration reads.
 func putInputs(t *testing.T, client redis.UniversalClient, inputs ...*snapshotv1.InputSnapshot) {
 	t.Helper()
-	store := snapshots.NewRedis(client, snapshots.DefaultInstall, snapshots.Inputs, func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
+	store := snapstore.NewRedis(client, snapshots.DefaultInstall, snapshots.Inputs, func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
 	for _, in := range inputs {
 		if err := store.Put(t.Context(), in.GetCluster(), snapshots.SealInput(in), in); err != nil {
 			t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/connectrpc"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/files"
 	"github.com/meshplane/meshplane/services/registration/internal/adapters/inputs"
@@ -193,7 +194,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	r := app.NewRegistrar(stores, signer, revoked, ropts)
 	if d.inputs == nil && d.redis != nil {
-		d.inputs = snapshots.NewRedis(d.redis, cfg.Install, snapshots.Inputs, func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
+		d.inputs = snapstore.NewRedis(d.redis, cfg.Install, snapshots.Inputs, func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
 	}
 	ideps := app.IntermediateDeps{Clusters: stores.Clusters, CA: smallstep.VirtualMeshCA{}}
 	if d.inputs != nil {

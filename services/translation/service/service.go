@@ -20,6 +20,7 @@ import (
 	"github.com/meshplane/meshplane/libs/revocation"
 	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/translation/internal/adapters/connectrpc"
 	"github.com/meshplane/meshplane/services/translation/internal/adapters/kube"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
@@ -36,7 +37,7 @@ const Name = "translation"
 
 // Config is everything the service reads at start.
 type Config struct {
-	Install       string
+	snapstore.Config
 	ClusterDomain string
 	Debounce      time.Duration
 	// SafeStartWindow is how long publishing may wait after a start for
@@ -56,7 +57,6 @@ type Config struct {
 	// as the input named Install: that input is then expected too, like a
 	// registered cluster's. Needs ClustersNamespace.
 	ExpectManagementCluster bool
-	Redis                   snapshots.RedisOptions
 	// RecordsNamespace is the namespace of the management cluster where
 	// the last valid version of every resource is kept (ResourceRecords),
 	// so that a restart of the plane and a lost Redis cannot lose them
@@ -76,12 +76,11 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Install:         snapshots.DefaultInstall,
+		Config:          snapstore.DefaultConfig(),
 		ClusterDomain:   "cluster.local",
 		Debounce:        100 * time.Millisecond,
 		SafeStartWindow: 60 * time.Second,
 		ExpectedRefresh: app.DefaultExpectedRefresh,
-		Redis:           snapshots.NewRedisOptions(),
 		// The reference estate (C=100) keeps about 1.5 GB.
 		EncodingCacheMiB: 2048,
 	}
@@ -90,7 +89,7 @@ func DefaultConfig() Config {
 // AddFlags registers the configuration's flags.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags = platform.NewFlags(fs, "")
-	c.flags.String(&c.Install, "install", "install name, the value of the meshplane.dev/managed-by label")
+	c.Config.AddFlags(fs, "install name, the value of the meshplane.dev/managed-by label")
 	c.flags.String(&c.ClusterDomain, "cluster-domain", "DNS suffix of Services in workload clusters")
 	c.flags.Duration(&c.Debounce, "debounce", "least time between two translations: a change is translated at once when none ran within it, else with the others of its burst at its end; 0 translates every change at once")
 	c.flags.Duration(&c.SafeStartWindow, "safe-start-window", "after a start or a store loss, how long publishing may wait for every expected cluster to report, and for the last valid versions to be read (0 disables safe mode)")
@@ -100,7 +99,6 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.flags.Duration(&c.ExpectedRefresh, "expected-clusters-refresh", "how often the KubernetesClusters in --clusters-namespace are read again")
 	c.flags.Bool(&c.ExpectManagementCluster, "expect-management-cluster", "ingest reads the management cluster's own Meshplane resources (its --watch-management-cluster): their input, named the install name, is expected like a registered cluster's, so safe mode waits for it after Redis restarts empty and outputs built without it are incomplete; needs --clusters-namespace")
 	c.AddOwnFlags(c.flags)
-	c.Redis.AddFlags(fs)
 }
 
 // AddOwnFlags registers the flags that the all-in-one process takes from
@@ -117,9 +115,7 @@ func (c *Config) Validate() error {
 	if c.flags != nil {
 		errs = append(errs, c.flags.Err())
 	}
-	if err := snapshots.ValidateInstall(c.Install); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.Config.Validate())
 	if c.Debounce < 0 {
 		errs = append(errs, errors.New("--debounce must not be negative"))
 	}
@@ -139,7 +135,6 @@ func (c *Config) Validate() error {
 	} else if c.ExpectManagementCluster {
 		errs = append(errs, errors.New("--expect-management-cluster needs --clusters-namespace: the management cluster's input is expected beside the registered clusters"))
 	}
-	errs = append(errs, c.Redis.Validate())
 	return errors.Join(errs...)
 }
 
@@ -165,7 +160,7 @@ func WithLogger(l *slog.Logger) Option { return func(d *deps) { d.log = l } }
 func WithRegisterer(r prometheus.Registerer) Option { return func(d *deps) { d.reg = r } }
 
 // OutputStore is where outputs are published: a store that keeps them by
-// the encoding translation made (snapshots.Redis, Memory and WriteThrough
+// the encoding translation made (snapstore.Redis, Memory and WriteThrough
 // are).
 type OutputStore interface {
 	snapshots.Store[*snapshotv1.OutputSnapshot]
@@ -222,14 +217,14 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 				return nil, err
 			}
 			d.redis = client
-			d.inputs = snapshots.NewRedis(client, cfg.Install, snapshots.Inputs, newInput)
-			d.outputs = snapshots.NewRedis(client, cfg.Install, snapshots.Outputs, newOutput).WithDurability(cfg.Redis.Durability())
+			d.inputs = snapstore.NewRedis(client, cfg.Install, snapshots.Inputs, newInput)
+			d.outputs = snapstore.NewRedis(client, cfg.Install, snapshots.Outputs, newOutput).WithDurability(cfg.Redis.Durability())
 			if d.acks == nil {
-				d.acks = snapshots.NewRedisAcks(client, cfg.Install).WithDurability(cfg.Redis.Durability())
+				d.acks = snapstore.NewRedisAcks(client, cfg.Install).WithDurability(cfg.Redis.Durability())
 			}
 		} else {
-			d.inputs = snapshots.NewMemory(newInput)
-			d.outputs = snapshots.NewMemory(newOutput)
+			d.inputs = snapstore.NewMemory(newInput)
+			d.outputs = snapstore.NewMemory(newOutput)
 		}
 	}
 	metrics, err := newMetrics(d.reg)

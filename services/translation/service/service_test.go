@@ -21,6 +21,7 @@ import (
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/translation/service"
 	"google.golang.org/protobuf/proto"
 )
@@ -56,15 +57,15 @@ func input(cluster string, services ...string) *snapshotv1.InputSnapshot {
 type env struct {
 	ca      *platformtest.CA
 	addr    string
-	inputs  *snapshots.Memory[*snapshotv1.InputSnapshot]
-	outputs *snapshots.Memory[*snapshotv1.OutputSnapshot]
+	inputs  *snapstore.Memory[*snapshotv1.InputSnapshot]
+	outputs *snapstore.Memory[*snapshotv1.OutputSnapshot]
 }
 
 // newEnv serves the service with memory stores.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	inputs := snapshots.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
-	outputs := snapshots.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	inputs := snapstore.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
+	outputs := snapstore.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	e := newEnvWith(t, testConfig(), service.WithStores(inputs, outputs))
 	e.inputs, e.outputs = inputs, outputs
 	return e
@@ -295,7 +296,7 @@ func TestRedisRestartRepublishes(t *testing.T) {
 	cfg := testConfig()
 	cfg.Redis.Addrs = r.Addr()
 	e := newEnvWith(t, cfg)
-	outputs := snapshots.NewRedis(r.Client(t), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	outputs := snapstore.NewRedis(r.Client(t), cfg.Install, snapshots.Outputs, func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 
 	ingest := e.client(t, ingestID, nil)
 	in := input("east", "reviews")
@@ -326,8 +327,8 @@ func TestRedisRestartRepublishes(t *testing.T) {
 // After a restart with outputs already published, GetStatus shows safe
 // mode and the clusters it waits for until they report.
 func TestGetStatusSafeMode(t *testing.T) {
-	inputs := snapshots.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
-	outputs := snapshots.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	inputs := snapstore.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
+	outputs := snapstore.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	old := &snapshotv1.OutputSnapshot{Cluster: "west"}
 	snapshots.SealOutput(old)
 	if err := outputs.Put(t.Context(), "west", old.GetVersion(), old); err != nil {
@@ -408,8 +409,8 @@ func TestExpectManagementClusterFlag(t *testing.T) {
 // for its input (named the install name) after the registered clusters
 // reported, and nothing is published until it has.
 func TestSafeModeWaitsForManagementInput(t *testing.T) {
-	inputs := snapshots.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
-	outputs := snapshots.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	inputs := snapstore.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
+	outputs := snapstore.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	cfg := testConfig()
 	cfg.ClustersNamespace, cfg.ExpectManagementCluster = "meshplane", true
 	e := newEnvWith(t, cfg, service.WithStores(inputs, outputs), service.WithExpectedClusters(registered{"east"}))

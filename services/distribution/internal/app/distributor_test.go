@@ -12,6 +12,7 @@ import (
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/distribution/internal/adapters/memory"
 	"github.com/meshplane/meshplane/services/distribution/internal/app"
 	"go.uber.org/goleak"
@@ -34,7 +35,7 @@ func output(cluster string, names ...string) *snapshotv1.OutputSnapshot {
 // source is the memory store with hooks that let tests know when the
 // distributor has subscribed and how often it has read a version.
 type source struct {
-	*snapshots.Memory[*snapshotv1.OutputSnapshot]
+	*snapstore.Memory[*snapshotv1.OutputSnapshot]
 	subscribed chan struct{}
 
 	mu       sync.Mutex
@@ -44,7 +45,7 @@ type source struct {
 
 func newSource() *source {
 	return &source{
-		Memory:     snapshots.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} }),
+		Memory:     snapstore.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} }),
 		subscribed: make(chan struct{}, 16),
 		versions:   map[string]int{},
 		read:       make(chan struct{}, 1),

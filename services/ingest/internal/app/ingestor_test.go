@@ -14,6 +14,7 @@ import (
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/ingest/internal/app"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -123,14 +124,14 @@ func TestValidate(t *testing.T) {
 // countingStore is a SnapshotStore in memory that counts Puts and can be
 // made to fail them.
 type countingStore struct {
-	*snapshots.Memory[*snapshotv1.InputSnapshot]
+	*snapstore.Memory[*snapshotv1.InputSnapshot]
 	mu      sync.Mutex
 	puts    int
 	failPut error
 }
 
 func newCountingStore() *countingStore {
-	return &countingStore{Memory: snapshots.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })}
+	return &countingStore{Memory: snapstore.NewMemory(func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })}
 }
 
 func (s *countingStore) PutEncoded(ctx context.Context, cluster string, e snapshots.Encoded[*snapshotv1.InputSnapshot]) error {

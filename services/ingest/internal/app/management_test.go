@@ -12,6 +12,7 @@ import (
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/ingest/internal/app"
 )
 
@@ -148,7 +149,7 @@ func (w *recordingWriter) all() []string {
 func TestManagementWritesStatusesAndRetries(t *testing.T) {
 	in := app.NewIngestor(newCountingStore(), &recordingNotifier{}, nil, slog.New(slog.DiscardHandler), "r")
 	m := app.NewManagement(in, newFakeResources(), "mgmt", time.Millisecond, time.Millisecond, slog.New(slog.DiscardHandler))
-	outputs := snapshots.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
+	outputs := snapstore.NewMemory(func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} })
 	put := func(cluster string, names ...string) {
 		t.Helper()
 		out := &snapshotv1.OutputSnapshot{Cluster: cluster}

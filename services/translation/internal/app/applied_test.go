@@ -9,6 +9,7 @@ import (
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -34,9 +35,9 @@ func TestApplyFailuresReachStatus(t *testing.T) {
 		Spec:     &networkingv1.TrafficPolicySpec{Policy: &networkingv1.TrafficPolicySpec_Policy{RequestTimeout: &durationpb.Duration{Seconds: 2}}},
 	}}
 	snapshots.SealInput(in)
-	inputs := snapshots.NewMemory(newInput)
-	outputs := snapshots.NewMemory(newOutput)
-	acks := snapshots.NewMemoryAcks()
+	inputs := snapstore.NewMemory(newInput)
+	outputs := snapstore.NewMemory(newOutput)
+	acks := snapstore.NewMemoryAcks()
 	if err := inputs.Put(t.Context(), "east", in.GetVersion(), in); err != nil {
 		t.Fatal(err)
 	}

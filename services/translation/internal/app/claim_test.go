@@ -11,13 +11,14 @@ import (
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
 )
 
 // countingSource counts the inputs read (and so decoded) one at a time,
 // and holds each read until the test opens its gate when one is set.
 type countingSource struct {
-	*snapshots.Memory[*snapshotv1.InputSnapshot]
+	*snapstore.Memory[*snapshotv1.InputSnapshot]
 	mu   sync.Mutex
 	gets int
 	gate chan struct{}
@@ -58,9 +59,9 @@ func (s *countingSource) hold() chan struct{} {
 }
 
 // startClaims runs a translator over source in a synctest bubble.
-func startClaims(t *testing.T, source app.InputSource) (*app.Translator, *countingMetrics, *snapshots.Memory[*snapshotv1.OutputSnapshot]) {
+func startClaims(t *testing.T, source app.InputSource) (*app.Translator, *countingMetrics, *snapstore.Memory[*snapshotv1.OutputSnapshot]) {
 	metrics := &countingMetrics{}
-	outputs := snapshots.NewMemory(newOutput)
+	outputs := snapstore.NewMemory(newOutput)
 	tr := app.NewTranslator(app.Config{RetryInterval: time.Hour}, source, outputs, metrics, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	run(t, tr)
 	synctest.Wait()
@@ -73,7 +74,7 @@ func startClaims(t *testing.T, source app.InputSource) (*app.Translator, *counti
 // first failed.
 func TestOneDecodePerInputVersion(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		source := &countingSource{Memory: snapshots.NewMemory(newInput)}
+		source := &countingSource{Memory: snapstore.NewMemory(newInput)}
 		tr, metrics, outputs := startClaims(t, source)
 
 		// The notice is decoding v1 when the store announces it: the store

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
-	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
 )
 
@@ -37,18 +37,18 @@ const testDebounce = time.Second
 // synctest bubble, whose clock moves only when every goroutine in it is
 // blocked: synctest.Wait returns with the clock where it was, so whatever
 // happened by then happened without waiting.
-func startDebounced(t *testing.T) (*app.Translator, *countingMetrics, *snapshots.Memory[*snapshotv1.OutputSnapshot]) {
+func startDebounced(t *testing.T) (*app.Translator, *countingMetrics, *snapstore.Memory[*snapshotv1.OutputSnapshot]) {
 	metrics := &countingMetrics{}
-	outputs := snapshots.NewMemory(newOutput)
+	outputs := snapstore.NewMemory(newOutput)
 	tr := app.NewTranslator(app.Config{Debounce: testDebounce, RetryInterval: time.Hour},
-		snapshots.NewMemory(newInput), outputs, metrics, slog.New(slog.NewTextHandler(t.Output(), nil)))
+		snapstore.NewMemory(newInput), outputs, metrics, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	run(t, tr)
 	synctest.Wait()
 	return tr, metrics, outputs
 }
 
 // checkPublished fails unless outputs holds in's output for east.
-func checkPublished(t *testing.T, outputs *snapshots.Memory[*snapshotv1.OutputSnapshot], in *snapshotv1.InputSnapshot, when string) {
+func checkPublished(t *testing.T, outputs *snapstore.Memory[*snapshotv1.OutputSnapshot], in *snapshotv1.InputSnapshot, when string) {
 	t.Helper()
 	out, ok := published(t, outputs, "east")
 	if want := expected(t, in).GetVersion(); !ok || out.GetVersion() != want {

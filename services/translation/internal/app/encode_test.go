@@ -9,6 +9,7 @@ import (
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
 )
 
@@ -31,7 +32,7 @@ func TestPublishedOutputsCarryTheirTables(t *testing.T) {
 		kept   bool
 	}{{"kept", 1 << 20, true}, {"no room", 16, false}} {
 		t.Run(c.name, func(t *testing.T) {
-			inputs, outputs := snapshots.NewMemory(newInput), snapshots.NewMemory(newOutput)
+			inputs, outputs := snapstore.NewMemory(newInput), snapstore.NewMemory(newOutput)
 			m := &encodingMetrics{}
 			tr := app.NewTranslator(app.Config{Debounce: 5 * time.Millisecond, RetryInterval: 10 * time.Millisecond, EncodingCacheBytes: c.budget},
 				inputs, outputs, m, slog.New(slog.NewTextHandler(t.Output(), nil)))

@@ -12,6 +12,7 @@ import (
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
 )
 
@@ -40,8 +41,8 @@ const expectedWindow = time.Minute
 // startExpected runs a translator over an empty output store (as after
 // Redis restarted empty) with the expected clusters from exp, in a
 // synctest bubble: its clock is the bubble's.
-func startExpected(t *testing.T, inputs app.InputSource, exp app.ExpectedClusters, window time.Duration) (*app.Translator, *snapshots.Memory[*snapshotv1.OutputSnapshot]) {
-	outputs := snapshots.NewMemory(newOutput)
+func startExpected(t *testing.T, inputs app.InputSource, exp app.ExpectedClusters, window time.Duration) (*app.Translator, *snapstore.Memory[*snapshotv1.OutputSnapshot]) {
+	outputs := snapstore.NewMemory(newOutput)
 	tr := app.NewTranslator(app.Config{
 		Debounce: 5 * time.Millisecond, RetryInterval: 100 * time.Millisecond,
 		SafeStartWindow: window, Expected: exp, ExpectedRefresh: time.Second,
@@ -51,7 +52,7 @@ func startExpected(t *testing.T, inputs app.InputSource, exp app.ExpectedCluster
 	return tr, outputs
 }
 
-func published(t *testing.T, outputs *snapshots.Memory[*snapshotv1.OutputSnapshot], cluster string) (*snapshotv1.OutputSnapshot, bool) {
+func published(t *testing.T, outputs *snapstore.Memory[*snapshotv1.OutputSnapshot], cluster string) (*snapshotv1.OutputSnapshot, bool) {
 	t.Helper()
 	e, err := outputs.Get(t.Context(), cluster)
 	if errors.Is(err, snapshots.ErrNotFound) {
@@ -75,7 +76,7 @@ func published(t *testing.T, outputs *snapshots.Memory[*snapshotv1.OutputSnapsho
 // after it see the state after that time, on any machine.
 func TestSafeModeWaitsForExpectedClusters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		inputs := snapshots.NewMemory(newInput)
+		inputs := snapstore.NewMemory(newInput)
 		west := input("west", "details")
 		if err := inputs.Put(t.Context(), "west", west.GetVersion(), west); err != nil {
 			t.Fatal(err)
@@ -130,7 +131,7 @@ func TestSafeModeWaitsForExpectedClusters(t *testing.T) {
 // reports; one deregistered is no longer waited for.
 func TestExpectedClustersFollowRegistrations(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		inputs := snapshots.NewMemory(newInput)
+		inputs := snapstore.NewMemory(newInput)
 		west := input("west", "details")
 		if err := inputs.Put(t.Context(), "west", west.GetVersion(), west); err != nil {
 			t.Fatal(err)
@@ -166,7 +167,7 @@ func TestExpectedClustersFollowRegistrations(t *testing.T) {
 // to wait for: it holds publishing until it can, or until the window.
 func TestSafeModeExpectedSourceDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		inputs := snapshots.NewMemory(newInput)
+		inputs := snapstore.NewMemory(newInput)
 		west := input("west", "details")
 		if err := inputs.Put(t.Context(), "west", west.GetVersion(), west); err != nil {
 			t.Fatal(err)
@@ -194,7 +195,7 @@ func TestSafeModeExpectedSourceDown(t *testing.T) {
 // translation never held, enters safe mode again.
 func TestSafeModeAfterStoreLossWithExpected(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		source := &resyncSource{Memory: snapshots.NewMemory(newInput), changes: make(chan snapshots.Change)}
+		source := &resyncSource{Memory: snapstore.NewMemory(newInput), changes: make(chan snapshots.Change)}
 		west := input("west", "details")
 		if err := source.Put(t.Context(), "west", west.GetVersion(), west); err != nil {
 			t.Fatal(err)
@@ -227,9 +228,9 @@ func TestSafeModeWaitsForTheManagementCluster(t *testing.T) {
 		name := map[bool]string{true: "management reports", false: "window passes"}[reports]
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				inputs := snapshots.NewMemory(newInput)
+				inputs := snapstore.NewMemory(newInput)
 				exp := &expectedList{names: []string{"east", "west"}}
-				outputs := snapshots.NewMemory(newOutput)
+				outputs := snapstore.NewMemory(newOutput)
 				tr := app.NewTranslator(app.Config{
 					Debounce: 5 * time.Millisecond, RetryInterval: 100 * time.Millisecond,
 					SafeStartWindow: expectedWindow, Expected: exp, ExpectedRefresh: time.Second,

@@ -10,6 +10,7 @@ import (
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -60,7 +61,7 @@ func statusJSON(o *snapshotv1.OutputSnapshot, kind, name string) string {
 // policy reports first.
 func TestAcceptanceOrderIsWhenThePlaneFirstSawIt(t *testing.T) {
 	store := newRecordStore()
-	outputs := snapshots.NewMemory(newOutput)
+	outputs := snapstore.NewMemory(newOutput)
 	tr, stop := startWithStore(t, store, outputs, time.Minute)
 	submitAndWait(t, tr, outputs, grantEveryCluster("gamma"))
 	// East's policy, created now in east's API server.
@@ -103,7 +104,7 @@ func TestAcceptanceOrderIsWhenThePlaneFirstSawIt(t *testing.T) {
 	stop()
 
 	// A new plane, with an empty output store: gamma reports before east.
-	outputs2 := snapshots.NewMemory(newOutput)
+	outputs2 := snapstore.NewMemory(newOutput)
 	tr, _ = startWithStore(t, store, outputs2, time.Minute)
 	submitAndWait(t, tr, outputs2, grantEveryCluster("gamma"))
 	submitAndWait(t, tr, outputs2, takeover())

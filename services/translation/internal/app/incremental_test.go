@@ -7,6 +7,7 @@ import (
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -34,7 +35,7 @@ func withTimeout(in *snapshotv1.InputSnapshot, seconds int64) *snapshotv1.InputS
 // Successive TrafficPolicy edits (translated incrementally) publish what a
 // full translation of the same inputs gives, and Describe follows them.
 func TestIncrementalEditsPublishFullResult(t *testing.T) {
-	inputs, outputs := snapshots.NewMemory(newInput), snapshots.NewMemory(newOutput)
+	inputs, outputs := snapstore.NewMemory(newInput), snapstore.NewMemory(newOutput)
 	tr := newTranslator(t, inputs, outputs)
 	run(t, tr)
 	base := input("east", "reviews", "ratings")
@@ -59,7 +60,7 @@ func TestIncrementalEditsPublishFullResult(t *testing.T) {
 // the unchanged policies by their encodings (with the first-seen time
 // each is stamped with), and publish what a full translation gives.
 func TestEncodedEditsPublishFullResult(t *testing.T) {
-	inputs, outputs := snapshots.NewMemory(newInput), snapshots.NewMemory(newOutput)
+	inputs, outputs := snapstore.NewMemory(newInput), snapstore.NewMemory(newOutput)
 	tr := newTranslator(t, inputs, outputs)
 	run(t, tr)
 	base := input("east", "reviews", "ratings")

@@ -12,7 +12,7 @@ import (
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
-	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 	"google.golang.org/protobuf/proto"
@@ -76,9 +76,9 @@ var retriesKey = domain.ObjectKey{Cluster: "east", Namespace: "default", Name: "
 
 // startWithStore runs a translator with store until the returned stop is
 // called.
-func startWithStore(t *testing.T, store app.LastGoodStore, outputs *snapshots.Memory[*snapshotv1.OutputSnapshot], window time.Duration) (*app.Translator, func()) {
+func startWithStore(t *testing.T, store app.LastGoodStore, outputs *snapstore.Memory[*snapshotv1.OutputSnapshot], window time.Duration) (*app.Translator, func()) {
 	tr := app.NewTranslator(app.Config{Debounce: 5 * time.Millisecond, RetryInterval: 10 * time.Millisecond, SafeStartWindow: window},
-		snapshots.NewMemory(newInput), outputs, nil, slog.New(slog.NewTextHandler(t.Output(), nil)), app.WithLastGoodStore(store))
+		snapstore.NewMemory(newInput), outputs, nil, slog.New(slog.NewTextHandler(t.Output(), nil)), app.WithLastGoodStore(store))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- tr.Run(ctx) }()
@@ -95,7 +95,7 @@ func startWithStore(t *testing.T, store app.LastGoodStore, outputs *snapshots.Me
 	return tr, stop
 }
 
-func submitAndWait(t *testing.T, tr *app.Translator, outputs *snapshots.Memory[*snapshotv1.OutputSnapshot], in *snapshotv1.InputSnapshot) *snapshotv1.OutputSnapshot {
+func submitAndWait(t *testing.T, tr *app.Translator, outputs *snapstore.Memory[*snapshotv1.OutputSnapshot], in *snapshotv1.InputSnapshot) *snapshotv1.OutputSnapshot {
 	t.Helper()
 	if err := tr.Submit(in.GetCluster(), in); err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func virtualServiceOf(o *snapshotv1.OutputSnapshot) string {
 // publishes.
 func TestLastGoodSurvivesRestart(t *testing.T) {
 	store := newRecordStore()
-	outputs := snapshots.NewMemory(newOutput)
+	outputs := snapstore.NewMemory(newOutput)
 	tr, stop := startWithStore(t, store, outputs, time.Minute)
 	v1 := submitAndWait(t, tr, outputs, withRetries(1, 3))
 	waitUntil(t, "generation 1 to be stored", func() bool { g, ok := store.generation(domain.KindTrafficPolicy, retriesKey); return ok && g == 1 })
@@ -139,7 +139,7 @@ func TestLastGoodSurvivesRestart(t *testing.T) {
 
 	// A new plane, with nothing in memory and an empty output store (Redis
 	// was lost too).
-	outputs2 := snapshots.NewMemory(newOutput)
+	outputs2 := snapstore.NewMemory(newOutput)
 	tr2, _ := startWithStore(t, store, outputs2, time.Minute)
 	o := submitAndWait(t, tr2, outputs2, withRetries(2, -1))
 	if got := virtualServiceOf(o); got != virtualServiceOf(v1) || !strings.Contains(got, `"attempts":3`) {
@@ -176,7 +176,7 @@ func TestLastGoodKeepsClustersThatHaveNotReported(t *testing.T) {
 	if err := store.Put(t.Context(), domain.KeptVersion{Kind: domain.KindTrafficPolicy, Key: retriesKey, Generation: 1, Spec: &networkingv1.TrafficPolicySpec{}}); err != nil {
 		t.Fatal(err)
 	}
-	outputs := snapshots.NewMemory(newOutput)
+	outputs := snapstore.NewMemory(newOutput)
 	tr, _ := startWithStore(t, store, outputs, time.Minute)
 	// East reports without its policy: it was deleted.
 	submitAndWait(t, tr, outputs, input("east", "reviews"))
@@ -201,7 +201,7 @@ func TestPublishingWaitsForLastGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	store.setDown(true)
-	outputs := snapshots.NewMemory(newOutput)
+	outputs := snapstore.NewMemory(newOutput)
 	tr, _ := startWithStore(t, store, outputs, time.Hour)
 	in := withRetries(2, -1)
 	if err := tr.Submit("east", in); err != nil {

@@ -8,6 +8,7 @@ import (
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 )
 
 // withRetries is input east with service reviews and a TrafficPolicy at
@@ -30,8 +31,8 @@ func withRetries(gen int64, attempts int32) *snapshotv1.InputSnapshot {
 // The translator remembers the last valid version of each policy between
 // translations: an invalid edit keeps the published VirtualService.
 func TestLastKnownGoodKept(t *testing.T) {
-	outputs := snapshots.NewMemory(newOutput)
-	tr := newTranslator(t, snapshots.NewMemory(newInput), outputs)
+	outputs := snapstore.NewMemory(newOutput)
+	tr := newTranslator(t, snapstore.NewMemory(newInput), outputs)
 	run(t, tr)
 
 	published := func(in *snapshotv1.InputSnapshot) *snapshotv1.OutputSnapshot {

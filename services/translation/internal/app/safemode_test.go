@@ -11,6 +11,7 @@ import (
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
 )
 
@@ -62,7 +63,7 @@ func newSafeTranslator(t *testing.T, source app.InputSource, publish app.OutputP
 }
 
 // seed stores an output published before the restart.
-func seed(t *testing.T, outputs *snapshots.Memory[*snapshotv1.OutputSnapshot], cluster string) string {
+func seed(t *testing.T, outputs *snapstore.Memory[*snapshotv1.OutputSnapshot], cluster string) string {
 	t.Helper()
 	out := expected(t, input(cluster, "old"))
 	if err := outputs.Put(t.Context(), cluster, out.GetVersion(), out); err != nil {
@@ -114,7 +115,7 @@ func checkSafeMode(t *testing.T, tr *app.Translator, m *safeMetrics, wantOn bool
 // After a restart, nothing is published until every cluster with a
 // published output has reported an input.
 func TestSafeModeWaitsForKnownClusters(t *testing.T) {
-	inputs, outputs := snapshots.NewMemory(newInput), snapshots.NewMemory(newOutput)
+	inputs, outputs := snapstore.NewMemory(newInput), snapstore.NewMemory(newOutput)
 	oldEast, oldWest := seed(t, outputs, "east"), seed(t, outputs, "west")
 	clock, m := &fakeClock{now: time.Unix(1e9, 0)}, &safeMetrics{}
 	tr := newSafeTranslator(t, inputs, outputs, clock, m)
@@ -140,7 +141,7 @@ func TestSafeModeWaitsForKnownClusters(t *testing.T) {
 
 // Inputs already in the store at start count as reported.
 func TestSafeModeStoredInputsReport(t *testing.T) {
-	inputs, outputs := snapshots.NewMemory(newInput), snapshots.NewMemory(newOutput)
+	inputs, outputs := snapstore.NewMemory(newInput), snapstore.NewMemory(newOutput)
 	seed(t, outputs, "east")
 	east := input("east", "reviews")
 	if err := inputs.Put(t.Context(), "east", east.GetVersion(), east); err != nil {
@@ -156,7 +157,7 @@ func TestSafeModeStoredInputsReport(t *testing.T) {
 // When the window passes, the clusters that reported are published. A
 // cluster that did not report gets no output: what it has stays.
 func TestSafeModeWindowPasses(t *testing.T) {
-	inputs, outputs := snapshots.NewMemory(newInput), snapshots.NewMemory(newOutput)
+	inputs, outputs := snapstore.NewMemory(newInput), snapstore.NewMemory(newOutput)
 	oldEast, oldWest := seed(t, outputs, "east"), seed(t, outputs, "west")
 	clock, m := &fakeClock{now: time.Unix(1e9, 0)}, &safeMetrics{}
 	tr := newSafeTranslator(t, inputs, outputs, clock, m)
@@ -183,7 +184,7 @@ func TestSafeModeWindowPasses(t *testing.T) {
 // With no output published before the start, there is nobody to wait for:
 // the clusters that report are published at once.
 func TestSafeModeNothingKnown(t *testing.T) {
-	inputs, outputs := snapshots.NewMemory(newInput), snapshots.NewMemory(newOutput)
+	inputs, outputs := snapstore.NewMemory(newInput), snapstore.NewMemory(newOutput)
 	clock, m := &fakeClock{now: time.Unix(1e9, 0)}, &safeMetrics{}
 	tr := newSafeTranslator(t, inputs, outputs, clock, m)
 	run(t, tr)
@@ -197,7 +198,7 @@ func TestSafeModeNothingKnown(t *testing.T) {
 
 // failingLister is an output store whose List fails until told otherwise.
 type failingLister struct {
-	*snapshots.Memory[*snapshotv1.OutputSnapshot]
+	*snapstore.Memory[*snapshotv1.OutputSnapshot]
 	mu   sync.Mutex
 	down bool
 }
@@ -215,10 +216,10 @@ func (f *failingLister) List(ctx context.Context) ([]snapshots.Entry[*snapshotv1
 // While the registered clusters cannot be listed, nothing is published;
 // once they can, safe mode waits for them.
 func TestSafeModeUnlistedClusters(t *testing.T) {
-	outputs := &failingLister{Memory: snapshots.NewMemory(newOutput), down: true}
+	outputs := &failingLister{Memory: snapstore.NewMemory(newOutput), down: true}
 	oldWest := seed(t, outputs.Memory, "west")
 	clock, m := &fakeClock{now: time.Unix(1e9, 0)}, &safeMetrics{}
-	tr := newSafeTranslator(t, snapshots.NewMemory(newInput), outputs, clock, m)
+	tr := newSafeTranslator(t, snapstore.NewMemory(newInput), outputs, clock, m)
 	run(t, tr)
 	east := input("east", "reviews")
 	if err := tr.Submit("east", east); err != nil {
@@ -248,8 +249,8 @@ func TestSafeModeUnlistedClusters(t *testing.T) {
 // After a store loss, a cluster with a published output but no input held
 // in memory holds publishing back again.
 func TestSafeModeAfterStoreLoss(t *testing.T) {
-	source := &resyncSource{Memory: snapshots.NewMemory(newInput), changes: make(chan snapshots.Change)}
-	outputs := snapshots.NewMemory(newOutput)
+	source := &resyncSource{Memory: snapstore.NewMemory(newInput), changes: make(chan snapshots.Change)}
+	outputs := snapstore.NewMemory(newOutput)
 	clock, m := &fakeClock{now: time.Unix(1e9, 0)}, &safeMetrics{}
 	tr := newSafeTranslator(t, source, outputs, clock, m)
 	run(t, tr)

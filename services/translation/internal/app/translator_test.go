@@ -12,6 +12,7 @@ import (
 	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/translation/internal/app"
 	"github.com/meshplane/meshplane/services/translation/internal/domain"
 )
@@ -85,7 +86,7 @@ func newTranslator(t *testing.T, source app.InputSource, publish app.OutputPubli
 }
 
 func TestSubmitPublishes(t *testing.T) {
-	inputs, outputs := snapshots.NewMemory(newInput), snapshots.NewMemory(newOutput)
+	inputs, outputs := snapstore.NewMemory(newInput), snapstore.NewMemory(newOutput)
 	tr := newTranslator(t, inputs, outputs)
 	run(t, tr)
 
@@ -119,7 +120,7 @@ func TestSubmitPublishes(t *testing.T) {
 // Translation follows the input store too, so a lost notice from ingest
 // only delays a change.
 func TestFollowsInputStore(t *testing.T) {
-	inputs, outputs := snapshots.NewMemory(newInput), snapshots.NewMemory(newOutput)
+	inputs, outputs := snapstore.NewMemory(newInput), snapstore.NewMemory(newOutput)
 	before := input("west", "details")
 	if err := inputs.Put(t.Context(), "west", before.GetVersion(), before); err != nil {
 		t.Fatal(err)
@@ -136,7 +137,7 @@ func TestFollowsInputStore(t *testing.T) {
 }
 
 func TestSubmitInvalid(t *testing.T) {
-	tr := newTranslator(t, snapshots.NewMemory(newInput), snapshots.NewMemory(newOutput))
+	tr := newTranslator(t, snapstore.NewMemory(newInput), snapstore.NewMemory(newOutput))
 	for _, tc := range []struct {
 		name    string
 		cluster string
@@ -159,7 +160,7 @@ func TestSubmitInvalid(t *testing.T) {
 
 // flakySource fails Subscribe until it is told to work.
 type flakySource struct {
-	*snapshots.Memory[*snapshotv1.InputSnapshot]
+	*snapstore.Memory[*snapshotv1.InputSnapshot]
 	mu   sync.Mutex
 	down bool
 }
@@ -195,8 +196,8 @@ func (f *flakySource) List(ctx context.Context) ([]snapshots.Entry[*snapshotv1.I
 // A store that is down when translation starts is followed once it is back:
 // inputs written meanwhile are picked up without a notice from ingest.
 func TestStoreDownAtStart(t *testing.T) {
-	source := &flakySource{Memory: snapshots.NewMemory(newInput), down: true}
-	outputs := snapshots.NewMemory(newOutput)
+	source := &flakySource{Memory: snapstore.NewMemory(newInput), down: true}
+	outputs := snapstore.NewMemory(newOutput)
 	tr := newTranslator(t, source, outputs)
 	run(t, tr)
 
@@ -225,7 +226,7 @@ func TestStoreDownAtStart(t *testing.T) {
 
 // flakyPublisher fails the first fails puts.
 type flakyPublisher struct {
-	*snapshots.Memory[*snapshotv1.OutputSnapshot]
+	*snapstore.Memory[*snapshotv1.OutputSnapshot]
 	mu    sync.Mutex
 	fails int
 }
@@ -242,8 +243,8 @@ func (p *flakyPublisher) PutEncoded(ctx context.Context, cluster string, e snaps
 }
 
 func TestPublishRetried(t *testing.T) {
-	publisher := &flakyPublisher{Memory: snapshots.NewMemory(newOutput), fails: 3}
-	tr := newTranslator(t, snapshots.NewMemory(newInput), publisher)
+	publisher := &flakyPublisher{Memory: snapstore.NewMemory(newOutput), fails: 3}
+	tr := newTranslator(t, snapstore.NewMemory(newInput), publisher)
 	run(t, tr)
 	in := input("east", "reviews")
 	if err := tr.Submit("east", in); err != nil {
@@ -254,7 +255,7 @@ func TestPublishRetried(t *testing.T) {
 
 // resyncSource is a memory store whose change feed the test drives.
 type resyncSource struct {
-	*snapshots.Memory[*snapshotv1.InputSnapshot]
+	*snapstore.Memory[*snapshotv1.InputSnapshot]
 	changes chan snapshots.Change
 }
 
@@ -282,8 +283,8 @@ func (r *resyncSource) Subscribe(ctx context.Context) (<-chan snapshots.Change, 
 // every output again on the resync that follows, not only the ones that
 // change later.
 func TestResyncRepublishesLostOutputs(t *testing.T) {
-	source := &resyncSource{Memory: snapshots.NewMemory(newInput), changes: make(chan snapshots.Change)}
-	outputs := snapshots.NewMemory(newOutput)
+	source := &resyncSource{Memory: snapstore.NewMemory(newInput), changes: make(chan snapshots.Change)}
+	outputs := snapstore.NewMemory(newOutput)
 	tr := newTranslator(t, source, outputs)
 	run(t, tr)
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/distribution/internal/app"
 )
 
@@ -27,7 +28,7 @@ var _ app.AckStore = (*Acks)(nil)
 // when acks is nil.
 func NewAcks(acks snapshots.AckStore) *Acks {
 	if acks == nil {
-		acks = snapshots.NewMemoryAcks()
+		acks = snapstore.NewMemoryAcks()
 	}
 	return &Acks{acks: acks, watching: map[[2]string]time.Time{}, sent: map[string][]app.SentVersion{}}
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/distribution/internal/app"
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -20,7 +20,7 @@ import (
 const lapsedMarkTTL = 10 * time.Minute
 
 // Acks is an app.AckStore in Redis. The acks themselves are kept by
-// snapshots.RedisAcks, whose layout and change notices translation reads
+// snapstore.RedisAcks, whose layout and change notices translation reads
 // too; this adapter adds the watch marks:
 //
 //	meshplane:{I}:watching         hash {"<cluster> <replica>": lapse time (unix nanos)}
@@ -31,19 +31,19 @@ const lapsedMarkTTL = 10 * time.Minute
 type Acks struct {
 	client goredis.UniversalClient
 	base   string
-	acks   *snapshots.RedisAcks
+	acks   *snapstore.RedisAcks
 }
 
 var _ app.AckStore = (*Acks)(nil)
 
 // NewAcks returns the ack store of install.
 func NewAcks(client goredis.UniversalClient, install string) *Acks {
-	return &Acks{client: client, base: fmt.Sprintf("meshplane:{%s}:acks", install), acks: snapshots.NewRedisAcks(client, install)}
+	return &Acks{client: client, base: fmt.Sprintf("meshplane:{%s}:acks", install), acks: snapstore.NewRedisAcks(client, install)}
 }
 
 // WithDurability makes every ack wait for d.Replicas replicas (WAIT): one
 // short of them fails, and the agent sends it again.
-func (a *Acks) WithDurability(d snapshots.Durability) *Acks {
+func (a *Acks) WithDurability(d snapstore.Durability) *Acks {
 	a.acks.WithDurability(d)
 	return a
 }

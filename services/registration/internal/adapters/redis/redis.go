@@ -22,6 +22,7 @@ import (
 	"github.com/meshplane/meshplane/libs/revocation"
 	revredis "github.com/meshplane/meshplane/libs/revocation/redis"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"github.com/meshplane/meshplane/services/registration/internal/app"
 	"github.com/meshplane/meshplane/services/registration/internal/domain"
 	"github.com/redis/go-redis/v9"
@@ -45,8 +46,8 @@ type Store struct {
 // a cluster record, a revocation) before it counts as done: a primary that
 // dies right after acknowledging a revocation would otherwise take it
 // along, and the promoted replica would admit the revoked certificate
-// again (snapshots.Durability).
-type Durability = snapshots.Durability
+// again (snapstore.Durability).
+type Durability = snapstore.Durability
 
 // ErrNotReplicated says a write reached the primary but not enough
 // replicas within the timeout. It may or may not survive a failover.
@@ -66,7 +67,7 @@ func (s *Store) write(ctx context.Context, key string, fn func(c redis.Cmdable) 
 }
 
 // waitReplicas waits until the replicas hold every write made on c.
-func (s *Store) waitReplicas(ctx context.Context, c snapshots.Waiter) error {
+func (s *Store) waitReplicas(ctx context.Context, c snapstore.Waiter) error {
 	return notReplicated(s.durable.Wait(ctx, c))
 }
 

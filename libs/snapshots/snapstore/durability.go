@@ -1,11 +1,11 @@
-package snapshots
+package snapstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -23,10 +23,6 @@ type Durability struct {
 	Replicas int
 	Timeout  time.Duration
 }
-
-// ErrNotReplicated says a write reached the primary but not enough
-// replicas within the timeout. It may or may not survive a failover.
-var ErrNotReplicated = errors.New("redis: too few replicas acknowledged the write")
 
 // Waiter is one connection that can wait for its writes to replicate: a
 // redis.Conn, or the connection of a WATCH transaction.
@@ -75,7 +71,7 @@ func (d Durability) Wait(ctx context.Context, c Waiter) error {
 		return fmt.Errorf("WAIT: %w", err)
 	}
 	if n < int64(d.Replicas) {
-		return fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, n, d.Replicas, timeout)
+		return fmt.Errorf("%w: %d of %d within %v", snapshots.ErrNotReplicated, n, d.Replicas, timeout)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package snapshots_test
+package snapstore_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -66,10 +67,10 @@ func testAckStore(t *testing.T, s snapshots.AckStore) {
 	}
 }
 
-func TestMemoryAcks(t *testing.T) { testAckStore(t, snapshots.NewMemoryAcks()) }
+func TestMemoryAcks(t *testing.T) { testAckStore(t, snapstore.NewMemoryAcks()) }
 
 func TestRedisAcks(t *testing.T) {
 	redistest.ForEachTopology(t, func(t *testing.T, d *redistest.Deployment) {
-		testAckStore(t, snapshots.NewRedisAcks(d.Client(t), "test"))
+		testAckStore(t, snapstore.NewRedisAcks(d.Client(t), "test"))
 	})
 }

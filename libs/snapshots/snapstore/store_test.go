@@ -1,18 +1,23 @@
-package snapshots_test
+package snapstore_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
+	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
+	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
+	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -170,7 +175,7 @@ func next(t *testing.T, ch <-chan snapshots.Change) snapshots.Change {
 
 func TestMemoryStore(t *testing.T) {
 	runContract(t, func(t *testing.T) snapshots.Store[*snapshotv1.OutputSnapshot] {
-		return snapshots.NewMemory(newOutput)
+		return snapstore.NewMemory(newOutput)
 	})
 }
 
@@ -180,7 +185,7 @@ func TestRedisStore(t *testing.T) {
 		n := 0
 		runContract(t, func(t *testing.T) snapshots.Store[*snapshotv1.OutputSnapshot] {
 			n++ // a fresh install prefix keeps subtests apart
-			return snapshots.NewRedis(client, "test"+string(rune('a'+n)), snapshots.Outputs, newOutput)
+			return snapstore.NewRedis(client, "test"+string(rune('a'+n)), snapshots.Outputs, newOutput)
 		})
 	})
 }
@@ -189,9 +194,9 @@ func TestWriteThroughSurvivesRedisOutage(t *testing.T) {
 	ctx := t.Context()
 	srv := redistest.Start(t)
 	client := srv.Client(t)
-	remote := snapshots.NewRedis(client, "wt", snapshots.Outputs, newOutput)
+	remote := snapstore.NewRedis(client, "wt", snapshots.Outputs, newOutput)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	wt := snapshots.NewWriteThrough[*snapshotv1.OutputSnapshot](remote, snapshots.NewMemory(newOutput), log)
+	wt := snapstore.NewWriteThrough[*snapshotv1.OutputSnapshot](remote, snapstore.NewMemory(newOutput), log)
 
 	a := output("a", "x")
 	if err := wt.Put(ctx, "a", a.GetVersion(), a); err != nil {
@@ -235,12 +240,32 @@ func TestRedisGetEncoded(t *testing.T) {
 	redistest.ForEachTopology(t, testRedisGetEncoded)
 }
 
+// sealedInput is a sealed input snapshot of cluster with user resources
+// and labels (maps, whose encoding order varies).
+func sealedInput(cluster string) *snapshotv1.InputSnapshot {
+	s := &snapshotv1.InputSnapshot{Cluster: cluster}
+	for _, n := range []string{"b", "a"} {
+		s.Destinations = append(s.Destinations, &discoveryv1.Destination{
+			Metadata: &commonv1.ObjectMeta{Name: n, Namespace: "ns", Cluster: cluster},
+			Spec: &discoveryv1.DestinationSpec{Type: &discoveryv1.DestinationSpec_KubeService_{KubeService: &discoveryv1.DestinationSpec_KubeService{
+				Ref:    &commonv1.ClusterObjectRef{Name: n, Namespace: "ns", Cluster: cluster},
+				Labels: map[string]string{"app": "x", "b": "1", "c": "2", "d": "3"},
+			}}},
+		})
+	}
+	for i := range 2 {
+		s.TrafficPolicies = append(s.TrafficPolicies, &networkingv1.TrafficPolicy{Metadata: &commonv1.ObjectMeta{Name: fmt.Sprintf("tp%d", i), Namespace: "ns", Cluster: cluster}})
+	}
+	snapshots.SealInput(s)
+	return s
+}
+
 func testRedisGetEncoded(t *testing.T, d *redistest.Deployment) {
-	store := snapshots.NewRedis(d.Client(t), "test", snapshots.Inputs, func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
+	store := snapstore.NewRedis(d.Client(t), "test", snapshots.Inputs, func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} })
 	if _, err := store.GetEncoded(t.Context(), "east"); !errors.Is(err, snapshots.ErrNotFound) {
 		t.Fatalf("GetEncoded of nothing: %v, want ErrNotFound", err)
 	}
-	in := withUserResources(discovered("east", "east", "east"))
+	in := sealedInput("east")
 	if err := store.Put(t.Context(), "east", in.GetVersion(), in); err != nil {
 		t.Fatal(err)
 	}

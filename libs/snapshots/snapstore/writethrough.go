@@ -1,4 +1,4 @@
-package snapshots
+package snapstore
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshplane/meshplane/libs/snapshots"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -18,7 +19,7 @@ import (
 // Reads prefer the shared store (it holds what other replicas wrote) and
 // fall back to memory when it is unreachable.
 type WriteThrough[T proto.Message] struct {
-	remote Store[T]
+	remote snapshots.Store[T]
 	local  *Memory[T]
 	log    *slog.Logger
 
@@ -37,14 +38,14 @@ func (w *WriteThrough[T]) lockCluster(cluster string) func() {
 }
 
 // NewWriteThrough composes a shared store with a memory store.
-func NewWriteThrough[T proto.Message](remote Store[T], local *Memory[T], log *slog.Logger) *WriteThrough[T] {
+func NewWriteThrough[T proto.Message](remote snapshots.Store[T], local *Memory[T], log *slog.Logger) *WriteThrough[T] {
 	return &WriteThrough[T]{remote: remote, local: local, log: log, pending: map[string]string{}}
 }
 
 var (
-	_ Store[proto.Message]         = (*WriteThrough[proto.Message])(nil)
-	_ EncodedPutter[proto.Message] = (*WriteThrough[proto.Message])(nil)
-	_ EncodedGetter[proto.Message] = (*WriteThrough[proto.Message])(nil)
+	_ snapshots.Store[proto.Message]         = (*WriteThrough[proto.Message])(nil)
+	_ snapshots.EncodedPutter[proto.Message] = (*WriteThrough[proto.Message])(nil)
+	_ snapshots.EncodedGetter[proto.Message] = (*WriteThrough[proto.Message])(nil)
 )
 
 // Put never fails because the shared store is down.
@@ -55,17 +56,17 @@ func (w *WriteThrough[T]) Put(ctx context.Context, cluster, version string, v T)
 	if err != nil {
 		return err
 	}
-	return w.PutEncoded(ctx, cluster, Encoded[T]{Version: version, Value: v, Data: data})
+	return w.PutEncoded(ctx, cluster, snapshots.Encoded[T]{Version: version, Value: v, Data: data})
 }
 
 // PutEncoded is Put for a snapshot already encoded; both layers keep e.Data.
-func (w *WriteThrough[T]) PutEncoded(ctx context.Context, cluster string, e Encoded[T]) error {
+func (w *WriteThrough[T]) PutEncoded(ctx context.Context, cluster string, e snapshots.Encoded[T]) error {
 	unlock := w.lockCluster(cluster)
 	defer unlock()
 	if err := w.local.PutEncoded(ctx, cluster, e); err != nil {
 		return err
 	}
-	if err := PutEncoded(ctx, w.remote, cluster, e); err != nil {
+	if err := snapshots.PutEncoded(ctx, w.remote, cluster, e); err != nil {
 		w.mu.Lock()
 		w.pending[cluster] = e.Version
 		w.mu.Unlock()
@@ -87,12 +88,12 @@ func (w *WriteThrough[T]) isPending(cluster string) bool {
 	return ok
 }
 
-func (w *WriteThrough[T]) Get(ctx context.Context, cluster string) (Entry[T], error) {
+func (w *WriteThrough[T]) Get(ctx context.Context, cluster string) (snapshots.Entry[T], error) {
 	if w.isPending(cluster) {
 		return w.local.Get(ctx, cluster)
 	}
 	e, err := w.remote.Get(ctx, cluster)
-	if err == nil || errors.Is(err, ErrNotFound) && !w.hasLocal(cluster) {
+	if err == nil || errors.Is(err, snapshots.ErrNotFound) && !w.hasLocal(cluster) {
 		return e, err
 	}
 	return w.local.Get(ctx, cluster)
@@ -100,15 +101,15 @@ func (w *WriteThrough[T]) Get(ctx context.Context, cluster string) (Entry[T], er
 
 // GetEncoded is Get without decoding, where the layer read keeps the
 // encoding.
-func (w *WriteThrough[T]) GetEncoded(ctx context.Context, cluster string) (Encoded[T], error) {
+func (w *WriteThrough[T]) GetEncoded(ctx context.Context, cluster string) (snapshots.Encoded[T], error) {
 	if w.isPending(cluster) {
-		return GetEncoded[T](ctx, w.local, cluster)
+		return snapshots.GetEncoded[T](ctx, w.local, cluster)
 	}
-	e, err := GetEncoded(ctx, w.remote, cluster)
-	if err == nil || errors.Is(err, ErrNotFound) && !w.hasLocal(cluster) {
+	e, err := snapshots.GetEncoded(ctx, w.remote, cluster)
+	if err == nil || errors.Is(err, snapshots.ErrNotFound) && !w.hasLocal(cluster) {
 		return e, err
 	}
-	return GetEncoded[T](ctx, w.local, cluster)
+	return snapshots.GetEncoded[T](ctx, w.local, cluster)
 }
 
 func (w *WriteThrough[T]) hasLocal(cluster string) bool {
@@ -121,14 +122,14 @@ func (w *WriteThrough[T]) Version(ctx context.Context, cluster string) (string, 
 		return w.local.Version(ctx, cluster)
 	}
 	v, err := w.remote.Version(ctx, cluster)
-	if err == nil || errors.Is(err, ErrNotFound) && !w.hasLocal(cluster) {
+	if err == nil || errors.Is(err, snapshots.ErrNotFound) && !w.hasLocal(cluster) {
 		return v, err
 	}
 	return w.local.Version(ctx, cluster)
 }
 
 // List merges the shared store's entries with the ones only in memory.
-func (w *WriteThrough[T]) List(ctx context.Context) ([]Entry[T], error) {
+func (w *WriteThrough[T]) List(ctx context.Context) ([]snapshots.Entry[T], error) {
 	local, err := w.local.List(ctx)
 	if err != nil {
 		return nil, err
@@ -137,7 +138,7 @@ func (w *WriteThrough[T]) List(ctx context.Context) ([]Entry[T], error) {
 	if err != nil {
 		return local, nil
 	}
-	byCluster := map[string]Entry[T]{}
+	byCluster := map[string]snapshots.Entry[T]{}
 	for _, e := range remote {
 		byCluster[e.Cluster] = e
 	}
@@ -146,11 +147,11 @@ func (w *WriteThrough[T]) List(ctx context.Context) ([]Entry[T], error) {
 			byCluster[e.Cluster] = e
 		}
 	}
-	out := make([]Entry[T], 0, len(byCluster))
+	out := make([]snapshots.Entry[T], 0, len(byCluster))
 	for _, e := range byCluster {
 		out = append(out, e)
 	}
-	slices.SortFunc(out, func(a, b Entry[T]) int { return strings.Compare(a.Cluster, b.Cluster) })
+	slices.SortFunc(out, func(a, b snapshots.Entry[T]) int { return strings.Compare(a.Cluster, b.Cluster) })
 	return out, nil
 }
 
@@ -164,7 +165,7 @@ func (w *WriteThrough[T]) Delete(ctx context.Context, cluster string) error {
 	return w.remote.Delete(ctx, cluster)
 }
 
-func (w *WriteThrough[T]) Subscribe(ctx context.Context) (<-chan Change, error) {
+func (w *WriteThrough[T]) Subscribe(ctx context.Context) (<-chan snapshots.Change, error) {
 	return w.remote.Subscribe(ctx)
 }
 

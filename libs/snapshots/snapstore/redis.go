@@ -1,4 +1,4 @@
-package snapshots
+package snapstore
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/proto"
 )
@@ -38,14 +39,14 @@ func (r *Redis[T]) WithDurability(d Durability) *Redis[T] {
 }
 
 // NewRedis returns a store of kind for install.
-func NewRedis[T proto.Message](client redis.UniversalClient, install string, kind Kind, newT func() T) *Redis[T] {
+func NewRedis[T proto.Message](client redis.UniversalClient, install string, kind snapshots.Kind, newT func() T) *Redis[T] {
 	return &Redis[T]{client: client, newT: newT, base: fmt.Sprintf("meshplane:{%s}:%s", install, kind)}
 }
 
 var (
-	_ Store[proto.Message]         = (*Redis[proto.Message])(nil)
-	_ EncodedPutter[proto.Message] = (*Redis[proto.Message])(nil)
-	_ EncodedGetter[proto.Message] = (*Redis[proto.Message])(nil)
+	_ snapshots.Store[proto.Message]         = (*Redis[proto.Message])(nil)
+	_ snapshots.EncodedPutter[proto.Message] = (*Redis[proto.Message])(nil)
+	_ snapshots.EncodedGetter[proto.Message] = (*Redis[proto.Message])(nil)
 )
 
 func (r *Redis[T]) key(cluster string) string { return r.base + ":" + cluster }
@@ -56,11 +57,11 @@ func (r *Redis[T]) Put(ctx context.Context, cluster, version string, v T) error 
 	if err != nil {
 		return fmt.Errorf("encode snapshot of cluster %q: %w", cluster, err)
 	}
-	return r.PutEncoded(ctx, cluster, Encoded[T]{Version: version, Value: v, Data: b})
+	return r.PutEncoded(ctx, cluster, snapshots.Encoded[T]{Version: version, Value: v, Data: b})
 }
 
 // PutEncoded stores e by its encoding.
-func (r *Redis[T]) PutEncoded(ctx context.Context, cluster string, e Encoded[T]) error {
+func (r *Redis[T]) PutEncoded(ctx context.Context, cluster string, e snapshots.Encoded[T]) error {
 	err := r.durable.Write(ctx, r.client, r.key(cluster), func(c redis.Cmdable) error {
 		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			return r.putTx(ctx, p, cluster, e)
@@ -74,7 +75,7 @@ func (r *Redis[T]) PutEncoded(ctx context.Context, cluster string, e Encoded[T])
 }
 
 // putTx queues the writes of PutEncoded in a transaction.
-func (r *Redis[T]) putTx(ctx context.Context, p redis.Pipeliner, cluster string, e Encoded[T]) error {
+func (r *Redis[T]) putTx(ctx context.Context, p redis.Pipeliner, cluster string, e snapshots.Encoded[T]) error {
 	if e.Table != nil {
 		p.HSet(ctx, r.key(cluster), "version", e.Version, "data", e.Data, "table", e.Table)
 	} else {
@@ -87,33 +88,33 @@ func (r *Redis[T]) putTx(ctx context.Context, p redis.Pipeliner, cluster string,
 	return nil
 }
 
-func (r *Redis[T]) Get(ctx context.Context, cluster string) (Entry[T], error) {
+func (r *Redis[T]) Get(ctx context.Context, cluster string) (snapshots.Entry[T], error) {
 	e, err := r.GetEncoded(ctx, cluster)
 	if err != nil {
-		return Entry[T]{}, err
+		return snapshots.Entry[T]{}, err
 	}
 	v, err := decode(r.newT, cluster, e.Data)
 	if err != nil {
-		return Entry[T]{}, err
+		return snapshots.Entry[T]{}, err
 	}
-	return Entry[T]{Cluster: cluster, Version: e.Version, Value: v}, nil
+	return snapshots.Entry[T]{Cluster: cluster, Version: e.Version, Value: v}, nil
 }
 
 // GetEncoded returns the stored bytes of the cluster's snapshot.
-func (r *Redis[T]) GetEncoded(ctx context.Context, cluster string) (Encoded[T], error) {
+func (r *Redis[T]) GetEncoded(ctx context.Context, cluster string) (snapshots.Encoded[T], error) {
 	vals, err := r.client.HMGet(ctx, r.key(cluster), "version", "data", "table").Result()
 	if err != nil {
-		return Encoded[T]{}, fmt.Errorf("read snapshot of cluster %q from redis: %w", cluster, err)
+		return snapshots.Encoded[T]{}, fmt.Errorf("read snapshot of cluster %q from redis: %w", cluster, err)
 	}
 	version, _ := vals[0].(string)
 	data, _ := vals[1].(string)
 	if version == "" {
-		return Encoded[T]{}, ErrNotFound
+		return snapshots.Encoded[T]{}, snapshots.ErrNotFound
 	}
 	// The reply's strings are the bytes, not copied: Data and Table are
 	// read only (Encoded), and a copy of a 14 MB output costs as much as
 	// reading it.
-	e := Encoded[T]{Version: version, Data: stringBytes(data)}
+	e := snapshots.Encoded[T]{Version: version, Data: stringBytes(data)}
 	if table, ok := vals[2].(string); ok {
 		e.Table = stringBytes(table)
 	}
@@ -123,7 +124,7 @@ func (r *Redis[T]) GetEncoded(ctx context.Context, cluster string) (Encoded[T], 
 func (r *Redis[T]) Version(ctx context.Context, cluster string) (string, error) {
 	v, err := r.client.HGet(ctx, r.key(cluster), "version").Result()
 	if errors.Is(err, redis.Nil) {
-		return "", ErrNotFound
+		return "", snapshots.ErrNotFound
 	}
 	if err != nil {
 		return "", fmt.Errorf("read version of cluster %q from redis: %w", cluster, err)
@@ -131,16 +132,16 @@ func (r *Redis[T]) Version(ctx context.Context, cluster string) (string, error) 
 	return v, nil
 }
 
-func (r *Redis[T]) List(ctx context.Context) ([]Entry[T], error) {
+func (r *Redis[T]) List(ctx context.Context) ([]snapshots.Entry[T], error) {
 	clusters, err := r.client.SMembers(ctx, r.base).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list snapshots in redis: %w", err)
 	}
 	slices.SortFunc(clusters, strings.Compare)
-	out := make([]Entry[T], 0, len(clusters))
+	out := make([]snapshots.Entry[T], 0, len(clusters))
 	for _, c := range clusters {
 		e, err := r.Get(ctx, c)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, snapshots.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -170,13 +171,13 @@ func (r *Redis[T]) Delete(ctx context.Context, cluster string) error {
 // Subscribe delivers changes published by any replica. Every (re)subscription
 // to Redis is delivered as a Resync, because notices published while the
 // connection was down are lost.
-func (r *Redis[T]) Subscribe(ctx context.Context) (<-chan Change, error) {
+func (r *Redis[T]) Subscribe(ctx context.Context) (<-chan snapshots.Change, error) {
 	return subscribeRedis(ctx, r.client, r.channel())
 }
 
 // subscribeRedis follows a channel of "<cluster> <version>" notices. Every
 // (re)subscription is delivered as a Resync.
-func subscribeRedis(ctx context.Context, client redis.UniversalClient, channel string) (<-chan Change, error) {
+func subscribeRedis(ctx context.Context, client redis.UniversalClient, channel string) (<-chan snapshots.Change, error) {
 	ps := client.Subscribe(ctx, channel)
 	// Wait for the first confirmation so that the caller knows that changes
 	// after this call are seen.
@@ -184,8 +185,8 @@ func subscribeRedis(ctx context.Context, client redis.UniversalClient, channel s
 		ps.Close()
 		return nil, fmt.Errorf("subscribe to %s: %w", channel, err)
 	}
-	out := make(chan Change, subscriberBuffer)
-	backoff := Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+	out := make(chan snapshots.Change, subscriberBuffer)
+	backoff := snapshots.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 	go func() {
 		// Receive does not watch ctx; closing the connection unblocks it.
 		<-ctx.Done()
@@ -210,13 +211,13 @@ func subscribeRedis(ctx context.Context, client redis.UniversalClient, channel s
 				continue
 			}
 			backoff.Reset()
-			var c Change
+			var c snapshots.Change
 			switch m := msg.(type) {
 			case *redis.Subscription:
-				c = Change{Resync: true}
+				c = snapshots.Change{Resync: true}
 			case *redis.Message:
 				cluster, version, _ := strings.Cut(m.Payload, " ")
-				c = Change{Cluster: cluster, Version: version, Deleted: version == ""}
+				c = snapshots.Change{Cluster: cluster, Version: version, Deleted: version == ""}
 			default:
 				continue
 			}

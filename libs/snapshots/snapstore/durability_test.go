@@ -1,4 +1,4 @@
-package snapshots_test
+package snapstore_test
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 )
 
 // With Durability, a snapshot, a delete or an ack that no replica holds
@@ -20,9 +21,9 @@ func TestWritesWaitForReplicas(t *testing.T) {
 	d := redistest.StartDeployment(t, redistest.Sentinel)
 	ctx := t.Context()
 	client := d.Client(t)
-	durable := snapshots.Durability{Replicas: 1, Timeout: 300 * time.Millisecond}
-	store := snapshots.NewRedis(client, "prod", snapshots.Outputs, newOutput).WithDurability(durable)
-	acks := snapshots.NewRedisAcks(client, "prod").WithDurability(durable)
+	durable := snapstore.Durability{Replicas: 1, Timeout: 300 * time.Millisecond}
+	store := snapstore.NewRedis(client, "prod", snapshots.Outputs, newOutput).WithDurability(durable)
+	acks := snapstore.NewRedisAcks(client, "prod").WithDurability(durable)
 	first := output("east", "reviews")
 	if err := store.Put(ctx, "east", first.GetVersion(), first); err != nil {
 		t.Fatalf("put with replicas up: %v", err)
@@ -56,7 +57,7 @@ func TestWritesWaitForReplicas(t *testing.T) {
 
 	// Through the write-through store the put is accepted, kept
 	// pending, and written again once a replica is back.
-	wt := snapshots.NewWriteThrough(store, snapshots.NewMemory(newOutput), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	wt := snapstore.NewWriteThrough(store, snapstore.NewMemory(newOutput), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	third := output("east", "details")
 	if err := wt.Put(ctx, "east", third.GetVersion(), third); err != nil {
 		t.Fatalf("write-through put: %v", err)

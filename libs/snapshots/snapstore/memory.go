@@ -1,4 +1,4 @@
-package snapshots
+package snapstore
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/meshplane/meshplane/libs/snapshots"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -30,7 +31,7 @@ type memEntry struct {
 }
 
 type memSub struct {
-	ch     chan Change
+	ch     chan snapshots.Change
 	missed bool
 }
 
@@ -41,9 +42,9 @@ func NewMemory[T proto.Message](newT func() T) *Memory[T] {
 }
 
 var (
-	_ Store[proto.Message]         = (*Memory[proto.Message])(nil)
-	_ EncodedPutter[proto.Message] = (*Memory[proto.Message])(nil)
-	_ EncodedGetter[proto.Message] = (*Memory[proto.Message])(nil)
+	_ snapshots.Store[proto.Message]         = (*Memory[proto.Message])(nil)
+	_ snapshots.EncodedPutter[proto.Message] = (*Memory[proto.Message])(nil)
+	_ snapshots.EncodedGetter[proto.Message] = (*Memory[proto.Message])(nil)
 )
 
 func (m *Memory[T]) Put(ctx context.Context, cluster, version string, v T) error {
@@ -51,43 +52,43 @@ func (m *Memory[T]) Put(ctx context.Context, cluster, version string, v T) error
 	if err != nil {
 		return err
 	}
-	return m.PutEncoded(ctx, cluster, Encoded[T]{Version: version, Value: v, Data: b})
+	return m.PutEncoded(ctx, cluster, snapshots.Encoded[T]{Version: version, Value: v, Data: b})
 }
 
 // PutEncoded stores e by its encoding, which it keeps without copying:
 // the encoding must not change afterwards.
-func (m *Memory[T]) PutEncoded(_ context.Context, cluster string, e Encoded[T]) error {
+func (m *Memory[T]) PutEncoded(_ context.Context, cluster string, e snapshots.Encoded[T]) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.data[cluster] = memEntry{version: e.Version, data: e.Data, table: e.Table}
-	m.notifyLocked(Change{Cluster: cluster, Version: e.Version})
+	m.notifyLocked(snapshots.Change{Cluster: cluster, Version: e.Version})
 	return nil
 }
 
-func (m *Memory[T]) Get(_ context.Context, cluster string) (Entry[T], error) {
+func (m *Memory[T]) Get(_ context.Context, cluster string) (snapshots.Entry[T], error) {
 	m.mu.RLock()
 	e, ok := m.data[cluster]
 	m.mu.RUnlock()
 	if !ok {
-		return Entry[T]{}, ErrNotFound
+		return snapshots.Entry[T]{}, snapshots.ErrNotFound
 	}
 	v, err := decode(m.newT, cluster, e.data)
 	if err != nil {
-		return Entry[T]{}, err
+		return snapshots.Entry[T]{}, err
 	}
-	return Entry[T]{Cluster: cluster, Version: e.version, Value: v}, nil
+	return snapshots.Entry[T]{Cluster: cluster, Version: e.version, Value: v}, nil
 }
 
 // GetEncoded returns the kept encoding of the cluster's snapshot, shared:
 // nobody may modify it.
-func (m *Memory[T]) GetEncoded(_ context.Context, cluster string) (Encoded[T], error) {
+func (m *Memory[T]) GetEncoded(_ context.Context, cluster string) (snapshots.Encoded[T], error) {
 	m.mu.RLock()
 	e, ok := m.data[cluster]
 	m.mu.RUnlock()
 	if !ok {
-		return Encoded[T]{}, ErrNotFound
+		return snapshots.Encoded[T]{}, snapshots.ErrNotFound
 	}
-	return Encoded[T]{Version: e.version, Data: e.data, Table: e.table}, nil
+	return snapshots.Encoded[T]{Version: e.version, Data: e.data, Table: e.table}, nil
 }
 
 func (m *Memory[T]) Version(_ context.Context, cluster string) (string, error) {
@@ -95,12 +96,12 @@ func (m *Memory[T]) Version(_ context.Context, cluster string) (string, error) {
 	defer m.mu.RUnlock()
 	e, ok := m.data[cluster]
 	if !ok {
-		return "", ErrNotFound
+		return "", snapshots.ErrNotFound
 	}
 	return e.version, nil
 }
 
-func (m *Memory[T]) List(ctx context.Context) ([]Entry[T], error) {
+func (m *Memory[T]) List(ctx context.Context) ([]snapshots.Entry[T], error) {
 	m.mu.RLock()
 	clusters := make([]string, 0, len(m.data))
 	for c := range m.data {
@@ -108,10 +109,10 @@ func (m *Memory[T]) List(ctx context.Context) ([]Entry[T], error) {
 	}
 	m.mu.RUnlock()
 	slices.SortFunc(clusters, strings.Compare)
-	out := make([]Entry[T], 0, len(clusters))
+	out := make([]snapshots.Entry[T], 0, len(clusters))
 	for _, c := range clusters {
 		e, err := m.Get(ctx, c)
-		if err == ErrNotFound {
+		if err == snapshots.ErrNotFound {
 			continue
 		}
 		if err != nil {
@@ -129,12 +130,12 @@ func (m *Memory[T]) Delete(_ context.Context, cluster string) error {
 		return nil
 	}
 	delete(m.data, cluster)
-	m.notifyLocked(Change{Cluster: cluster, Deleted: true})
+	m.notifyLocked(snapshots.Change{Cluster: cluster, Deleted: true})
 	return nil
 }
 
-func (m *Memory[T]) Subscribe(ctx context.Context) (<-chan Change, error) {
-	s := &memSub{ch: make(chan Change, subscriberBuffer)}
+func (m *Memory[T]) Subscribe(ctx context.Context) (<-chan snapshots.Change, error) {
+	s := &memSub{ch: make(chan snapshots.Change, subscriberBuffer)}
 	m.mu.Lock()
 	m.subs[s] = struct{}{}
 	m.mu.Unlock()
@@ -150,11 +151,11 @@ func (m *Memory[T]) Subscribe(ctx context.Context) (<-chan Change, error) {
 
 // notifyLocked never blocks: a subscriber whose buffer is full gets one
 // Resync once it has room, instead of stalling every writer.
-func (m *Memory[T]) notifyLocked(c Change) {
+func (m *Memory[T]) notifyLocked(c snapshots.Change) {
 	for s := range m.subs {
 		if s.missed {
 			select {
-			case s.ch <- Change{Resync: true}:
+			case s.ch <- snapshots.Change{Resync: true}:
 				s.missed = false
 			default:
 				continue

@@ -1,4 +1,4 @@
-package snapshots_test
+package snapstore_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshplane/meshplane/libs/redistest"
 	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
 )
 
 // The services' Redis client carries on after the primary it wrote to
@@ -24,7 +25,7 @@ func TestRedisClientFollowsFailover(t *testing.T) {
 	for _, topology := range []redistest.Topology{redistest.Sentinel, redistest.Cluster} {
 		t.Run(string(topology), func(t *testing.T) {
 			d := redistest.StartDeployment(t, topology)
-			o := snapshots.NewRedisOptions()
+			o := snapstore.NewRedisOptions()
 			o.Addrs, o.MasterName = strings.Join(d.Addrs(), ","), d.MasterName()
 			c, err := o.NewClient(nil)
 			if err != nil {
@@ -82,19 +83,19 @@ func writeAll(ctx context.Context, c redis.UniversalClient) error {
 func TestRedisOptionsSelectTopology(t *testing.T) {
 	tests := []struct {
 		name    string
-		opts    snapshots.RedisOptions
+		opts    snapstore.RedisOptions
 		wantErr string
 		want    string // the client's type
 	}{
-		{name: "one address is standalone", opts: snapshots.RedisOptions{Addrs: "r:6379"}, want: "*redis.Client"},
-		{name: "a master name is Sentinel", opts: snapshots.RedisOptions{Addrs: "s1:26379,s2:26379", MasterName: "m"}, want: "*redis.Client"},
-		{name: "several addresses are a cluster", opts: snapshots.RedisOptions{Addrs: "a:6379,b:6379"}, want: "*redis.ClusterClient"},
-		{name: "--redis-cluster with one address", opts: snapshots.RedisOptions{Addrs: "c:6379", Cluster: true}, want: "*redis.ClusterClient"},
-		{name: "a database on a cluster", opts: snapshots.RedisOptions{Addrs: "a:6379,b:6379", DB: 3}, wantErr: "--redis-db must be 0 with Redis Cluster"},
-		{name: "a database with --redis-cluster", opts: snapshots.RedisOptions{Addrs: "c:6379", Cluster: true, DB: 1}, wantErr: "--redis-db must be 0"},
-		{name: "Sentinel and cluster", opts: snapshots.RedisOptions{Addrs: "c:6379", Cluster: true, MasterName: "m"}, wantErr: "exclude each other"},
-		{name: "a database with Sentinel", opts: snapshots.RedisOptions{Addrs: "s1:26379,s2:26379", MasterName: "m", DB: 2}, want: "*redis.Client"},
-		{name: "negative replicas to wait for", opts: snapshots.RedisOptions{Addrs: "r:6379", WaitReplicas: -1}, wantErr: "--redis-wait-replicas"},
+		{name: "one address is standalone", opts: snapstore.RedisOptions{Addrs: "r:6379"}, want: "*redis.Client"},
+		{name: "a master name is Sentinel", opts: snapstore.RedisOptions{Addrs: "s1:26379,s2:26379", MasterName: "m"}, want: "*redis.Client"},
+		{name: "several addresses are a cluster", opts: snapstore.RedisOptions{Addrs: "a:6379,b:6379"}, want: "*redis.ClusterClient"},
+		{name: "--redis-cluster with one address", opts: snapstore.RedisOptions{Addrs: "c:6379", Cluster: true}, want: "*redis.ClusterClient"},
+		{name: "a database on a cluster", opts: snapstore.RedisOptions{Addrs: "a:6379,b:6379", DB: 3}, wantErr: "--redis-db must be 0 with Redis Cluster"},
+		{name: "a database with --redis-cluster", opts: snapstore.RedisOptions{Addrs: "c:6379", Cluster: true, DB: 1}, wantErr: "--redis-db must be 0"},
+		{name: "Sentinel and cluster", opts: snapstore.RedisOptions{Addrs: "c:6379", Cluster: true, MasterName: "m"}, wantErr: "exclude each other"},
+		{name: "a database with Sentinel", opts: snapstore.RedisOptions{Addrs: "s1:26379,s2:26379", MasterName: "m", DB: 2}, want: "*redis.Client"},
+		{name: "negative replicas to wait for", opts: snapstore.RedisOptions{Addrs: "r:6379", WaitReplicas: -1}, wantErr: "--redis-wait-replicas"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,7 +140,7 @@ func TestValidateInstall(t *testing.T) {
 // log as JSON, not as plain text on stderr.
 func TestRedisClientLogsThroughSlog(t *testing.T) {
 	var buf syncBuffer
-	o := snapshots.NewRedisOptions()
+	o := snapstore.NewRedisOptions()
 	o.Addrs = "127.0.0.1:1" // nothing listens
 	c, err := o.NewClient(slog.New(slog.NewJSONHandler(&buf, nil)))
 	if err != nil {
