@@ -298,12 +298,14 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 	// The gateway detection of Settings reaches discovery through the
 	// output snapshots.
 	detection := app.NewGatewayDetection()
-	pusher := app.NewPusher(id, reader, relay, a.metrics, a.log, a.cfg.Debounce,
-		app.WithGatewayDetection(detection), app.WithGatewayDetectionWait(a.cfg.GatewayDetectionWait))
+	var failover []app.PushTarget
 	for _, ic := range ingests[1:] {
 		// Only its push stream is used: watches and acks go through relay.
-		pusher.FailOverTo(connectrpc.NewRelay(ic, dists, platform.Version))
+		failover = append(failover, connectrpc.NewRelay(ic, dists, platform.Version))
 	}
+	pusher := app.NewPusher(id, reader, relay, a.metrics, a.log, a.cfg.Debounce,
+		app.WithGatewayDetection(detection), app.WithGatewayDetectionWait(a.cfg.GatewayDetectionWait),
+		app.WithFailoverTo(failover...))
 	if !lead.raft {
 		admin.setReady(true)
 	}

@@ -73,10 +73,10 @@ func WithGatewayDetectionWait(d time.Duration) PusherOption {
 	return func(p *Pusher) { p.detectionWait = d }
 }
 
-// FailOverTo adds ingest replicas to move to, in turn, when the stream to
-// the current one fails. Call it before Run.
-func (p *Pusher) FailOverTo(more ...PushTarget) {
-	p.targets = append(p.targets, more...)
+// WithFailoverTo adds ingest replicas to move to, in turn, when the
+// stream to the current one fails.
+func WithFailoverTo(more ...PushTarget) PusherOption {
+	return func(p *Pusher) { p.targets = append(p.targets, more...) }
 }
 
 // AckedVersion returns the version ingest last acknowledged.
