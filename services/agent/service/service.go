@@ -277,8 +277,7 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 	if len(dists) == 0 {
 		return fmt.Errorf("no distribution address in %q", a.cfg.addr(a.cfg.DistributionAddr))
 	}
-	relay := connectrpc.NewRelay(ingests[0], dists, platform.Version)
-	relay.SetDeltas(a.cfg.Deltas, a.deltas.observe)
+	relay := connectrpc.NewRelay(ingests[0], dists, platform.Version, connectrpc.WithDeltas(a.cfg.Deltas, a.deltas.observe))
 
 	reader, err := kubeadapter.NewReader(ctx, clients, kubeadapter.Options{
 		Cluster: a.cfg.Cluster,
@@ -296,22 +295,17 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 		Cluster: a.cfg.Cluster, AgentVersion: platform.Version, Replica: a.cfg.Replica,
 		Namespace: a.cfg.Namespace, ClusterDomain: a.cfg.ClusterDomain, Install: a.cfg.Install,
 	}
-	pusher := app.NewPusher(id, reader, relay, a.metrics, a.log, a.cfg.Debounce)
 	// The gateway detection of Settings reaches discovery through the
 	// output snapshots.
 	detection := app.NewGatewayDetection()
-	pusher.SetGatewayDetection(detection)
-	pusher.SetGatewayDetectionWait(a.cfg.GatewayDetectionWait)
+	var failover []app.PushTarget
 	for _, ic := range ingests[1:] {
 		// Only its push stream is used: watches and acks go through relay.
-		pusher.FailOverTo(connectrpc.NewRelay(ic, dists, platform.Version))
+		failover = append(failover, connectrpc.NewRelay(ic, dists, platform.Version))
 	}
-	syncer := app.NewSyncer(relay, kubeadapter.NewApplier(clients.Metadata, mapper, a.cfg.Install, a.cfg.Cluster), a.metrics, a.log)
-	syncer.SetApplyOptions(app.ApplyOptions{Install: a.cfg.Install, Cluster: a.cfg.Cluster, Workers: a.cfg.ApplyWorkers})
-	syncer.SetStatusWriter(kubeadapter.NewStatusWriter(dyn, mapper))
-	syncer.SetLeadership(lead)
-	syncer.SetEnvoyConfigReplicator(lead.replicator)
-	syncer.SetGatewayDetection(detection)
+	pusher := app.NewPusher(id, reader, relay, a.metrics, a.log, a.cfg.Debounce,
+		app.WithGatewayDetection(detection), app.WithGatewayDetectionWait(a.cfg.GatewayDetectionWait),
+		app.WithFailoverTo(failover...))
 	if !lead.raft {
 		admin.setReady(true)
 	}
@@ -343,8 +337,15 @@ func (a *Agent) runLeader(ctx context.Context, admin *adminServer, lead *leaders
 			GatewayDetection: detection, Discovery: disco,
 		},
 	)
-	syncer.SetCACerts(caCerts)
 	admin.setCACerts(caCerts.Status)
+	syncer := app.NewSyncer(relay, kubeadapter.NewApplier(clients.Metadata, mapper, a.cfg.Install, a.cfg.Cluster), a.metrics, a.log,
+		app.WithApplyOptions(app.ApplyOptions{Install: a.cfg.Install, Cluster: a.cfg.Cluster, Workers: a.cfg.ApplyWorkers}),
+		app.WithStatusWriter(kubeadapter.NewStatusWriter(dyn, mapper)),
+		app.WithLeadership(lead),
+		app.WithEnvoyConfigReplicator(lead.replicator),
+		app.WithGatewayDetectorSink(detection),
+		app.WithCACerts(caCerts),
+	)
 
 	return platform.RunAll(ctx, pusher.Run, syncer.Run, renew, caCerts.Run)
 }

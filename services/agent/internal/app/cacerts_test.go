@@ -606,8 +606,7 @@ func TestSyncerHandsIssuedCertificatesToCACerts(t *testing.T) {
 	f := newCAFixture(t)
 	f.store.secrets[secretKey{"istio-system", "cacerts"}] = StoredSecret{Owned: false, ResourceVersion: "1"}
 	relay := newFakeRelay()
-	s := NewSyncer(relay, newFakeApplier(), nil, testLogger(t))
-	s.SetCACerts(f.m)
+	s := NewSyncer(relay, newFakeApplier(), nil, testLogger(t), WithCACerts(f.m))
 	snap := &snapshotv1.OutputSnapshot{Cluster: "east", Objects: []*snapshotv1.Object{object("DestinationRule", "reviews")},
 		IssuedCertificates: []*snapshotv1.IssuedCertificate{issuedCert("istio-system", "root-1")}}
 	snapshots.SealOutput(snap)
@@ -641,8 +640,7 @@ func TestSyncerReacksWhenCACertsResultsChange(t *testing.T) {
 	f := newCAFixture(t)
 	f.store.secrets[secretKey{"istio-system", "cacerts"}] = StoredSecret{Owned: false, ResourceVersion: "1"}
 	relay := newFakeRelay()
-	s := NewSyncer(relay, newFakeApplier(), nil, testLogger(t))
-	s.SetCACerts(f.m)
+	s := NewSyncer(relay, newFakeApplier(), nil, testLogger(t), WithCACerts(f.m))
 	stream := newFakeWatchStream()
 	relay.watchStreams <- stream
 	stop := runSyncer(t, s)

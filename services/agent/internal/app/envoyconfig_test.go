@@ -21,8 +21,7 @@ func (r *recordingEnvoySink) SetEnvoyConfig(c EnvoyConfig) {
 
 func TestSyncerHandsTheEnvoyConfigOn(t *testing.T) {
 	sink := &recordingEnvoySink{}
-	s := NewSyncer(newFakeRelay(), newFakeApplier(), nil, testLogger(t))
-	s.SetEnvoyConfigReplicator(LocalEnvoyConfig{Sink: sink})
+	s := NewSyncer(newFakeRelay(), newFakeApplier(), nil, testLogger(t), WithEnvoyConfigReplicator(LocalEnvoyConfig{Sink: sink}))
 	snap := output(object("VirtualService", "reviews"))
 	snap.WasmFilters = []*snapshotv1.WasmFilterConfig{{Name: "meshplane.bookinfo.p.f", Url: "https://example.com/f.wasm"}}
 	snap.AccessLogPolicies = []*snapshotv1.AccessLogPolicyConfig{{Policy: &commonv1.ObjectRef{Namespace: "bookinfo", Name: "errors"}}}

@@ -22,8 +22,7 @@ func corpDetector() *settingsv1.SettingsSpec_DiscoverySettings_GatewayDetector {
 
 func TestSyncerHandsTheGatewayDetectorOn(t *testing.T) {
 	g := NewGatewayDetection()
-	s := NewSyncer(newFakeRelay(), newFakeApplier(), nil, testLogger(t))
-	s.SetGatewayDetection(g)
+	s := NewSyncer(newFakeRelay(), newFakeApplier(), nil, testLogger(t), WithGatewayDetectorSink(g))
 
 	snap := output(object("VirtualService", "reviews"))
 	snap.GatewayDetector = corpDetector()
@@ -99,8 +98,7 @@ func TestPusherDiscoversAgainWithTheGatewayDetector(t *testing.T) {
 	stream := newFakePushStream()
 	relay.pushStreams <- stream
 	g := NewGatewayDetection()
-	p := NewPusher(eastID, reader, relay, nil, testLogger(t), 0)
-	p.SetGatewayDetection(g)
+	p := NewPusher(eastID, reader, relay, nil, testLogger(t), 0, WithGatewayDetection(g))
 	stop := runPusher(t, p)
 
 	first := receive(t, stream.sent, 5*time.Second, "the first push")
@@ -156,17 +154,14 @@ func testPusherFirstPushWaitsForTheGatewayDetector(t *testing.T) {
 		relay := newFakeRelay()
 		stream := newFakePushStream()
 		relay.pushStreams <- stream
-		p := NewPusher(eastID, gatewayReader{newFakeReader()}, relay, nil, testLogger(t), 0)
-		p.SetGatewayDetection(g)
-		p.SetGatewayDetectionWait(wait)
+		p := NewPusher(eastID, gatewayReader{newFakeReader()}, relay, nil, testLogger(t), 0, WithGatewayDetection(g), WithGatewayDetectionWait(wait))
 		return stream, runPusher(t, p)
 	}
 
 	// A restart: the syncer finds objects it owns and learns nothing
 	// until an output is applied.
 	g := NewGatewayDetection()
-	s := NewSyncer(newFakeRelay(), newFakeApplier(keyOf("DestinationRule", "reviews")), nil, testLogger(t))
-	s.SetGatewayDetection(g)
+	s := NewSyncer(newFakeRelay(), newFakeApplier(keyOf("DestinationRule", "reviews")), nil, testLogger(t), WithGatewayDetectorSink(g))
 	if err := s.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -189,8 +184,7 @@ func testPusherFirstPushWaitsForTheGatewayDetector(t *testing.T) {
 
 	// A cluster Meshplane never wrote to: nothing to wait for.
 	g = NewGatewayDetection()
-	s = NewSyncer(newFakeRelay(), newFakeApplier(), nil, testLogger(t))
-	s.SetGatewayDetection(g)
+	s = NewSyncer(newFakeRelay(), newFakeApplier(), nil, testLogger(t), WithGatewayDetectorSink(g))
 	if err := s.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}

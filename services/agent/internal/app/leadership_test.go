@@ -174,10 +174,9 @@ func TestSyncerApplyStopsBetweenObjectsOnLosingLeadership(t *testing.T) {
 	l.leader = true
 	applier := newFakeApplier(keyOf("DestinationRule", "stale"))
 	relay := newFakeRelay()
-	s := NewSyncer(relay, losingApplier{applier, l}, nil, testLogger(t))
-	// One worker: with more, each stops after the object it is writing.
-	s.SetApplyOptions(ApplyOptions{Workers: 1})
-	s.SetLeadership(l)
+	s := NewSyncer(relay, losingApplier{applier, l}, nil, testLogger(t),
+		// One worker: with more, each stops after the object it is writing.
+		WithApplyOptions(ApplyOptions{Workers: 1}), WithLeadership(l))
 	if s.Apply(t.Context(), output(object("VirtualService", "a"), object("VirtualService", "b"))) {
 		t.Fatal("Apply reported success after losing leadership")
 	}
@@ -203,8 +202,7 @@ func TestSyncerApplyNeedsConfirmedLeadership(t *testing.T) {
 	l.leader = true
 	l.verifyErr = errors.New("no quorum")
 	applier := newFakeApplier()
-	s := NewSyncer(newFakeRelay(), applier, nil, testLogger(t))
-	s.SetLeadership(l)
+	s := NewSyncer(newFakeRelay(), applier, nil, testLogger(t), WithLeadership(l))
 	if s.Apply(t.Context(), output(object("VirtualService", "a"))) {
 		t.Fatal("Apply reported success without confirmed leadership")
 	}

@@ -41,31 +41,42 @@ type Pusher struct {
 	acked string
 }
 
-// SetGatewayDetection makes the pusher discover with the gateway detector
-// g holds, and discover again when it changes. Call it before Run.
-func (p *Pusher) SetGatewayDetection(g *GatewayDetection) { p.detection = g }
+// NewPusher returns a pusher. debounce is how long a burst of changes may
+// settle before a snapshot is built.
+func NewPusher(id domain.Identity, reader ClusterReader, relay PushTarget, metrics Metrics, log *slog.Logger, debounce time.Duration, opts ...PusherOption) *Pusher {
+	if metrics == nil {
+		metrics = NopMetrics{}
+	}
+	p := &Pusher{id: id, reader: reader, targets: []PushTarget{relay}, metrics: metrics, log: log, debounce: debounce}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
 
-// SetGatewayDetectionWait makes the first push wait up to d until the
+// PusherOption sets an optional setting or collaborator of a Pusher.
+type PusherOption func(*Pusher)
+
+// WithGatewayDetection makes the pusher discover with the gateway detector
+// g holds, and discover again when it changes.
+func WithGatewayDetection(g *GatewayDetection) PusherOption {
+	return func(p *Pusher) { p.detection = g }
+}
+
+// WithGatewayDetectionWait makes the first push wait up to d until the
 // gateway detection is known: after a restart, until the first output is
 // applied, so that discovery uses the Settings in force from the first
 // push. An agent that restarted would otherwise push its cluster without
 // the gateways only Settings find, and the routes of other clusters to
-// them would flap until its output came. Call it before Run.
-func (p *Pusher) SetGatewayDetectionWait(d time.Duration) { p.detectionWait = d }
-
-// NewPusher returns a pusher. debounce is how long a burst of changes may
-// settle before a snapshot is built.
-func NewPusher(id domain.Identity, reader ClusterReader, relay PushTarget, metrics Metrics, log *slog.Logger, debounce time.Duration) *Pusher {
-	if metrics == nil {
-		metrics = NopMetrics{}
-	}
-	return &Pusher{id: id, reader: reader, targets: []PushTarget{relay}, metrics: metrics, log: log, debounce: debounce}
+// them would flap until its output came.
+func WithGatewayDetectionWait(d time.Duration) PusherOption {
+	return func(p *Pusher) { p.detectionWait = d }
 }
 
-// FailOverTo adds ingest replicas to move to, in turn, when the stream to
-// the current one fails. Call it before Run.
-func (p *Pusher) FailOverTo(more ...PushTarget) {
-	p.targets = append(p.targets, more...)
+// WithFailoverTo adds ingest replicas to move to, in turn, when the
+// stream to the current one fails.
+func WithFailoverTo(more ...PushTarget) PusherOption {
+	return func(p *Pusher) { p.targets = append(p.targets, more...) }
 }
 
 // AckedVersion returns the version ingest last acknowledged.

@@ -20,8 +20,7 @@ func TestPusherFailsOverAcrossIngestAddresses(t *testing.T) {
 	a.pushStreams <- onA
 	a.pushStreams <- againA
 	b.pushStreams <- onB
-	p := NewPusher(eastID, reader, a, nil, testLogger(t), 0)
-	p.FailOverTo(b)
+	p := NewPusher(eastID, reader, a, nil, testLogger(t), 0, WithFailoverTo(b))
 	stop := runPusher(t, p)
 
 	s1 := receive(t, onA.sent, 5*time.Second, "the push to the first address")

@@ -27,8 +27,7 @@ func TestSyncerWritesStatuses(t *testing.T) {
 	applier := newFakeApplier()
 	relay := newFakeRelay()
 	writer := &fakeStatuses{fail: map[string]error{"broken": errors.New(`trafficpolicies "broken" is forbidden`)}}
-	s := NewSyncer(relay, applier, nil, testLogger(t))
-	s.SetStatusWriter(writer)
+	s := NewSyncer(relay, applier, nil, testLogger(t), WithStatusWriter(writer))
 	objs := []*snapshotv1.Object{object("DestinationRule", "reviews")}
 
 	// A failed status write is a REJECTED result naming the user's
@@ -82,8 +81,7 @@ func TestSyncerWritesStatuses(t *testing.T) {
 func TestSyncerRetriesSkippedStatuses(t *testing.T) {
 	relay := newFakeRelay()
 	writer := &fakeStatuses{outcome: StatusSkipped}
-	s := NewSyncer(relay, newFakeApplier(), nil, testLogger(t))
-	s.SetStatusWriter(writer)
+	s := NewSyncer(relay, newFakeApplier(), nil, testLogger(t), WithStatusWriter(writer))
 	v1 := withStatuses(nil, status("retries", 1, "ACCEPTED"))
 	for range 2 {
 		if !s.Apply(t.Context(), v1) {

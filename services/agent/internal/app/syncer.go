@@ -103,53 +103,72 @@ type ApplyOptions struct {
 const DefaultApplyWorkers = 16
 
 // NewSyncer returns a syncer.
-func NewSyncer(relay Relay, applier Applier, metrics Metrics, log *slog.Logger) *Syncer {
+func NewSyncer(relay Relay, applier Applier, metrics Metrics, log *slog.Logger, opts ...SyncerOption) *Syncer {
 	if metrics == nil {
 		metrics = NopMetrics{}
 	}
-	return &Syncer{
+	s := &Syncer{
 		relay: relay, applier: applier, metrics: metrics, log: log, written: map[statusKey]string{},
 		opts:    ApplyOptions{Install: snapshots.DefaultInstall, Workers: DefaultApplyWorkers},
 		desired: map[domain.ObjectID]*want{}, bySource: map[*snapshotv1.Object]*want{},
 		inCluster: map[domain.ObjectID]domain.Applied{}, pending: map[domain.ObjectID]struct{}{},
 		suspect: map[domain.ObjectID]string{},
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
-// SetApplyOptions sets the ownership labels' values and the number of
-// workers. Call it before Run.
-func (s *Syncer) SetApplyOptions(o ApplyOptions) {
-	if o.Workers <= 0 {
-		o.Workers = DefaultApplyWorkers
+// SyncerOption sets an optional setting or collaborator of a Syncer.
+type SyncerOption func(*Syncer)
+
+// WithApplyOptions sets the ownership labels' values and the number of
+// workers. A zero Workers keeps DefaultApplyWorkers, an empty Install
+// snapshots.DefaultInstall.
+func WithApplyOptions(o ApplyOptions) SyncerOption {
+	return func(s *Syncer) {
+		if o.Workers <= 0 {
+			o.Workers = DefaultApplyWorkers
+		}
+		if o.Install == "" {
+			o.Install = snapshots.DefaultInstall
+		}
+		s.opts = o
 	}
-	if o.Install == "" {
-		o.Install = snapshots.DefaultInstall
-	}
-	s.opts = o
 }
 
-// SetStatusWriter makes the syncer write the snapshots' statuses with w.
-// Without one, statuses are not written. Call it before Run.
-func (s *Syncer) SetStatusWriter(w StatusWriter) { s.statuses = w }
+// WithStatusWriter makes the syncer write the snapshots' statuses with w.
+// Without one, statuses are not written.
+func WithStatusWriter(w StatusWriter) SyncerOption {
+	return func(s *Syncer) { s.statuses = w }
+}
 
-// SetCACerts hands each applied snapshot's IssuedCertificates to m, and
-// adds m's conflicts and failures to the acknowledgements. Call it before
-// Run.
-func (s *Syncer) SetCACerts(m *CACerts) { s.cacerts = m }
+// WithCACerts hands each applied snapshot's IssuedCertificates to m, and
+// adds m's conflicts and failures to the acknowledgements.
+func WithCACerts(m *CACerts) SyncerOption {
+	return func(s *Syncer) { s.cacerts = m }
+}
 
-// SetEnvoyConfigReplicator hands each applied snapshot's EnvoyConfig (Wasm
+// WithEnvoyConfigReplicator hands each applied snapshot's EnvoyConfig (Wasm
 // filters, access-log policies) to r, which gets it to every replica's 9977
-// servers. Call it before Run.
-func (s *Syncer) SetEnvoyConfigReplicator(r EnvoyConfigReplicator) { s.envoy = r }
+// servers.
+func WithEnvoyConfigReplicator(r EnvoyConfigReplicator) SyncerOption {
+	return func(s *Syncer) { s.envoy = r }
+}
 
-// SetGatewayDetection hands each applied snapshot's gateway detector to
-// g, which the pusher discovers with. Call it before Run.
-func (s *Syncer) SetGatewayDetection(g *GatewayDetection) { s.detection = g }
+// WithGatewayDetectorSink hands each applied snapshot's gateway detector
+// to g, which the pusher discovers with (WithGatewayDetection).
+func WithGatewayDetectorSink(g *GatewayDetection) SyncerOption {
+	return func(s *Syncer) { s.detection = g }
+}
 
-// SetLeadership makes the syncer confirm leadership with a quorum before
+// WithLeadership makes the syncer confirm leadership with a quorum before
 // each apply and check it before each object, so that a replica that lost
-// leadership stops between objects. Call it before Run.
-func (s *Syncer) SetLeadership(l Leadership) { s.leadership = l }
+// leadership stops between objects.
+func WithLeadership(l Leadership) SyncerOption {
+	return func(s *Syncer) { s.leadership = l }
+}
 
 // leading reports whether the apply may go on.
 func (s *Syncer) leading(ctx context.Context) bool {

@@ -74,12 +74,6 @@ type Relay struct {
 	onDelta func(applied bool)
 }
 
-// SetDeltas sets whether watches ask for deltas (the default), and a
-// function told of each delta received: whether it checked out.
-func (r *Relay) SetDeltas(on bool, observe func(applied bool)) {
-	r.noDeltas, r.onDelta = !on, observe
-}
-
 var _ app.Relay = (*Relay)(nil)
 
 // IngestPushClient calls IngestService.Push with EncodedPushRequest (the
@@ -100,8 +94,22 @@ func NewIngestPushClient(httpClient connect.HTTPClient, baseURL string, opts ...
 }
 
 // NewRelay returns a relay over mTLS clients. dists must not be empty.
-func NewRelay(ingest *IngestPushClient, dists []distributionv1connect.DistributionServiceClient, agentVersion string) *Relay {
-	return &Relay{ingest: ingest, dists: dists, agentVersion: agentVersion}
+func NewRelay(ingest *IngestPushClient, dists []distributionv1connect.DistributionServiceClient, agentVersion string, opts ...RelayOption) *Relay {
+	r := &Relay{ingest: ingest, dists: dists, agentVersion: agentVersion}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// RelayOption sets an optional setting of a Relay.
+type RelayOption func(*Relay)
+
+// WithDeltas sets whether watches ask for deltas (without the option,
+// they do), and a function told of each delta received: whether it
+// checked out.
+func WithDeltas(on bool, observe func(applied bool)) RelayOption {
+	return func(r *Relay) { r.noDeltas, r.onDelta = !on, observe }
 }
 
 // order returns the indexes of dists starting with the current one.

@@ -90,8 +90,8 @@ func TestRelayAppliesAndChecksDeltas(t *testing.T) {
 
 	var mu sync.Mutex
 	outcomes := map[bool]int{}
-	relay := connectrpc.NewRelay(nil, []distributionv1connect.DistributionServiceClient{client}, "test")
-	relay.SetDeltas(true, func(applied bool) { mu.Lock(); outcomes[applied]++; mu.Unlock() })
+	relay := connectrpc.NewRelay(nil, []distributionv1connect.DistributionServiceClient{client}, "test",
+		connectrpc.WithDeltas(true, func(applied bool) { mu.Lock(); outcomes[applied]++; mu.Unlock() }))
 
 	receive := func(have string) (*snapshotv1.OutputSnapshot, error) {
 		t.Helper()

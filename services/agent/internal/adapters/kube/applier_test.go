@@ -347,8 +347,7 @@ spec: {host: reviews.staging.example}
 	t.Run("the syncer's garbage collection deletes only obsolete owned objects", func(t *testing.T) {
 		relay := &ackRelay{}
 		held := &heldMetrics{}
-		s := app.NewSyncer(relay, a, held, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		s.SetApplyOptions(app.ApplyOptions{Install: install, Cluster: "east"})
+		s := app.NewSyncer(relay, a, held, slog.New(slog.NewTextHandler(io.Discard, nil)), app.WithApplyOptions(app.ApplyOptions{Install: install, Cluster: "east"}))
 		if err := s.Sync(t.Context()); err != nil {
 			t.Fatal(err)
 		}

@@ -154,8 +154,7 @@ func benchApplyReference(b *testing.B, baseRaw, editedRaw []byte) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s := app.NewSyncer(relay, NewApplier(md, mapper, install, base.GetCluster()), nil, nopLog)
-		s.SetApplyOptions(app.ApplyOptions{Install: install, Cluster: base.GetCluster(), Workers: benchWorkers})
+		s := app.NewSyncer(relay, NewApplier(md, mapper, install, base.GetCluster()), nil, nopLog, app.WithApplyOptions(app.ApplyOptions{Install: install, Cluster: base.GetCluster(), Workers: benchWorkers}))
 		return s
 	}
 

@@ -83,8 +83,7 @@ func applyChild(dir string, out io.Writer) error {
 		return err
 	}
 	a := NewApplier(md, mapper, install, string(cluster))
-	s := app.NewSyncer(&discardRelay{}, a, nil, nopLog)
-	s.SetApplyOptions(app.ApplyOptions{Install: install, Cluster: string(cluster), Workers: benchWorkers})
+	s := app.NewSyncer(&discardRelay{}, a, nil, nopLog, app.WithApplyOptions(app.ApplyOptions{Install: install, Cluster: string(cluster), Workers: benchWorkers}))
 	if err := s.Sync(ctx); err != nil {
 		return err
 	}

@@ -185,8 +185,7 @@ func newSyncer(t *testing.T, c *kubetest.Cluster, relay app.Relay, m app.Metrics
 	if log == nil {
 		log = io.Discard
 	}
-	s := app.NewSyncer(relay, a, m, slog.New(slog.NewTextHandler(log, nil)))
-	s.SetApplyOptions(app.ApplyOptions{Install: install, Cluster: "east", Workers: 8})
+	s := app.NewSyncer(relay, a, m, slog.New(slog.NewTextHandler(log, nil)), app.WithApplyOptions(app.ApplyOptions{Install: install, Cluster: "east", Workers: 8}))
 	return s, a
 }
 
@@ -366,8 +365,7 @@ func TestSyncerConvergesAfterAnInterruptedApply(t *testing.T) {
 	_, a1 := newSyncer(t, c, &ackRelay{}, nil, nil)
 	killed := &cancellingApplier{Applier: a1, cancel: cancel}
 	killed.n.Store(25)
-	s1 := app.NewSyncer(&ackRelay{}, killed, nil, slog.New(slog.DiscardHandler))
-	s1.SetApplyOptions(app.ApplyOptions{Install: install, Cluster: "east", Workers: 4})
+	s1 := app.NewSyncer(&ackRelay{}, killed, nil, slog.New(slog.DiscardHandler), app.WithApplyOptions(app.ApplyOptions{Install: install, Cluster: "east", Workers: 4}))
 	if err := s1.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -423,9 +421,8 @@ func TestSyncerLeadershipLostMidApply(t *testing.T) {
 	lead := &flagLeadership{}
 	lead.leading.Store(true)
 	_, a1 := newSyncer(t, c, &ackRelay{}, nil, nil)
-	s1 := app.NewSyncer(&ackRelay{}, &losingLeadership{Applier: a1, after: 10, l: lead}, nil, slog.New(slog.DiscardHandler))
-	s1.SetApplyOptions(app.ApplyOptions{Install: install, Cluster: "east", Workers: 4})
-	s1.SetLeadership(lead)
+	s1 := app.NewSyncer(&ackRelay{}, &losingLeadership{Applier: a1, after: 10, l: lead}, nil, slog.New(slog.DiscardHandler),
+		app.WithApplyOptions(app.ApplyOptions{Install: install, Cluster: "east", Workers: 4}), app.WithLeadership(lead))
 	if err := s1.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -135,9 +135,7 @@ func BenchmarkLeaderFailoverToSnapshotApplied(b *testing.B) {
 		duty := func(m *tcpMember) app.Duty {
 			n := m.node
 			return app.Duty{Name: "syncer", Run: func(ctx context.Context) error {
-				s := app.NewSyncer(fakeRelay{snap: snap, acked: acked}, nopApplier{}, nil, slog.New(slog.DiscardHandler))
-				s.SetLeadership(n)
-				s.SetEnvoyConfigReplicator(n)
+				s := app.NewSyncer(fakeRelay{snap: snap, acked: acked}, nopApplier{}, nil, slog.New(slog.DiscardHandler), app.WithLeadership(n), app.WithEnvoyConfigReplicator(n))
 				return s.Run(ctx)
 			}}
 		}
