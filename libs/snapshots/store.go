@@ -34,7 +34,6 @@ const (
 type Change struct {
 	Cluster string
 	Version string
-	Deleted bool
 	Resync  bool
 }
 
@@ -59,8 +58,6 @@ type Store[T proto.Message] interface {
 	Version(ctx context.Context, cluster string) (string, error)
 	// List returns every cluster's snapshot.
 	List(ctx context.Context) ([]Entry[T], error)
-	// Delete removes the cluster's snapshot.
-	Delete(ctx context.Context, cluster string) error
 	// Subscribe delivers changes until ctx ends. The channel is closed then.
 	Subscribe(ctx context.Context) (<-chan Change, error)
 }

@@ -123,17 +123,6 @@ func (m *Memory[T]) List(ctx context.Context) ([]snapshots.Entry[T], error) {
 	return out, nil
 }
 
-func (m *Memory[T]) Delete(_ context.Context, cluster string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.data[cluster]; !ok {
-		return nil
-	}
-	delete(m.data, cluster)
-	m.notifyLocked(snapshots.Change{Cluster: cluster, Deleted: true})
-	return nil
-}
-
 func (m *Memory[T]) Subscribe(ctx context.Context) (<-chan snapshots.Change, error) {
 	s := &memSub{ch: make(chan snapshots.Change, subscriberBuffer)}
 	m.mu.Lock()

@@ -152,22 +152,6 @@ func (r *Redis[T]) List(ctx context.Context) ([]snapshots.Entry[T], error) {
 	return out, nil
 }
 
-func (r *Redis[T]) Delete(ctx context.Context, cluster string) error {
-	err := r.durable.Write(ctx, r.client, r.key(cluster), func(c redis.Cmdable) error {
-		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.Del(ctx, r.key(cluster))
-			p.SRem(ctx, r.base, cluster)
-			p.Publish(ctx, r.channel(), cluster+" ")
-			return nil
-		})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("delete snapshot of cluster %q in redis: %w", cluster, err)
-	}
-	return nil
-}
-
 // Subscribe delivers changes published by any replica. Every (re)subscription
 // to Redis is delivered as a Resync, because notices published while the
 // connection was down are lost.
@@ -217,7 +201,10 @@ func subscribeRedis(ctx context.Context, client redis.UniversalClient, channel s
 				c = snapshots.Change{Resync: true}
 			case *redis.Message:
 				cluster, version, _ := strings.Cut(m.Payload, " ")
-				c = snapshots.Change{Cluster: cluster, Version: version, Deleted: version == ""}
+				if version == "" {
+					continue // not a put: nothing else publishes here
+				}
+				c = snapshots.Change{Cluster: cluster, Version: version}
 			default:
 				continue
 			}

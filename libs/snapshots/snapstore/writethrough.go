@@ -155,16 +155,6 @@ func (w *WriteThrough[T]) List(ctx context.Context) ([]snapshots.Entry[T], error
 	return out, nil
 }
 
-func (w *WriteThrough[T]) Delete(ctx context.Context, cluster string) error {
-	if err := w.local.Delete(ctx, cluster); err != nil {
-		return err
-	}
-	w.mu.Lock()
-	delete(w.pending, cluster)
-	w.mu.Unlock()
-	return w.remote.Delete(ctx, cluster)
-}
-
 func (w *WriteThrough[T]) Subscribe(ctx context.Context) (<-chan snapshots.Change, error) {
 	return w.remote.Subscribe(ctx)
 }

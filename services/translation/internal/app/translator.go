@@ -655,11 +655,6 @@ func (t *Translator) onStoreChange(ctx context.Context, c snapshots.Change) {
 		t.resync(ctx)
 		return
 	}
-	if c.Deleted {
-		// Inputs are never dropped because of a store event: a cluster that
-		// disconnects keeps its outputs (DESIGN.md section 7).
-		return
-	}
 	// Ingest notifies after it stores, so its Notify of the same version
 	// is often being decoded now: the claim waits for it rather than
 	// decoding the input a second time.

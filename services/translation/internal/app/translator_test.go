@@ -284,7 +284,7 @@ func (r *resyncSource) Subscribe(ctx context.Context) (<-chan snapshots.Change, 
 // change later.
 func TestResyncRepublishesLostOutputs(t *testing.T) {
 	source := &resyncSource{Memory: snapstore.NewMemory(newInput), changes: make(chan snapshots.Change)}
-	outputs := snapstore.NewMemory(newOutput)
+	outputs := &losingOutputs{store: snapstore.NewMemory(newOutput)}
 	tr := newTranslator(t, source, outputs)
 	run(t, tr)
 
@@ -295,8 +295,9 @@ func TestResyncRepublishesLostOutputs(t *testing.T) {
 	want := expected(t, east).GetVersion()
 	waitVersion(t, outputs, "east", want)
 
-	if err := outputs.Delete(t.Context(), "east"); err != nil { // the store lost it
-		t.Fatal(err)
+	outputs.loseAll()
+	if _, err := outputs.Version(t.Context(), "east"); !errors.Is(err, snapshots.ErrNotFound) {
+		t.Fatalf("east's output is still there after the loss (%v)", err)
 	}
 	select {
 	case source.changes <- snapshots.Change{Resync: true}:
@@ -304,4 +305,31 @@ func TestResyncRepublishesLostOutputs(t *testing.T) {
 		t.Fatal("translator is not reading changes")
 	}
 	waitVersion(t, outputs, "east", want)
+}
+
+// losingOutputs publishes to a memory store that loseAll replaces with an
+// empty one, as Redis restarted without persistence comes back.
+type losingOutputs struct {
+	mu    sync.Mutex
+	store *snapstore.Memory[*snapshotv1.OutputSnapshot]
+}
+
+func (l *losingOutputs) current() *snapstore.Memory[*snapshotv1.OutputSnapshot] {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.store
+}
+
+func (l *losingOutputs) PutEncoded(ctx context.Context, cluster string, e snapshots.Encoded[*snapshotv1.OutputSnapshot]) error {
+	return l.current().PutEncoded(ctx, cluster, e)
+}
+
+func (l *losingOutputs) Version(ctx context.Context, cluster string) (string, error) {
+	return l.current().Version(ctx, cluster)
+}
+
+func (l *losingOutputs) loseAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.store = snapstore.NewMemory(newOutput)
 }
