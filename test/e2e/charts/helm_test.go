@@ -127,7 +127,14 @@ func runHelm(ctx context.Context, helm string, args ...string) (string, error) {
 // valuesFile writes values (YAML) to a file for helm -f.
 func valuesFile(t testing.TB, values string) string {
 	t.Helper()
-	f := filepath.Join(t.TempDir(), "values.yaml")
+	// Not t.TempDir: its name comes from the test's, which may hold a
+	// comma, and helm splits -f at commas.
+	dir, err := os.MkdirTemp("", "meshplane-values-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	f := filepath.Join(dir, "values.yaml")
 	if err := os.WriteFile(f, []byte(values), 0o644); err != nil {
 		t.Fatal(err)
 	}
