@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
@@ -370,8 +371,17 @@ func TestSyncerRunRetriesAFailedApply(t *testing.T) {
 // as it died) is sent again: the plane does not send again a version the
 // agent says it holds, so the cluster would show as behind until the next
 // version.
+// TestSyncerRunSendsALostAckAgain runs in a synctest bubble, so that
+// "nothing more is sent once the ack landed" is checked after a minute of
+// the bubble's time has let every retry timer fire, and all goroutines
+// are blocked (synctest.Wait), not after some real time that a slow
+// machine may not fill.
 func TestSyncerRunSendsALostAckAgain(t *testing.T) {
 	defer goleak.VerifyNone(t)
+	synctest.Test(t, testSyncerRunSendsALostAckAgain)
+}
+
+func testSyncerRunSendsALostAckAgain(t *testing.T) {
 	applier := newFakeApplier()
 	relay := newFakeRelay()
 	relay.ackErr = errors.New("connection reset by peer")
@@ -406,10 +416,12 @@ func TestSyncerRunSendsALostAckAgain(t *testing.T) {
 		t.Errorf("%d applies, want 1: sending the ack again must not apply again", n)
 	}
 	// Once it landed, nothing more is sent.
+	time.Sleep(time.Minute)
+	synctest.Wait()
 	select {
 	case a := <-relay.acks:
 		t.Errorf("acknowledged %s again after it landed", a.version)
-	case <-time.After(1500 * time.Millisecond):
+	default:
 	}
 }
 
