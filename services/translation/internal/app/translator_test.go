@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -63,21 +64,10 @@ func waitVersion(t *testing.T, store interface {
 	Version(context.Context, string) (string, error)
 }, cluster, version string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitUntil(t, fmt.Sprintf("the output of %s at %s", cluster, version), func() bool {
 		got, _ := store.Version(t.Context(), cluster)
-		if got == version {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("output of %s is %q after 10s, want %q", cluster, got, version)
-		}
-		select {
-		case <-time.After(5 * time.Millisecond):
-		case <-t.Context().Done():
-			t.Fatal("test ended")
-		}
-	}
+		return got == version
+	})
 }
 
 func newTranslator(t *testing.T, source app.InputSource, publish app.OutputPublisher) *app.Translator {

@@ -3,22 +3,12 @@ package app_test
 import (
 	"testing"
 	"time"
+
+	"github.com/meshplane/meshplane/libs/platform/platformtest"
 )
 
-// waitUntil polls cond on a ticker until it holds, failing the test with
-// what after the deadline.
+// waitUntil waits up to 10 s for cond (platformtest.Eventually).
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-t.Context().Done():
-			t.Fatalf("test ended waiting for %s", what)
-		case <-tick.C:
-		}
-	}
+	platformtest.Eventually(t, 10*time.Second, what, cond)
 }
