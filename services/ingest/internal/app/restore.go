@@ -34,7 +34,11 @@ func NewRestorer(ingestor *Ingestor, shared ResyncingStore, retry time.Duration,
 	return &Restorer{ingestor: ingestor, shared: shared, retry: retry, log: log}
 }
 
-// Run follows the shared store until ctx ends.
+// Run follows the shared store until ctx ends. Each subscription that
+// succeeds starts with a restore too: the store may have been lost while
+// this replica was not subscribed (before the first subscription, or
+// between a failed one and the next), and a subscription reports only the
+// losses that happen after it.
 func (r *Restorer) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		changes, err := r.shared.Subscribe(ctx)
@@ -45,6 +49,7 @@ func (r *Restorer) Run(ctx context.Context) {
 			}
 			continue
 		}
+		r.restore(ctx)
 		for c := range changes {
 			if c.Resync {
 				r.restore(ctx)
