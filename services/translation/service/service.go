@@ -253,6 +253,10 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		}
 		topts = append(topts, app.WithLastGoodStore(store))
 	}
+	if d.acks != nil {
+		// Apply failures the agents report mark their policies FAILED.
+		topts = append(topts, app.WithApplyReports(d.acks))
+	}
 	t := app.NewTranslator(app.Config{
 		Domain:             domain.Options{Install: cfg.Install, ClusterDomain: cfg.ClusterDomain},
 		Debounce:           cfg.Debounce,
