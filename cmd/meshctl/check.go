@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,6 +17,7 @@ import (
 	registrationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1"
 	translationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1/translationv1connect"
+	"github.com/meshplane/meshplane/libs/snapshots/meshview"
 	"github.com/spf13/cobra"
 )
 
@@ -35,47 +34,17 @@ type checkReport struct {
 	Error string   `json:"error,omitempty"`
 }
 
-type safeModeCheck struct {
-	On      bool     `json:"on"`
-	Waiting []string `json:"waitingFor,omitempty"`
-	// Missing are the expected clusters (registered in the management
-	// cluster) that have not reported since translation started: outputs
-	// are incomplete, and agents hold their deletions.
-	Missing []string `json:"missingClusters,omitempty"`
-}
+// The report's parts are meshview's, shared with the console.
+type (
+	safeModeCheck = meshview.SafeMode
+	clusterCheck  = meshview.ClusterCheck
+	pushRefusal   = meshview.PushRefusal
+)
 
 type serviceCheck struct {
 	Name   string `json:"name"`
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
-}
-
-type clusterCheck struct {
-	Cluster      string     `json:"cluster"`
-	Push         string     `json:"push"`
-	InputVersion string     `json:"inputVersion,omitempty"`
-	LastPush     *time.Time `json:"lastPush,omitempty"`
-	Pull         string     `json:"pull"`
-	Applied      string     `json:"applied"`
-	ApplyErrors  uint32     `json:"applyErrors"`
-	// HeldDeletions are owned objects the agent kept because its output
-	// was built without some expected cluster's input.
-	HeldDeletions uint32 `json:"heldDeletions"`
-	// Registration is the cluster's record: its status, and when its
-	// agent's certificate expires.
-	Registration string     `json:"registration,omitempty"`
-	CertExpires  *time.Time `json:"certExpires,omitempty"`
-	// Refused is the agent's last push that ingest refused since it last
-	// accepted one: the input in use is older than the cluster.
-	Refused *pushRefusal `json:"refused,omitempty"`
-}
-
-type pushRefusal struct {
-	// Reason is the limit gone over ("destinations", ...), "invalid" or
-	// "reserved-cluster".
-	Reason  string    `json:"reason"`
-	Message string    `json:"message"`
-	At      time.Time `json:"at"`
 }
 
 func newCheckCmd() *cobra.Command {
@@ -167,109 +136,30 @@ func checkManagementPlane(ctx context.Context, c *conn) checkReport {
 		rep.Error = "acks: " + hintFor("distribution", c.addr, err)
 		return rep
 	}
-	byCluster := map[string]*distributionv1.ClusterAck{}
-	for _, a := range acks.Msg.GetClusters() {
-		byCluster[a.GetCluster()] = a
-	}
+	in := meshview.CheckInput{Clusters: clusters.Msg.GetClusters(), Acks: acks.Msg.GetClusters(), Now: time.Now()}
 	// Registration and translation may run elsewhere than --addr (split
 	// services without a front door): then their checks are skipped.
-	records := map[string]*registrationv1.Cluster{}
 	if res, err := c.clusters().ListClusters(ctx, connect.NewRequest(&registrationv1.ListClustersRequest{})); err != nil {
 		rep.Notes = append(rep.Notes, "certificates not checked: "+notServedOr(err, "registration", c.addr))
 	} else {
-		for _, r := range res.Msg.GetClusters() {
-			if r.GetStatus() != registrationv1.ClusterStatus_CLUSTER_STATUS_DEREGISTERED {
-				records[r.GetName()] = r
-			}
-		}
+		in.Records = res.Msg.GetClusters()
 	}
 	tc := translationv1connect.NewTranslationServiceClient(c.hc, c.base, c.opts...)
 	if st, err := tc.GetStatus(ctx, connect.NewRequest(&translationv1.GetStatusRequest{})); err != nil {
 		rep.Notes = append(rep.Notes, "safe mode not checked: "+notServedOr(err, "translation", c.addr))
 	} else {
-		rep.SafeMode = &safeModeCheck{On: st.Msg.GetSafeMode(), Waiting: st.Msg.GetClustersWaiting(), Missing: st.Msg.GetMissingClusters()}
-		if rep.SafeMode.On || len(rep.SafeMode.Missing) > 0 {
-			rep.OK = false
-		}
+		in.Translation = st.Msg
 	}
-	seen := map[string]bool{}
-	for _, cl := range clusters.Msg.GetClusters() {
-		seen[cl.GetCluster()] = true
-		a := byCluster[cl.GetCluster()]
-		cc := clusterCheck{Cluster: cl.GetCluster(), Push: "disconnected", Pull: "disconnected", Applied: "-", InputVersion: cl.GetVersion(), ApplyErrors: a.GetApplyErrors(), HeldDeletions: a.GetHeldDeletions()}
-		if cl.GetConnected() {
-			cc.Push = "connected"
-		}
-		if a.GetConnected() {
-			cc.Pull = "connected"
-		}
-		if a.GetAckedVersion() != "" {
-			cc.Applied = "behind"
-			if a.GetAckedVersion() == a.GetLatestVersion() {
-				cc.Applied = "current"
-			}
-		}
-		if cl.GetLastPush() != nil {
-			t := cl.GetLastPush().AsTime().UTC()
-			cc.LastPush = &t
-		}
-		if r := cl.GetRefused(); r != nil {
-			cc.Push += ", refused"
-			cc.Refused = &pushRefusal{Reason: r.GetReason(), Message: r.GetMessage(), At: r.GetRefusedAt().AsTime().UTC()}
-			rep.OK = false
-		}
-		if cl.GetManagement() {
-			// The management cluster's own resources: read by ingest,
-			// pulled by no agent.
-			cc.Pull, cc.Applied = "-", "-"
-			if !cl.GetConnected() {
-				rep.OK = false
-			}
-		} else if !cl.GetConnected() || !a.GetConnected() || cc.Applied != "current" || a.GetApplyErrors() > 0 || a.GetHeldDeletions() > 0 {
-			rep.OK = false
-		}
-		if r := records[cl.GetCluster()]; r != nil {
-			cc.Registration = statusName(r.GetStatus())
-			if !certValid(&cc, r) {
-				rep.OK = false
-			}
-		}
-		rep.Clusters = append(rep.Clusters, cc)
-	}
-	// A cluster registration knows, or translation expects, but ingest
-	// never heard from: its agent is not installed or cannot connect.
-	never := maps.Clone(records)
-	if rep.SafeMode != nil {
-		for _, name := range rep.SafeMode.Missing {
-			if _, ok := never[name]; !ok {
-				never[name] = nil
-			}
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(never)) {
-		if seen[name] {
-			continue
-		}
-		cc := clusterCheck{Cluster: name, Push: "never", Pull: "never", Applied: "-"}
-		if r := never[name]; r != nil {
-			cc.Registration = statusName(r.GetStatus())
-			certValid(&cc, r)
-		}
-		rep.OK = false
-		rep.Clusters = append(rep.Clusters, cc)
-	}
+	cr := meshview.CheckClusters(in)
+	rep.OK = rep.OK && cr.OK
+	rep.SafeMode, rep.Clusters = cr.SafeMode, cr.Clusters
 	return rep
 }
 
 // certValid fills the certificate's expiry and says whether it is still
 // valid.
 func certValid(cc *clusterCheck, r *registrationv1.Cluster) bool {
-	if r.GetCertificateExpiresAt() == nil {
-		return true
-	}
-	t := r.GetCertificateExpiresAt().AsTime().UTC()
-	cc.CertExpires = &t
-	return time.Now().Before(t)
+	return meshview.CertValid(cc, r, time.Now())
 }
 
 // notServedOr explains a failed optional call: not served at this address,

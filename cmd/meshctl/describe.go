@@ -17,7 +17,7 @@ import (
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	translationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1/translationv1connect"
-	"github.com/meshplane/meshplane/libs/snapshots"
+	"github.com/meshplane/meshplane/libs/snapshots/meshview"
 	"github.com/spf13/cobra"
 )
 
@@ -76,18 +76,12 @@ type targetRow struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-type objectRow struct {
-	Cluster    string `json:"cluster"`
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Namespace  string `json:"namespace,omitempty"`
-	Name       string `json:"name"`
-}
+type objectRow = meshview.OutputObject
 
 // Kinds of the parents named in the meshplane.dev/parents annotation.
 const (
-	parentDestination = "discovery.meshplane.dev/v1, Kind=Destination"
-	parentMesh        = "discovery.meshplane.dev/v1, Kind=Mesh"
+	parentDestination = meshview.ParentDestination
+	parentMesh        = meshview.ParentMesh
 )
 
 var policyKinds = []string{"TrafficPolicy", "AccessPolicy", "VirtualMesh", "VirtualDestination", "Settings"}
@@ -260,41 +254,17 @@ func (v *view) describe(ctx context.Context, f filter) (*translationv1.DescribeR
 	return res.Msg, nil
 }
 
-// statusOf is the part of a user resource's status that describe reads.
-type statusOf struct {
-	State        string                 `json:"state"`
-	Errors       []string               `json:"errors"`
-	LastGood     bool                   `json:"lastKnownGood"`
-	Destinations map[string]targetState `json:"destinations"`
-	Meshes       map[string]targetState `json:"meshes"`
-	Workloads    []struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
-		Cluster   string `json:"cluster"`
-	} `json:"workloads"`
-}
-
-type targetState struct {
-	Order    uint32   `json:"acceptanceOrder"`
-	State    string   `json:"state"`
-	Errors   []string `json:"errors"`
-	Warnings []string `json:"warnings"`
-}
-
 type statusEntry struct {
 	cluster string
 	rs      *snapshotv1.ResourceStatus
-	st      statusOf
+	st      meshview.Status
 }
 
 func (v *view) statuses() []statusEntry {
 	var out []statusEntry
 	for _, cl := range v.clusters {
 		for _, rs := range v.outputs[cl].GetStatuses() {
-			e := statusEntry{cluster: cl, rs: rs}
-			_ = json.Unmarshal(rs.GetStatus(), &e.st)
-			e.st.State = cmp.Or(e.st.State, "PENDING")
-			out = append(out, e)
+			out = append(out, statusEntry{cluster: cl, rs: rs, st: meshview.ParseStatus(rs)})
 		}
 	}
 	return out
@@ -303,29 +273,7 @@ func (v *view) statuses() []statusEntry {
 // objectsWithParent lists the objects of every cluster that name the
 // parent (kind as in the annotation) with name, namespace and cluster.
 func (v *view) objectsWithParent(kind, name, namespace, cluster string) []objectRow {
-	var out []objectRow
-	for _, cl := range v.clusters {
-		for _, o := range v.outputs[cl].GetObjects() {
-			var parents map[string][]struct {
-				Name      string `json:"name"`
-				Namespace string `json:"namespace"`
-				Cluster   string `json:"cluster"`
-			}
-			if json.Unmarshal([]byte(o.GetAnnotations()[snapshots.AnnotationParents]), &parents) != nil {
-				continue
-			}
-			if slices.ContainsFunc(parents[kind], func(p struct {
-				Name      string `json:"name"`
-				Namespace string `json:"namespace"`
-				Cluster   string `json:"cluster"`
-			}) bool {
-				return p.Name == name && p.Namespace == namespace && p.Cluster == cluster
-			}) {
-				out = append(out, objectRow{Cluster: cl, APIVersion: o.GetApiVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()})
-			}
-		}
-	}
-	return out
+	return meshview.ObjectsWithParent(v.clusters, v.outputs, kind, meshview.Ref{Name: name, Namespace: namespace, Cluster: cluster})
 }
 
 func applied(kind string, list []*commonv1.AppliedPolicy) []appliedRow {
