@@ -16,7 +16,6 @@ import (
 type TrafficWindow struct {
 	max     time.Duration
 	buckets map[int64]map[trafficKey]*[2]uint64
-	first   time.Time
 }
 
 type trafficKey struct {

@@ -61,7 +61,7 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("POST /auth/logout", s.logout)
 	mux.HandleFunc("/auth/", func(w http.ResponseWriter, _ *http.Request) { writeJSONError(w, http.StatusNotFound, "not found") })
 	mux.Handle("/api/", http.StripPrefix("/api", o.API))
-	mux.HandleFunc("GET /", s.spa)
+	mux.HandleFunc("/", s.spa)
 	return s.headers(mux)
 }
 
@@ -152,6 +152,11 @@ func (s *server) logout(w http.ResponseWriter, r *http.Request) {
 // spa serves the built files; any other path gets index.html, so that the
 // app's client-side routes load on a reload.
 func (s *server) spa(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
 	name := strings.TrimPrefix(path.Clean(r.URL.Path), "/")
 	if name != "" && name != "index.html" {
 		if st, err := fs.Stat(s.opts.Static, name); err == nil && !st.IsDir() {
