@@ -10,10 +10,11 @@
 #   docker build --build-arg BINARY=translation  --build-arg VERSION=$V -t ghcr.io/meshplane/translation:dev .
 #   docker build --build-arg BINARY=distribution --build-arg VERSION=$V -t ghcr.io/meshplane/distribution:dev .
 #   docker build --build-arg BINARY=agent        --build-arg VERSION=$V -t ghcr.io/meshplane/agent:dev .
+#   docker build --build-arg BINARY=console      --build-arg VERSION=$V -t ghcr.io/meshplane/console:dev .
 #   docker build --build-arg BINARY=meshplane    --build-arg VERSION=$V -t ghcr.io/meshplane/meshplane:dev .
 #   docker build --build-arg BINARY=meshctl      --build-arg VERSION=$V -t ghcr.io/meshplane/meshctl:dev .
 #
-# The package built is ./services/<BINARY>/cmd/<BINARY> (the five services)
+# The package built is ./services/<BINARY>/cmd/<BINARY> (the six services)
 # or else ./cmd/<BINARY> (meshplane, meshctl); PACKAGE overrides it.
 #
 # Multi-stage: a static (CGO_ENABLED=0) binary built with the module and

@@ -15,6 +15,7 @@ CMDS      := \
 	services/translation/cmd/translation \
 	services/distribution/cmd/distribution \
 	services/agent/cmd/agent \
+	services/console/cmd/console \
 	cmd/meshplane \
 	cmd/meshctl
 TEST_TIMEOUT ?= 30m

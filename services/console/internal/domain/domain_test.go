@@ -129,7 +129,7 @@ func TestRenderYAMLSorted(t *testing.T) {
 		t.Fatal(err)
 	}
 	docs := strings.Split(y, "---\n")
-	if len(docs) != 2 || !strings.Contains(docs[0], "kind: DestinationRule") || !strings.Contains(docs[1], "hosts:\n  - r") {
+	if len(docs) != 2 || !strings.Contains(docs[0], "kind: DestinationRule") || !strings.Contains(docs[1], "spec:\n  hosts:\n    - r") {
 		t.Errorf("yaml =\n%s", y)
 	}
 	if _, err := domain.RenderYAML(&snapshotv1.OutputSnapshot{Objects: []*snapshotv1.Object{{Kind: "X", Name: "bad", Spec: []byte("{")}}}); err == nil || !strings.Contains(err.Error(), "bad") {

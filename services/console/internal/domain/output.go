@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -8,7 +9,7 @@ import (
 	"strings"
 
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
-	"sigs.k8s.io/yaml"
+	"go.yaml.in/yaml/v3"
 )
 
 // RenderYAML writes an output snapshot's objects as Kubernetes manifests,
@@ -52,7 +53,16 @@ func objectYAML(o *snapshotv1.Object) ([]byte, error) {
 		}
 		m["spec"] = spec
 	}
-	return yaml.Marshal(m)
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // History keeps the last few output snapshots of one cluster, newest
