@@ -16,6 +16,7 @@ import (
 	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/libs/snapshots"
 	"github.com/meshplane/meshplane/libs/snapshots/snapstore"
+	console "github.com/meshplane/meshplane/services/console/service"
 	distribution "github.com/meshplane/meshplane/services/distribution/service"
 	ingest "github.com/meshplane/meshplane/services/ingest/service"
 	registration "github.com/meshplane/meshplane/services/registration/service"
@@ -46,6 +47,10 @@ type settings struct {
 	// are kept, the safe-start window); the management cluster is
 	// registration's, and the expected clusters its mirrors.
 	tr translation.Config
+	// console is the operator console's settings; its Addr empty (the
+	// default) leaves the console off. It dials this process's own front
+	// door.
+	console console.Config
 }
 
 func allInOne(args []string) int {
@@ -63,8 +68,9 @@ func allInOne(args []string) int {
 	s := settings{
 		store: snapstore.DefaultConfig(), trustDomain: pki.DefaultTrustDomain, clusterDomain: "cluster.local",
 		debounce: 100 * time.Millisecond, reg: registration.DefaultConfig(),
-		ing: ingest.DefaultConfig(), tr: translation.DefaultConfig(),
+		ing: ingest.DefaultConfig(), tr: translation.DefaultConfig(), console: console.DefaultConfig(),
 	}
+	s.console.Addr = ""
 	// Empty means <dev-pki-dir>/ca, or registration's default without one.
 	s.reg.CADir = ""
 	f := platform.NewFlags(fs, "")
@@ -79,6 +85,10 @@ func allInOne(args []string) int {
 	// --kubeconfig is registration's; ingest reads the same cluster.
 	f.String(&s.ing.KubeContext, "kube-context", "kubeconfig context of the management cluster, for reading its Meshplane resources (default: the current one)")
 	f.String(&s.devPKIDir, "dev-pki-dir", "create a development CA and a server certificate for localhost here, when no --tls-cert-file is given")
+	s.console.AddServerFlags(fs, "console")
+	cf := platform.NewFlags(fs, "console")
+	cf.String(&s.console.Upstream.CertFile, "upstream-cert-file", "the console's service certificate (spiffe://<td>/service/console) for calling this process; issued from the dev CA with --dev-pki-dir")
+	cf.String(&s.console.Upstream.KeyFile, "upstream-key-file", "private key of --console-upstream-cert-file")
 	_ = fs.Parse(args)
 	s.trustDomain = srvOpts.TrustDomain
 	s.ing.Kubeconfig = s.reg.Kubeconfig
@@ -93,7 +103,13 @@ func allInOne(args []string) int {
 			return 1
 		}
 	}
-	if err := errors.Join(f.Err(), s.store.Validate()); err != nil {
+	if s.console.Addr != "" {
+		if err := consoleSettings(&s, srvOpts); err != nil {
+			fmt.Fprintln(os.Stderr, "meshplane:", err)
+			return 1
+		}
+	}
+	if err := errors.Join(f.Err(), cf.Err(), s.store.Validate()); err != nil {
 		fmt.Fprintf(os.Stderr, "meshplane: invalid options:\n%v\n", err)
 		return 2
 	}
@@ -149,12 +165,83 @@ func devServerPKI(dir, caDir, trustDomain string, o *platform.ServerOptions) err
 	return nil
 }
 
-// all is the four services as one component.
+// consoleSettings points the console at this process's front door with
+// the management cluster's kubeconfig, and with --dev-pki-dir issues its
+// server and client certificates from the dev CA.
+func consoleSettings(s *settings, srvOpts platform.ServerOptions) error {
+	c := &s.console
+	host, port, err := net.SplitHostPort(srvOpts.Addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: %w", srvOpts.Addr, err)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	c.ManagementAddr = net.JoinHostPort(host, port)
+	c.Kubeconfig, c.KubeContext = s.reg.Kubeconfig, s.ing.KubeContext
+	if srvOpts.TLS.Plaintext {
+		c.Upstream.Plaintext = true
+		return nil
+	}
+	c.Upstream.CAFile = srvOpts.TLS.ClientCAFile
+	if s.devPKIDir != "" {
+		if err := devConsolePKI(s.devPKIDir, s.reg.CADir, s.trustDomain, c); err != nil {
+			return err
+		}
+	}
+	if c.Upstream.CertFile == "" {
+		return errors.New("--console-addr needs the console's service certificate: --console-upstream-cert-file and --console-upstream-key-file, or --dev-pki-dir")
+	}
+	return nil
+}
+
+// devConsolePKI issues the console's HTTPS certificate (localhost) and its
+// service certificate from the dev CA, unless given.
+func devConsolePKI(dir, caDir, trustDomain string, c *console.Config) error {
+	if caDir == "" {
+		caDir = filepath.Join(dir, "ca")
+	}
+	ca, _, err := pki.LoadOrCreateCA(caDir, "Meshplane development")
+	if err != nil {
+		return err
+	}
+	issue := func(name string, opts pki.LeafOptions) (string, string, error) {
+		certPEM, keyPEM, err := ca.IssueKeyPair(opts)
+		if err != nil {
+			return "", "", err
+		}
+		cert, key := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+		if err := pki.WriteFileAtomic(cert, certPEM, 0o644); err != nil {
+			return "", "", err
+		}
+		return cert, key, pki.WriteFileAtomic(key, keyPEM, 0o600)
+	}
+	id := pki.ServiceID(trustDomain, console.Name)
+	if c.Upstream.CertFile == "" {
+		if c.Upstream.CertFile, c.Upstream.KeyFile, err = issue("console-client", pki.LeafOptions{ID: id, TTL: 30 * 24 * time.Hour}); err != nil {
+			return err
+		}
+	}
+	if c.Upstream.CAFile == "" {
+		c.Upstream.CAFile = filepath.Join(caDir, pki.RootCertFile)
+	}
+	if c.TLSCertFile == "" && !c.InsecurePlaintext {
+		host, _ := os.Hostname()
+		c.TLSCertFile, c.TLSKeyFile, err = issue("console-server", pki.LeafOptions{
+			ID: id, TTL: 30 * 24 * time.Hour, DNSNames: []string{"localhost", host},
+			IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, Server: true,
+		})
+	}
+	return err
+}
+
+// all is the four services (and the console, when on) as one component.
 type all struct {
-	reg  *registration.Service
-	ing  *ingest.Service
-	tr   *translation.Service
-	dist *distribution.Service
+	reg     *registration.Service
+	ing     *ingest.Service
+	tr      *translation.Service
+	dist    *distribution.Service
+	console *console.Service
 }
 
 func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.Logger, promReg *prometheus.Registry) (*all, error) {
@@ -232,7 +319,13 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 	if err != nil {
 		return nil, err
 	}
-	return &all{reg: reg, ing: ing, tr: tr, dist: dist}, nil
+	a := &all{reg: reg, ing: ing, tr: tr, dist: dist}
+	if s.console.Addr != "" {
+		if a.console, err = console.New(s.console, console.WithLogger(log), console.WithRegisterer(promReg)); err != nil {
+			return nil, fmt.Errorf("console: %w", err)
+		}
+	}
+	return a, nil
 }
 
 func (a *all) Mount(srv *platform.Server) {
@@ -243,5 +336,9 @@ func (a *all) Mount(srv *platform.Server) {
 }
 
 func (a *all) Run(ctx context.Context) error {
-	return platform.RunAll(ctx, a.reg.Run, a.ing.Run, a.tr.Run, a.dist.Run)
+	runs := []func(context.Context) error{a.reg.Run, a.ing.Run, a.tr.Run, a.dist.Run}
+	if a.console != nil {
+		runs = append(runs, a.console.Run)
+	}
+	return platform.RunAll(ctx, runs...)
 }
