@@ -31,6 +31,7 @@ replace github.com/meshplane/meshplane/test/e2e => ../../test/e2e
 require (
 	connectrpc.com/connect v1.21.1
 	github.com/meshplane/meshplane/libs/gen v0.0.0-00010101000000-000000000000
+	github.com/meshplane/meshplane/libs/kube v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/libs/pki v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/libs/platform v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/libs/redistest v0.0.0-00010101000000-000000000000
@@ -41,6 +42,8 @@ require (
 	github.com/meshplane/meshplane/services/registration v0.0.0-00010101000000-000000000000
 	github.com/meshplane/meshplane/services/translation v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
+	k8s.io/api v0.37.2
+	k8s.io/apimachinery v0.37.2
 )
 
 require (
@@ -109,7 +112,6 @@ require (
 	github.com/manifoldco/promptui v0.9.0 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
-	github.com/meshplane/meshplane/libs/kube v0.0.0-00010101000000-000000000000 // indirect
 	github.com/meshplane/meshplane/libs/revocation v0.0.0-00010101000000-000000000000 // indirect
 	github.com/mgutz/ansi v0.0.0-20200706080929-d51e80ef957d // indirect
 	github.com/mitchellh/copystructure v1.2.0 // indirect
@@ -166,8 +168,7 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	istio.io/api v1.31.1 // indirect
-	k8s.io/api v0.37.2 // indirect
-	k8s.io/apimachinery v0.37.2 // indirect
+	istio.io/client-go v1.31.1 // indirect
 	k8s.io/client-go v0.37.2 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect

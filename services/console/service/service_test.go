@@ -358,8 +358,8 @@ func TestOverviewAndPoliciesAgainstAPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !ov.Msg.GetSafeMode().GetChecked() || len(ov.Msg.GetServices()) == 0 {
-		t.Errorf("overview = %v", ov.Msg)
+	if !ov.Msg.GetSafeMode().GetChecked() || len(ov.Msg.GetServices()) != 4 || ov.Msg.GetServices()[0].GetStatus() != "SERVING" {
+		t.Errorf("overview = %v, want ingest SERVING first and safe mode checked", ov.Msg)
 	}
 	var notedRegistration bool
 	for _, n := range ov.Msg.GetNotes() {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
@@ -91,7 +92,9 @@ func (c *Client) Health(ctx context.Context) []domain.ServiceHealth {
 		case err != nil:
 			out = append(out, domain.ServiceHealth{Name: name, Status: "ERROR", Error: err.Error()})
 		default:
-			out = append(out, domain.ServiceHealth{Name: name, Status: res.Status.String()})
+			// The contract spells statuses as gRPC's enum does
+			// ("SERVING"); grpchealth's String is lower case.
+			out = append(out, domain.ServiceHealth{Name: name, Status: strings.ToUpper(res.Status.String())})
 		}
 	}
 	return out
