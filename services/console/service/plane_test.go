@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	ingestv1 "github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1"
+	"github.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1/ingestv1connect"
+	observabilityv1 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/pki"
 	"github.com/meshplane/meshplane/libs/platform"
@@ -100,5 +103,24 @@ func (p *plane) push(t *testing.T, in *snapshotv1.InputSnapshot) {
 	}
 	if err := p.tr.Notify(ctx, in.GetCluster(), in.GetVersion(), b); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// pushAccessLogs sends entries to ingest as cluster's agent does.
+func (p *plane) pushAccessLogs(t *testing.T, cluster string, entries ...*observabilityv1.AccessLogEntry) {
+	t.Helper()
+	cert := p.ca.ClientCert(t, pki.ClusterID(pki.DefaultTrustDomain, cluster).String())
+	o := p.ca.ClientOptions(t, p.addr, &cert)
+	hc, err := platform.NewHTTPClient(o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.CloseIdleConnections()
+	stream := ingestv1connect.NewIngestServiceClient(hc, platform.BaseURL(o)).PushAccessLogs(context.Background())
+	if err := stream.Send(&ingestv1.PushAccessLogsRequest{Entries: entries}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.CloseAndReceive(); err != nil {
+		t.Fatalf("PushAccessLogs: %v", err)
 	}
 }

@@ -18,10 +18,12 @@ import (
 	consolev1 "github.com/meshplane/meshplane/libs/gen/meshplane/console/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/console/v1/consolev1connect"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
+	observabilityv1 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/services/console/service"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -205,6 +207,9 @@ func TestSignInCookiesAndCSRF(t *testing.T) {
 		t.Errorf("17 KiB body: %s, want 400", res.Status)
 	}
 
+	if res := c.post(t, "/auth/login", `{"token":"`+good+`"}`, map[string]string{"Content-Type": "text/plain"}); res.StatusCode != http.StatusBadRequest {
+		t.Errorf("a form-encodable sign-in (text/plain): %s, want 400", res.Status)
+	}
 	res = c.post(t, "/auth/login", `{"token":"`+good+`"}`, nil)
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("good token: %s", res.Status)
@@ -381,5 +386,51 @@ func TestOverviewAndPoliciesAgainstAPlane(t *testing.T) {
 	}
 	if _, err := c.client(bob, bob.csrf).ListPolicies(ctx, connect.NewRequest(&consolev1.ListPoliciesRequest{})); connect.CodeOf(err) != connect.CodePermissionDenied {
 		t.Errorf("bob's policies: %v, want permission_denied", err)
+	}
+}
+
+func TestTailAccessLogs(t *testing.T) {
+	p := startPlane(t)
+	c := startConsole(t, p)
+	s := c.signIn(t, c.token(t, "alice", true))
+	p.pushAccessLogs(t, "east", &observabilityv1.AccessLogEntry{
+		Cluster: "east", Direction: "outbound", Authority: "reviews.bookinfo.svc.cluster.local:9080", Path: "/reviews/1", ResponseCode: 503,
+		Workload: &commonv1.ClusterObjectRef{Name: "productpage-1", Namespace: "bookinfo", Cluster: "east"}, StartTime: timestamppb.Now(),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Streams send the headers with the request: the interceptor of
+	// client() covers unary calls only.
+	hdr := func(h http.Header) {
+		h.Set("Cookie", "mp_session="+s.id)
+		h.Set("X-CSRF-Token", s.csrf)
+	}
+	cl := consolev1connect.NewConsoleServiceClient(c.hc, c.base+"/api")
+	req := connect.NewRequest(&consolev1.TailAccessLogsRequest{Cluster: "east", MinResponseCode: 500})
+	hdr(req.Header())
+	stream, err := cl.TailAccessLogs(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if !stream.Receive() {
+		t.Fatalf("no entries: %v", stream.Err())
+	}
+	es := stream.Msg().GetEntries()
+	if len(es) != 1 || es[0].GetPath() != "/reviews/1" || es[0].GetResponseCode() != 503 {
+		t.Errorf("entries = %v", es)
+	}
+
+	// Without the CSRF header the stream is refused.
+	bad := connect.NewRequest(&consolev1.TailAccessLogsRequest{})
+	bad.Header().Set("Cookie", "mp_session="+s.id)
+	st2, err := cl.TailAccessLogs(ctx, bad)
+	if err == nil {
+		st2.Receive()
+		err = st2.Err()
+		_ = st2.Close()
+	}
+	if connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("stream without CSRF: %v, want unauthenticated", err)
 	}
 }

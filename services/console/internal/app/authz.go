@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,7 +66,11 @@ func (c *CachedAuthorizer) Allowed(ctx context.Context, u domain.User, a domain.
 // cacheKey names the user by everything a SubjectAccessReview sends for
 // them, so two users never share an answer.
 func cacheKey(u domain.User, a domain.Attributes) string {
-	return strings.Join([]string{u.Username, u.UID, strings.Join(u.Groups, ","), a.Verb, a.Group, a.Resource, a.Subresource, a.Namespace, a.Name}, "\x00")
+	extra := make([]string, 0, len(u.Extra))
+	for _, k := range slices.Sorted(maps.Keys(u.Extra)) {
+		extra = append(extra, k+"="+strings.Join(u.Extra[k], ","))
+	}
+	return strings.Join([]string{u.Username, u.UID, strings.Join(u.Groups, ","), strings.Join(extra, ";"), a.Verb, a.Group, a.Resource, a.Subresource, a.Namespace, a.Name}, "\x00")
 }
 
 var _ Authorizer = (*CachedAuthorizer)(nil)

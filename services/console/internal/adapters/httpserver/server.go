@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"path"
@@ -102,6 +103,12 @@ func clientIP(r *http.Request) string {
 }
 
 func (s *server) login(w http.ResponseWriter, r *http.Request) {
+	// Only JSON: a cross-site HTML form cannot send it without a CORS
+	// preflight, so another site cannot sign a browser in as someone else.
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		writeJSONError(w, http.StatusBadRequest, "malformed sign-in: Content-Type must be application/json")
+		return
+	}
 	token, err := ParseLoginBody(http.MaxBytesReader(w, r.Body, MaxLoginBody))
 	if err != nil {
 		writeJSONError(w, http.StatusBadRequest, "malformed sign-in: "+err.Error())
