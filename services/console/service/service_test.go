@@ -17,6 +17,7 @@ import (
 	commonv1 "github.com/meshplane/meshplane/libs/gen/meshplane/common/v1"
 	consolev1 "github.com/meshplane/meshplane/libs/gen/meshplane/console/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/console/v1/consolev1connect"
+	discoveryv1 "github.com/meshplane/meshplane/libs/gen/meshplane/discovery/v1"
 	networkingv1 "github.com/meshplane/meshplane/libs/gen/meshplane/networking/v1"
 	observabilityv1 "github.com/meshplane/meshplane/libs/gen/meshplane/observability/v1"
 	snapshotv1 "github.com/meshplane/meshplane/libs/gen/meshplane/snapshot/v1"
@@ -338,10 +339,17 @@ func TestSecurityHeadersAndSPA(t *testing.T) {
 func TestOverviewAndPoliciesAgainstAPlane(t *testing.T) {
 	p := startPlane(t)
 	c := startConsole(t, p)
-	p.push(t, &snapshotv1.InputSnapshot{Cluster: "east", Version: "in-1", TrafficPolicies: []*networkingv1.TrafficPolicy{{
-		Metadata: &commonv1.ObjectMeta{Name: "reviews-retries", Namespace: "bookinfo", Cluster: "east", Generation: 1},
-		Spec:     &networkingv1.TrafficPolicySpec{},
-	}}})
+	p.push(t, &snapshotv1.InputSnapshot{Cluster: "east", Version: "in-1",
+		Meshes: []*discoveryv1.Mesh{{Metadata: &commonv1.ObjectMeta{Name: "istiod", Namespace: "istio-system", Cluster: "east"}}},
+		Destinations: []*discoveryv1.Destination{{
+			Metadata: &commonv1.ObjectMeta{Name: "reviews-bookinfo-east", Namespace: "meshplane", Cluster: "east"},
+			Spec: &discoveryv1.DestinationSpec{Mesh: &commonv1.ObjectRef{Name: "istiod", Namespace: "istio-system"},
+				Type: &discoveryv1.DestinationSpec_KubeService_{KubeService: &discoveryv1.DestinationSpec_KubeService{Ref: &commonv1.ClusterObjectRef{Name: "reviews", Namespace: "bookinfo", Cluster: "east"}}}},
+		}},
+		TrafficPolicies: []*networkingv1.TrafficPolicy{{
+			Metadata: &commonv1.ObjectMeta{Name: "reviews-retries", Namespace: "bookinfo", Cluster: "east", Generation: 1},
+			Spec:     &networkingv1.TrafficPolicySpec{},
+		}}})
 	ctx := context.Background()
 	s := c.signIn(t, c.token(t, "alice", true))
 	cl := c.client(s, s.csrf)
@@ -376,6 +384,25 @@ func TestOverviewAndPoliciesAgainstAPlane(t *testing.T) {
 	out, err := cl.GetOutput(ctx, connect.NewRequest(&consolev1.GetOutputRequest{Cluster: "east"}))
 	if err != nil || out.Msg.GetVersion() == "" || len(out.Msg.GetVersions()) == 0 {
 		t.Errorf("output = %v, %v", out, err)
+	}
+
+	graph, err := cl.GetGraph(ctx, connect.NewRequest(&consolev1.GetGraphRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]*consolev1.GraphNode{}
+	for _, n := range graph.Msg.GetNodes() {
+		nodes[n.GetId()] = n
+	}
+	if d := nodes["destination/reviews.bookinfo.east"]; d == nil || d.GetParent() != "mesh/istiod.istio-system.east" || nodes["cluster/east"] == nil {
+		t.Errorf("graph nodes = %v, want the destination in its mesh in cluster east", graph.Msg.GetNodes())
+	}
+	desc, err := cl.Describe(ctx, connect.NewRequest(&consolev1.DescribeRequest{Kind: "TrafficPolicy", Name: "reviews-retries"}))
+	if err != nil || len(desc.Msg.GetDescriptions()) != 1 || desc.Msg.GetDescriptions()[0].GetCluster() != "east" {
+		t.Errorf("describe = %v, %v", desc, err)
+	}
+	if _, err := cl.Describe(ctx, connect.NewRequest(&consolev1.DescribeRequest{Kind: "pods"})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("describe pods: %v, want invalid_argument", err)
 	}
 
 	// A user without the viewer role is denied, with the verb and resource.

@@ -114,13 +114,24 @@ func (c *Console) outputs(ctx context.Context) (domain.Outputs, error) {
 		return nil, c.upstream("translation GetStatus", err)
 	}
 	outs := domain.Outputs{}
-	for cl := range st.GetOutputVersions() {
+	for cl, v := range st.GetOutputVersions() {
+		// A version the background loop already fetched is not fetched
+		// again: at scale an output is megabytes, and pages poll.
+		if c.recent != nil && v != "" {
+			if o, _ := c.recent.Output(cl, v); o != nil {
+				outs[cl] = o
+				continue
+			}
+		}
 		o, err := c.up.OutputSnapshot(ctx, cl)
 		if err != nil {
 			return nil, c.upstream("translation GetOutputSnapshot", err)
 		}
 		if o != nil {
 			outs[cl] = o
+			if c.recent != nil {
+				c.recent.AddOutput(o)
+			}
 		}
 	}
 	return outs, nil

@@ -78,7 +78,9 @@ func (r *Recent) AddAccessLogs(entries []*observabilityv1.AccessLogEntry) {
 
 // Run polls the outputs and follows the access logs until ctx ends.
 func (r *Recent) Run(ctx context.Context) error {
-	go r.followAccessLogs(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { r.followAccessLogs(ctx) })
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
 	for {
@@ -117,17 +119,20 @@ func (r *Recent) pollOutputs(ctx context.Context) {
 // followAccessLogs keeps a stream of every cluster's access logs open,
 // reconnecting after a pause, and counts them.
 func (r *Recent) followAccessLogs(ctx context.Context) {
+	setWatching := func(on bool) {
+		r.mu.Lock()
+		r.watching = on
+		r.mu.Unlock()
+	}
 	for ctx.Err() == nil {
+		// Traffic is available while the stream is open, whether or not
+		// entries arrive: no entries then means no traffic.
+		setWatching(true)
 		err := r.up.WatchAccessLogs(ctx, &ingestv1.WatchAccessLogsRequest{Follow: true}, func(es []*observabilityv1.AccessLogEntry) error {
-			r.mu.Lock()
-			r.watching = true
-			r.mu.Unlock()
 			r.AddAccessLogs(es)
 			return nil
 		})
-		r.mu.Lock()
-		r.watching = false
-		r.mu.Unlock()
+		setWatching(false)
 		if ctx.Err() != nil {
 			return
 		}
