@@ -57,6 +57,9 @@ type ClusterCheck struct {
 	AppliedVersion string `json:"-"`
 	AgentVersion   string `json:"-"`
 	Management     bool   `json:"-"`
+	// Stale: not connected, and the last push is older than ingest's stale
+	// window.
+	Stale bool `json:"-"`
 	// Healthy is false when this cluster makes the check fail.
 	Healthy bool `json:"-"`
 }
@@ -135,6 +138,7 @@ func checkCluster(cl *ingestv1.ClusterConnectivity, a *distributionv1.ClusterAck
 		Cluster: cl.GetCluster(), Push: "disconnected", Pull: "disconnected", Applied: "-", InputVersion: cl.GetVersion(),
 		ApplyErrors: a.GetApplyErrors(), HeldDeletions: a.GetHeldDeletions(), Healthy: true,
 		LatestVersion: a.GetLatestVersion(), AppliedVersion: a.GetAckedVersion(), AgentVersion: cl.GetAgentVersion(), Management: cl.GetManagement(),
+		Stale: cl.GetStale(),
 	}
 	if cl.GetConnected() {
 		cc.Push = "connected"

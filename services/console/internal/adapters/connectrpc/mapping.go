@@ -1,6 +1,7 @@
 package connectrpc
 
 import (
+	"strings"
 	"time"
 
 	consolev1 "github.com/meshplane/meshplane/libs/gen/meshplane/console/v1"
@@ -36,8 +37,14 @@ func clusterToProto(c meshview.ClusterCheck) *consolev1.ClusterOverview {
 	if pull == "-" {
 		pull = ""
 	}
+	// The contract's push states; a refusal has a field of its own, and a
+	// cluster only registration or translation knows is "never".
+	push := strings.TrimSuffix(c.Push, ", refused")
+	if push == "disconnected" && c.Stale {
+		push = "stale"
+	}
 	co := &consolev1.ClusterOverview{
-		Cluster: c.Cluster, Push: c.Push, Pull: pull, InputVersion: c.InputVersion, LastPush: ts(c.LastPush),
+		Cluster: c.Cluster, Push: push, Pull: pull, InputVersion: c.InputVersion, LastPush: ts(c.LastPush),
 		LatestVersion: c.LatestVersion, AppliedVersion: c.AppliedVersion, UpToDate: c.Applied == "current",
 		ApplyErrors: c.ApplyErrors, HeldDeletions: c.HeldDeletions, Registration: c.Registration, CertExpiresAt: ts(c.CertExpires),
 		AgentVersion: c.AgentVersion, Management: c.Management,
