@@ -49,6 +49,8 @@ type Config struct {
 	PollInterval   time.Duration
 
 	flags []*platform.Flags
+	// prefix is the server flags' prefix, for Validate's messages.
+	prefix string
 }
 
 // Defaults.
@@ -73,7 +75,7 @@ func DefaultConfig() Config {
 // and sets the rest itself.
 func (c *Config) AddServerFlags(fs *flag.FlagSet, prefix string) {
 	f := platform.NewFlags(fs, prefix)
-	c.flags = append(c.flags, f)
+	c.flags, c.prefix = append(c.flags, f), prefix
 	f.String(&c.Addr, "addr", "address of the console's browser-facing HTTPS listener")
 	f.String(&c.TLSCertFile, "tls-cert-file", "PEM certificate chain of the console's HTTPS listener, re-read when it changes")
 	f.String(&c.TLSKeyFile, "tls-key-file", "PEM private key of the console's certificate")
@@ -113,6 +115,14 @@ func (c *Config) upstreamAddr(override string) string {
 	return c.ManagementAddr
 }
 
+// flag names a server flag as the operator typed it.
+func (c *Config) flag(name string) string {
+	if c.prefix == "" {
+		return "--" + name
+	}
+	return "--" + c.prefix + "-" + name
+}
+
 // Validate reports every problem at once, naming the flags.
 func (c *Config) Validate() error {
 	var errs []error
@@ -121,20 +131,20 @@ func (c *Config) Validate() error {
 	}
 	host, _, err := net.SplitHostPort(c.Addr)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("--addr %q: %w", c.Addr, err))
+		errs = append(errs, fmt.Errorf("%s %q: %w", c.flag("addr"), c.Addr, err))
 	}
 	if c.InsecurePlaintext {
 		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			errs = append(errs, fmt.Errorf("--insecure-plaintext needs a loopback --addr (127.0.0.1:port, [::1]:port or localhost:port), got %q", c.Addr))
+			errs = append(errs, fmt.Errorf("%s needs a loopback %s (127.0.0.1:port, [::1]:port or localhost:port), got %q", c.flag("insecure-plaintext"), c.flag("addr"), c.Addr))
 		}
 		if c.TLSCertFile != "" || c.TLSKeyFile != "" {
-			errs = append(errs, errors.New("--insecure-plaintext cannot be combined with --tls-cert-file or --tls-key-file"))
+			errs = append(errs, fmt.Errorf("%s cannot be combined with %s or %s", c.flag("insecure-plaintext"), c.flag("tls-cert-file"), c.flag("tls-key-file")))
 		}
 	} else if c.TLSCertFile == "" || c.TLSKeyFile == "" {
-		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file are required (or --insecure-plaintext on a loopback --addr)"))
+		errs = append(errs, fmt.Errorf("%s and %s are required (or %s on a loopback %s)", c.flag("tls-cert-file"), c.flag("tls-key-file"), c.flag("insecure-plaintext"), c.flag("addr")))
 	}
 	if c.SessionTTL <= 0 || c.SessionIdle <= 0 {
-		errs = append(errs, fmt.Errorf("--session-ttl and --session-idle must be positive, got %s and %s", c.SessionTTL, c.SessionIdle))
+		errs = append(errs, fmt.Errorf("%s and %s must be positive, got %s and %s", c.flag("session-ttl"), c.flag("session-idle"), c.SessionTTL, c.SessionIdle))
 	}
 	if c.SignInFailures <= 0 {
 		errs = append(errs, fmt.Errorf("--sign-in-failures must be positive, got %d", c.SignInFailures))
