@@ -24,6 +24,8 @@ import (
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"github.com/meshplane/meshplane/libs/platform/platformtest"
 	"github.com/meshplane/meshplane/services/console/service"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -52,6 +54,7 @@ type console struct {
 	hc    *http.Client
 	kube  kubernetes.Interface
 	clock *clock
+	reg   *prometheus.Registry
 }
 
 var static = fstest.MapFS{
@@ -74,8 +77,9 @@ func startConsole(t *testing.T, p *plane) *console {
 	cfg.PollInterval = 100 * time.Millisecond
 	c := &clock{t: time.Now()}
 	ln := platformtest.Listen(t)
+	reg := prometheus.NewRegistry()
 	svc, err := service.New(cfg, service.WithKubeClient(kc.Clientset()), service.WithStatic(static), service.WithListener(ln),
-		service.WithClock(c.now), service.WithLogger(slog.New(slog.DiscardHandler)))
+		service.WithClock(c.now), service.WithLogger(slog.New(slog.DiscardHandler)), service.WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +94,7 @@ func startConsole(t *testing.T, p *plane) *console {
 	})
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.ca.Pool}, Protocols: new(http.Protocols)}
 	tr.Protocols.SetHTTP2(true)
-	return &console{base: "https://" + ln.Addr().String(), hc: &http.Client{Transport: tr}, kube: kc.Clientset(), clock: c}
+	return &console{base: "https://" + ln.Addr().String(), hc: &http.Client{Transport: tr}, kube: kc.Clientset(), clock: c, reg: reg}
 }
 
 // token creates a service account, binds it to the viewer ClusterRole when
@@ -279,6 +283,34 @@ func TestSignInCookiesAndCSRF(t *testing.T) {
 	if _, err := c.client(s, s.csrf).WhoAmI(ctx, connect.NewRequest(&consolev1.WhoAmIRequest{})); connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Errorf("after logout: %v, want unauthenticated", err)
 	}
+	if got := testutil.ToFloat64(counter(t, c.reg, "meshplane_console_sign_ins_total", "refused")); got != 1 {
+		t.Errorf("refused sign-ins = %v, want 1 (the bad token)", got)
+	}
+	if got := testutil.ToFloat64(counter(t, c.reg, "meshplane_console_sign_ins_total", "ok")); got != 1 {
+		t.Errorf("sign-ins = %v, want 1", got)
+	}
+}
+
+// counter finds the sample of a counter family with one label value.
+func counter(t *testing.T, reg *prometheus.Registry, name, label string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == label {
+					return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "x", Help: "x"}, m.GetCounter().GetValue)
+				}
+			}
+		}
+	}
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "x", Help: "x"}, func() float64 { return 0 })
 }
 
 func TestSessionExpiresWhenIdle(t *testing.T) {
