@@ -30,6 +30,13 @@ export default defineConfig({
     modulePreload: { polyfill: false },
     reportCompressedSize: false,
   },
+  // `npm run dev` against a running console (e.g. the demo's, or one with
+  // --insecure-plaintext on loopback): MESHPLANE_CONSOLE=https://127.0.0.1:9443.
+  server: {
+    proxy: Object.fromEntries(
+      ["/api", "/auth"].map((p) => [p, { target: process.env.MESHPLANE_CONSOLE ?? "http://127.0.0.1:9443", secure: false, changeOrigin: false }]),
+    ),
+  },
   test: {
     include: ["src/**/*.test.ts"],
     environment: "node",

@@ -2,6 +2,7 @@ import { lazy, Suspense, useCallback, useEffect, useState } from "react";
 import type { WhoAmIResponse } from "@meshplane/client/console/v1/console_pb.js";
 import { api, apiError, Code, onUnauthenticated, signOut } from "./api";
 import { ErrorBox } from "./components";
+import { absolute, millis } from "./lib/format";
 import { useRoute } from "./lib/hooks";
 import { href, type Route, type View, viewOf } from "./lib/route";
 import { SignIn } from "./pages/SignIn";
@@ -92,7 +93,7 @@ export function App() {
             ))}
           </ul>
         </nav>
-        <span className="user">
+        <span className="user" title={who.sessionExpiresAt ? `Session expires at ${absolute(millis(who.sessionExpiresAt))}` : undefined}>
           Signed in as <strong data-testid="user">{who.username}</strong>
         </span>
         <button

@@ -74,11 +74,12 @@ export async function signIn(token: string): Promise<{ error?: string }> {
 /** signOut ends the session; the console clears its cookies. */
 export async function signOut(): Promise<void> {
   try {
-    await fetch("/auth/logout", {
+    const res = await fetch("/auth/logout", {
       method: "POST",
       credentials: "same-origin",
       headers: { [CSRF_HEADER]: csrfHeaders(document.cookie)[CSRF_HEADER] ?? "" },
     });
+    await res.text();
   } catch {
     // Signed out locally either way.
   }

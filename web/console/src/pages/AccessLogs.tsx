@@ -82,8 +82,8 @@ export function AccessLogs({ filters }: { filters: LogFilters }) {
       clearTimeout(retry);
       setLive(false);
     };
-    // fkey stands for filters.
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // fkey stands for the filters: a new object with the same values must
+    // not restart the stream.
   }, [fkey]);
 
   const togglePause = () => {

@@ -163,8 +163,7 @@ export default function Graph() {
     c.fit(undefined, 30);
     setRender({ ready: true, ms: round(performance.now() - at), drawMs: 0, nodes: el.nodes.length, edges: el.edges.length });
     c.one("render", () => setRender((r) => ({ ...r, drawMs: round(performance.now() - at) })));
-    // kinds is applied by its own effect, which needs no new layout.
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // kinds is applied by its own effect below, which needs no new layout.
   }, [el, at]);
 
   useEffect(() => {
