@@ -84,7 +84,7 @@ describe("tiledLayout", () => {
     }
     ns.push(node("virtualdestination/v.ns.mgmt", "virtualdestination"));
     const el = toElements({ nodes: ns, edges: [] });
-    const pos = tiledLayout(el.nodes);
+    const { positions: pos, boxes } = tiledLayout(el.nodes);
     const leaves = el.nodes.filter((n) => !el.nodes.some((m) => m.parent === n.id));
     expect([...pos.keys()].sort()).toEqual(leaves.map((n) => n.id).sort());
     const seen = new Set<string>();
@@ -101,7 +101,15 @@ describe("tiledLayout", () => {
     const e = range("east");
     const w = range("west");
     expect(e.maxX < w.minX || w.maxX < e.minX || e.maxY < w.minY || w.maxY < e.minY).toBe(true);
-    expect(tiledLayout(el.nodes)).toEqual(pos);
+    expect(tiledLayout(el.nodes).positions).toEqual(pos);
+    // Every compound has a box, and each leaf lies inside its parent's box.
+    expect([...boxes.keys()].sort()).toEqual(el.nodes.filter((n) => !leaves.includes(n)).map((n) => n.id).sort());
+    for (const n of leaves) {
+      if (n.parent === undefined) continue;
+      const b = boxes.get(n.parent)!;
+      const p = pos.get(n.id)!;
+      expect(Math.abs(p.x - b.x) < b.w / 2 && Math.abs(p.y - b.y) < b.h / 2).toBe(true);
+    }
   });
 
   it("lays out 1,000 destinations quickly", () => {
@@ -113,9 +121,10 @@ describe("tiledLayout", () => {
     }
     const el = toElements({ nodes: ns, edges: [] });
     const t = performance.now();
-    const pos = tiledLayout(el.nodes);
+    const { positions, boxes } = tiledLayout(el.nodes);
     expect(performance.now() - t).toBeLessThan(200);
-    expect(pos.size).toBe(1000);
+    expect(positions.size).toBe(1000);
+    expect(boxes.size).toBe(8);
   });
 
   it("keys the structure by ids and parents only", () => {

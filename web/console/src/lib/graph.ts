@@ -180,21 +180,37 @@ export interface TileOptions {
 
 export const defaultTiles: TileOptions = { cellWidth: 170, cellHeight: 56, padding: 14, labelHeight: 22, gap: 24 };
 
+export interface Rect {
+  /** The centre, as Cytoscape positions a node. */
+  x: number;
+  y: number;
+  w: number;
+  h: number;
+}
+
+export interface Tiles {
+  /** Where each leaf goes. */
+  positions: Map<string, Point>;
+  /** The box each compound node covers, its padding and label included. */
+  boxes: Map<string, Rect>;
+}
+
 interface Box {
   id: string;
   w: number;
   h: number;
-  /** Leaf positions relative to the box's top left corner. */
-  place(x: number, y: number, out: Map<string, Point>): void;
+  /** Places the box's leaves and inner boxes, from its top left corner. */
+  place(x: number, y: number, out: Tiles): void;
 }
 
 /**
  * tiledLayout places leaf nodes in a grid inside their compound parents,
  * packing children (leaves and nested compounds) in rows, and the top-level
- * boxes likewise. Cytoscape derives the compounds' own boxes from their
- * children, so only leaves get positions.
+ * boxes likewise. Cytoscape derives compound nodes' boxes from their
+ * children, so it needs only the leaves' positions; the boxes are there for
+ * drawing the nesting without compound nodes.
  */
-export function tiledLayout(nodes: readonly NodeData[], o: TileOptions = defaultTiles): Map<string, Point> {
+export function tiledLayout(nodes: readonly NodeData[], o: TileOptions = defaultTiles): Tiles {
   const children = new Map<string, NodeData[]>();
   const roots: NodeData[] = [];
   for (const n of nodes) {
@@ -213,20 +229,25 @@ export function tiledLayout(nodes: readonly NodeData[], o: TileOptions = default
         id: n.id,
         w: o.cellWidth,
         h: o.cellHeight,
-        place: (x, y, out) => out.set(n.id, { x: x + o.cellWidth / 2, y: y + o.cellHeight / 2 }),
+        place: (x, y, out) => out.positions.set(n.id, { x: x + o.cellWidth / 2, y: y + o.cellHeight / 2 }),
       };
     }
     const inner = pack(kids.map(box), o.gap / 2);
+    const w = inner.w + 2 * o.padding;
+    const h = inner.h + 2 * o.padding + o.labelHeight;
     return {
       id: n.id,
-      w: inner.w + 2 * o.padding,
-      h: inner.h + 2 * o.padding + o.labelHeight,
-      place: (x, y, out) => inner.place(x + o.padding, y + o.padding + o.labelHeight, out),
+      w,
+      h,
+      place: (x, y, out) => {
+        out.boxes.set(n.id, { x: x + w / 2, y: y + h / 2, w, h });
+        inner.place(x + o.padding, y + o.padding + o.labelHeight, out);
+      },
     };
   };
 
   const top = pack(roots.map(box), o.gap);
-  const out = new Map<string, Point>();
+  const out: Tiles = { positions: new Map(), boxes: new Map() };
   top.place(0, 0, out);
   return out;
 }
