@@ -43,6 +43,23 @@ verify-generate: generate ## Fail if the committed generated code differs from a
 	@git diff --exit-code -- libs/gen deploy/crds clients/ts/gen docs/api || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- libs/gen deploy/crds clients/ts/gen docs/api)" || { git status --porcelain -- libs/gen deploy/crds clients/ts/gen docs/api; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
 
+# The console's browser app (web/console, Vite + React + TypeScript) is built
+# into the Go adapter that embeds it; the built assets are committed, so a Go
+# build needs no Node. Builds are deterministic: CI rebuilds and diffs them.
+WEB_DIST := services/console/internal/adapters/web/dist
+
+.PHONY: web
+web: ## Build the console's browser app into services/console/internal/adapters/web/dist (npm ci, then vite build).
+	cd web/console && npm ci --no-audit --no-fund && npm run build
+
+.PHONY: verify-web
+verify-web: web ## Fail if the committed console assets differ from a fresh build.
+	@git diff --exit-code -- $(WEB_DIST) && test -z "$$(git status --porcelain -- $(WEB_DIST))" || { git status --porcelain -- $(WEB_DIST); echo "the console's built assets are stale: run 'make web' and commit"; exit 1; }
+
+.PHONY: web-test
+web-test: ## Unit tests of the console's browser app (Vitest).
+	cd web/console && npm ci --no-audit --no-fund && npm test
+
 # tools/istiovalidate runs Istio's own validation and analyzers on
 # translation's outputs. It is outside go.work (istio.io/istio pins its own
 # k8s.io/* versions): these flags build it as hack/tools.sh builds
