@@ -31,14 +31,15 @@ export function App() {
 
   const loadWho = useCallback(async () => {
     try {
-      setWho(await api.whoAmI({}));
+      const w = await api.whoAmI({});
+      setWho(w);
       setError(undefined);
-      return true;
+      return w;
     } catch (e) {
       const err = apiError(e);
       if (err.code === Code.Unauthenticated) setWho(null);
       else setError(err.message);
-      return false;
+      return undefined;
     }
   }, []);
 
@@ -51,6 +52,14 @@ export function App() {
     if (who === null && route.page !== "signin") location.replace(href({ page: "signin" }));
   }, [who, route.page]);
 
+  // A bare "#/" opens the first view the user may open, not a page that
+  // would only say they may not.
+  useEffect(() => {
+    if (!who || !/^#?\/?$/.test(location.hash) || who.views.includes("overview")) return;
+    const first = NAV.find((n) => who.views.includes(n.view));
+    if (first) location.replace(href(first.route));
+  }, [who, route]);
+
   useEffect(() => {
     const view = viewOf(route);
     document.title = `${view ? view[0].toUpperCase() + view.slice(1) + " · " : ""}Meshplane console`;
@@ -59,7 +68,16 @@ export function App() {
   if (who === undefined) {
     return (
       <main className="center">
-        {error ? <ErrorBox error={`The console could not be reached: ${error}`} /> : <p className="muted">Loading…</p>}
+        {error ? (
+          <div>
+            <ErrorBox error={`The console could not be reached: ${error}`} />
+            <button type="button" onClick={() => void loadWho()}>
+              Try again
+            </button>
+          </div>
+        ) : (
+          <p className="muted">Loading…</p>
+        )}
       </main>
     );
   }
@@ -67,7 +85,11 @@ export function App() {
     return (
       <SignIn
         onSignedIn={async () => {
-          if (await loadWho()) location.assign(href({ page: "overview" }));
+          const w = await loadWho();
+          if (!w) return;
+          // The overview, or the first view the user may open.
+          const first = w.views.includes("overview") ? undefined : NAV.find((n) => w.views.includes(n.view));
+          location.assign(href(first ? first.route : { page: "overview" }));
         }}
         error={error}
       />

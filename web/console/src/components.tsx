@@ -25,8 +25,8 @@ const GOOD = new Set(["ACCEPTED", "APPROVED", "SERVING", "connected", "yes"]);
 const WARN = new Set(["PENDING", "stale", "LAST_KNOWN_GOOD"]);
 
 /** Badge shows a state word in a colour; the word itself carries the meaning. */
-export function Badge({ value, testid }: { value: string; testid?: string }) {
-  const tone = GOOD.has(value) ? "good" : WARN.has(value) ? "warn" : value === "" ? "none" : "bad";
+export function Badge({ value, testid, tone: forced }: { value: string; testid?: string; tone?: "good" | "warn" | "bad" }) {
+  const tone = forced ?? (GOOD.has(value) ? "good" : WARN.has(value) ? "warn" : value === "" ? "none" : "bad");
   return (
     <span className={`badge ${tone}`} data-testid={testid}>
       {value || "—"}

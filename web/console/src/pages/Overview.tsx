@@ -60,14 +60,14 @@ export function Overview() {
               ) : data.safeMode.on ? (
                 <div data-testid="safe-mode" data-on="true">
                   <p>
-                    <Badge value="ON" /> Translation holds its output until every registered cluster has pushed.
+                    <Badge value="on" tone="warn" /> Translation holds its output until every registered cluster has pushed.
                   </p>
                   {data.safeMode.waitingFor.length > 0 && <p>Waiting for: {data.safeMode.waitingFor.join(", ")}</p>}
                   {data.safeMode.missingClusters.length > 0 && <p>Missing: {data.safeMode.missingClusters.join(", ")}</p>}
                 </div>
               ) : (
                 <p data-testid="safe-mode" data-on="false">
-                  <Badge value="off" /> Translation publishes normally.
+                  <Badge value="off" tone="good" /> Translation publishes normally.
                 </p>
               )}
             </section>
