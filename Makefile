@@ -87,7 +87,7 @@ build: ## Build every binary into bin/.
 	@for c in $(CMDS); do echo "build $$c"; $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./$$c; done
 
 .PHONY: test
-test: tools verify-generate lint ## Run every test (needs the tools; installs them when missing).
+test: tools verify-generate verify-web web-test lint ## Run every test (needs the tools; installs them when missing).
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	$(ISTIO_VALIDATE_GO) test $(ISTIO_VALIDATE_FLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./...
 

@@ -5,7 +5,8 @@
 # meshplane-istio-validate, Istio's own validation for `meshctl render
 # --validate` (from tools/istiovalidate, outside go.work),
 # helm (go install, for the chart tests), the npm packages of clients/ts
-# (npm ci: protoc-gen-es and Connect-ES), and checks that the Debian packages
+# (npm ci: protoc-gen-es and Connect-ES), Debian's chromium for the console's
+# browser tests, and checks that the Debian packages
 # are present. Idempotent: a warm cache makes
 # this a few stat calls.
 #
@@ -43,6 +44,9 @@ command -v etcd >/dev/null 2>&1 || [[ -x /usr/bin/etcd ]] || need_apt+=(etcd-ser
 if ! $demo_only; then
   command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
   command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+  # Debian's Chromium runs the console's browser tests (chromedp drives it
+  # headless); nothing is downloaded at test time.
+  command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 fi
 if ((${#need_apt[@]})); then
   if [[ $(id -u) -ne 0 ]]; then

@@ -20,6 +20,7 @@ var binaries = map[string]string{
 	"translation":  harness.CmdTranslation,
 	"distribution": harness.CmdDistribution,
 	"agent":        harness.CmdAgent,
+	"console":      harness.CmdConsole,
 }
 
 var flagLine = regexp.MustCompile(`(?m)^\s+-([a-z0-9][a-z0-9-]*)`)

@@ -308,6 +308,34 @@ global:
 		}},
 	{name: "distribution alone", chart: "distribution", ns: mgmtNamespace, values: "redis:\n  addrs: [redis:6379]\n", kinds: map[string]int{"Deployment": 1}},
 	{
+		name: "umbrella with the console", chart: "meshplane", ns: mgmtNamespace, values: "console:\n  enabled: true\n  viewerRole:\n    groups: [sre]\n",
+		kinds: map[string]int{"Deployment": 5, "ClusterRole": 2, "ClusterRoleBinding": 3},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			wantArgs(t, containerArgs(t, objs, "Deployment", "r-console", "console"),
+				"--registration-addr=r-registration:9901", "--ingest-addr=r-ingest:9902", "--translation-addr=r-translation:9903", "--distribution-addr=r-distribution:9904",
+				"--upstream-cert-file=/etc/meshplane/tls/tls.crt", "--tls-cert-file=/etc/meshplane/tls/tls.crt")
+			role := find(t, objs, "ClusterRole", "meshplane-console-viewer")
+			rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+			if len(rules) != 4 {
+				t.Errorf("the viewer ClusterRole has %d rules, want 4 (files/viewer-clusterrole.yaml)", len(rules))
+			}
+			b := find(t, objs, "ClusterRoleBinding", "r-console-viewers")
+			if subj, _, _ := unstructured.NestedSlice(b.Object, "subjects"); len(subj) != 1 || subj[0].(map[string]any)["name"] != "sre" {
+				t.Errorf("the viewers binding's subjects = %v, want the group sre", subj)
+			}
+		},
+	},
+	{
+		name: "console alone, with a browser certificate", chart: "console", ns: mgmtNamespace,
+		values: "management:\n  registrationAddr: mp.example.com:9900\n  ingestAddr: mp.example.com:9900\n  translationAddr: mp.example.com:9900\n  distributionAddr: mp.example.com:9900\nweb:\n  tls:\n    secretName: console-public\n",
+		kinds:  map[string]int{"Deployment": 1, "ClusterRoleBinding": 1},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			wantArgs(t, containerArgs(t, objs, "Deployment", "r-console", "console"),
+				"--ingest-addr=mp.example.com:9900", "--tls-cert-file=/etc/meshplane/web-tls/tls.crt", "--upstream-cert-file=/etc/meshplane/tls/tls.crt")
+			wantVolume(t, objs, "r-console", "web-tls", "secret")
+		},
+	},
+	{
 		name: "agent with a relay address", chart: "agent", ns: agentNamespace, values: agentRelayValues,
 		kinds: map[string]int{"Deployment": 1, "Secret": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "ServiceAccount": 1, "Role": 0},
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {

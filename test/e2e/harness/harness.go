@@ -29,10 +29,21 @@ const (
 	CmdAgent        = "github.com/meshplane/meshplane/services/agent/cmd/agent"
 	CmdMeshplane    = "github.com/meshplane/meshplane/cmd/meshplane"
 	CmdMeshctl      = "github.com/meshplane/meshplane/cmd/meshctl"
+	CmdConsole      = "github.com/meshplane/meshplane/services/console/cmd/console"
 )
 
 // AllCommands is every command the harness can run.
-var AllCommands = []string{CmdRegistration, CmdIngest, CmdTranslation, CmdDistribution, CmdAgent, CmdMeshplane, CmdMeshctl}
+var AllCommands = []string{CmdRegistration, CmdIngest, CmdTranslation, CmdDistribution, CmdAgent, CmdMeshplane, CmdMeshctl, CmdConsole}
+
+// ArtifactDir is where tests save what a person looks at after a run
+// (the console's screenshots): $MESHPLANE_ARTIFACTS, or test/e2e/artifacts
+// in the repository, which git ignores.
+func ArtifactDir() string {
+	if d := os.Getenv("MESHPLANE_ARTIFACTS"); d != "" {
+		return d
+	}
+	return filepath.Join(RepoRoot(), "test", "e2e", "artifacts")
+}
 
 // RepoRoot finds the repository root from this source file.
 func RepoRoot() string {
@@ -46,7 +57,11 @@ func Build(ctx context.Context, dir string, pkgs ...string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	args := append([]string{"build", "-o", dir + "/"}, pkgs...)
+	// Without symbol tables and DWARF the binaries are about a third
+	// smaller: several test packages build a set each, in parallel, and
+	// a CI machine's disk is finite. Stack traces keep their names (they
+	// come from the pclntab, which stays).
+	args := append([]string{"build", "-ldflags=-s -w", "-o", dir + "/"}, pkgs...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = RepoRoot()
 	var out bytes.Buffer

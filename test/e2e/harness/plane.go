@@ -375,6 +375,10 @@ type AgentOptions struct {
 	Kubeconfig string
 	LogDir     string
 	StateDir   string
+	// Envoy, when set, is the agent's --envoy-addr (Access Log Service,
+	// Metrics Service, ECDS), so that a test can send what a sidecar
+	// would. Nil gives a port nobody knows.
+	Envoy *net.TCPListener
 }
 
 // StartAgent starts an agent for a cluster against the plane.
@@ -391,6 +395,10 @@ func (p *Plane) StartAgent(o AgentOptions) (*Process, error) {
 		return nil, err
 	}
 	defer admin.Close()
+	envoy, listeners := "127.0.0.1:0", []*net.TCPListener{admin}
+	if o.Envoy != nil {
+		envoy, listeners = "fd:4", append(listeners, o.Envoy)
+	}
 	return Start(Spec{
 		Name: "agent-" + o.Cluster, Binary: Binary(o.BinDir, CmdAgent), LogDir: o.LogDir,
 		Args: []string{
@@ -399,8 +407,8 @@ func (p *Plane) StartAgent(o AgentOptions) (*Process, error) {
 			"--relay-ca-file", p.PKI.RootFile(), "--server-name", "localhost", "--trust-domain", p.PKI.TrustDomain,
 			"--token-file", tokenFile, "--state-dir", o.StateDir, "--admin-addr", "fd:3", "--debounce", "50ms",
 			// Several agents share this host: no fixed Envoy port.
-			"--envoy-addr", "127.0.0.1:0",
+			"--envoy-addr", envoy,
 		},
-		Listeners: []*net.TCPListener{admin},
+		Listeners: listeners,
 	})
 }

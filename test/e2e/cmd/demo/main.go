@@ -63,6 +63,7 @@ func main() {
 	bin := flag.String("bin", "bin", "directory of the built commands (make build)")
 	dir := flag.String("dir", ".demo", "directory for the demo's state, logs and kubeconfigs")
 	once := flag.Bool("once", false, "exit after the DestinationRules are listed instead of waiting for Ctrl-C")
+	consoleAddr := flag.String("console-addr", "127.0.0.1:9443", "address of the operator console (the all-in-one's --console-addr)")
 	istiod := flag.String("istiod", "auto", "run a real istiod (pilot-discovery) per workload cluster: on, off, or auto (when it is built in the tools cache; the demo never builds it)")
 	flag.Parse()
 	mode, err := parseIstiodMode(*istiod)
@@ -72,7 +73,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *bin, *dir, *once, mode); err != nil {
+	if err := run(ctx, *bin, *dir, *consoleAddr, *once, mode); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -80,7 +81,7 @@ func main() {
 
 func step(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
 
-func run(ctx context.Context, bin, dir string, once bool, mode istiodMode) error {
+func run(ctx context.Context, bin, dir, consoleAddr string, once bool, mode istiodMode) error {
 	bin, _ = filepath.Abs(bin)
 	dir, _ = filepath.Abs(dir)
 	if err := os.RemoveAll(dir); err != nil {
@@ -125,10 +126,15 @@ func run(ctx context.Context, bin, dir string, once bool, mode istiodMode) error
 	}
 	defer redis.Close()
 
-	step("starting the all-in-one management plane (registration, ingest, translation, distribution); cluster records in mgmt's namespace %s", mirrorNamespace)
+	consoleArgs, err := consoleSetup(ctx, dir, consoleAddr, mgmt)
+	if err != nil {
+		return err
+	}
+	step("starting the all-in-one management plane (registration, ingest, translation, distribution, and the console on https://%s); cluster records in mgmt's namespace %s", consoleAddr, mirrorNamespace)
 	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{
 		BinDir: bin, Dir: dir, RedisAddr: redis.Addr(), Clusters: names, AllInOne: true,
 		ManagementKubeconfig: mgmt.Kubeconfig(), MirrorNamespace: mirrorNamespace,
+		AllInOneArgs: consoleArgs,
 	})
 	if err != nil {
 		return err
@@ -205,6 +211,7 @@ func run(ctx context.Context, bin, dir string, once bool, mode istiodMode) error
 		return err
 	}
 	printUsage(env, dir, logs, withIstiod)
+	printConsole(consoleAddr, plane.PKI.RootFile())
 	if once {
 		return nil
 	}

@@ -41,7 +41,7 @@ import (
 )
 
 // Services are the management services that get a server certificate.
-var Services = []string{"registration", "ingest", "translation", "distribution"}
+var Services = []string{"registration", "ingest", "translation", "distribution", "console"}
 
 // Options are devpki's flags.
 type Options struct {

@@ -96,7 +96,7 @@ export function Policies({ kind, state }: { kind: string; state: string }) {
                         .sort((a, b) => a.acceptanceOrder - b.acceptanceOrder)
                         .map((t, i) => (
                           <li key={i}>
-                            {t.acceptanceOrder > 0 && <span className="order">#{t.acceptanceOrder}</span>} <TargetLink t={t} /> <Badge value={t.state} />
+                            {t.state === "ACCEPTED" && <span className="order">#{t.acceptanceOrder}</span>} <TargetLink t={t} /> <Badge value={t.state} />
                           </li>
                         ))}
                     </ul>
@@ -194,7 +194,7 @@ function PolicyDetails({ p }: { p: Policy }) {
         <table>
           <thead>
             <tr>
-              <th scope="col">Acceptance order</th>
+              <th scope="col">Acceptance order (from 0)</th>
               <th scope="col">Target</th>
               <th scope="col">State</th>
               <th scope="col">Errors</th>
@@ -206,7 +206,7 @@ function PolicyDetails({ p }: { p: Policy }) {
               .sort((a, b) => a.acceptanceOrder - b.acceptanceOrder)
               .map((t, i) => (
                 <tr key={i} data-testid="policy-target">
-                  <td className="num">{t.acceptanceOrder || "—"}</td>
+                  <td className="num">{t.state === "ACCEPTED" ? t.acceptanceOrder : "—"}</td>
                   <th scope="row">
                     <TargetLink t={t} />
                   </th>
