@@ -170,7 +170,13 @@ func devServerPKI(dir, caDir, trustDomain string, o *platform.ServerOptions) err
 // server and client certificates from the dev CA.
 func consoleSettings(s *settings, srvOpts platform.ServerOptions) error {
 	c := &s.console
-	host, port, err := net.SplitHostPort(srvOpts.Addr)
+	// --addr fd:N (a socket the parent passed, as the demo's harness
+	// does) names no host and port: ask the socket.
+	addr, err := platform.ListenAddr(srvOpts.Addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: %w", srvOpts.Addr, err)
+	}
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("--addr %q: %w", srvOpts.Addr, err)
 	}

@@ -41,9 +41,12 @@ func graphInput(cluster string, n int) *snapshotv1.InputSnapshot {
 // Chromium for 1,000 destinations (two clusters of 500, pushed by simulated
 // agents to a real plane of four processes; the console process signs the
 // browser in against a real management API server). Each iteration reloads
-// the page; render-ms is the page's own measure, from the graph's answer
-// received to Cytoscape's layout done (data-render-ms), and the median is
-// reported. The target is under 1 s (docs/benchmarks.md).
+// the page and waits for the first frame drawn; ns/op is that whole reload
+// (sign-in check, WhoAmI, GetGraph of 1,000 destinations, layout, draw).
+// The page's own measures, from the graph's answer received, are reported
+// as medians: layout-ms to Cytoscape's layout done (data-render-ms) and
+// draw-ms to the first frame drawn (data-draw-ms). The target is under 1 s
+// (docs/benchmarks.md).
 func BenchmarkConsoleGraph1000(b *testing.B) {
 	harness.RequireE2E(b)
 	ctx := context.Background()
@@ -79,19 +82,32 @@ func BenchmarkConsoleGraph1000(b *testing.B) {
 	}
 	br.Screenshot(b, "graph-1000")
 
-	var ms []float64
+	// drawn: the layout is done and Cytoscape has drawn the first frame.
+	drawn := `[data-testid=graph][data-ready=true]:not([data-draw-ms="0"])`
+	var layout, draw []float64
 	for b.Loop() {
-		e.wait(b, br, "the graph reloaded", 60*time.Second, chromedp.Reload(), chromedp.WaitReady(graph))
-		v, err := chromedp.Run(br.Ctx, chromedp.AttributeValue(`[data-testid=graph]`, "data-render-ms"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		f, err := strconv.ParseFloat(v.Value, 64)
-		if err != nil {
-			b.Fatalf("data-render-ms = %q: %v", v.Value, err)
-		}
-		ms = append(ms, f)
+		e.wait(b, br, "the graph reloaded", 60*time.Second, chromedp.Reload(), chromedp.WaitReady(drawn))
+		layout = append(layout, graphAttr(b, br, "data-render-ms"))
+		draw = append(draw, graphAttr(b, br, "data-draw-ms"))
 	}
-	slices.Sort(ms)
-	b.ReportMetric(ms[len(ms)/2], "render-ms")
+	b.ReportMetric(median(layout), "layout-ms")
+	b.ReportMetric(median(draw), "draw-ms")
+}
+
+func graphAttr(b *testing.B, br *harness.Browser, name string) float64 {
+	b.Helper()
+	v, err := chromedp.Run(br.Ctx, chromedp.AttributeValue(`[data-testid=graph]`, name))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := strconv.ParseFloat(v.Value, 64)
+	if err != nil {
+		b.Fatalf("%s = %q: %v", name, v.Value, err)
+	}
+	return f
+}
+
+func median(v []float64) float64 {
+	slices.Sort(v)
+	return v[len(v)/2]
 }

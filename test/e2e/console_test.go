@@ -3,11 +3,18 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -437,4 +444,126 @@ func (e *consoleEstate) sendAccessLogsUntil(t *testing.T, b *harness.Browser, ro
 			e.wait(t, b, "the access log in the tail", time.Millisecond, chromedp.WaitReady(row))
 		}
 	}
+}
+
+// The all-in-one serves the console too (--console-addr), reading its own
+// front door, which a supervisor may pass as a socket (--addr fd:3, as
+// the harness and the demo do): a signed-in client gets the overview with
+// the registered cluster.
+func TestAllInOneConsole(t *testing.T) {
+	harness.RequireE2E(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	mgmt := kubetest.Start(t, kubetest.Options{Name: "mgmt", SkipIstioCRDs: true})
+	if err := mgmt.ApplyYAML(ctx, append([]byte(consoleRBAC+"---\n"), consoleViewerRole(t)...)); err != nil {
+		t.Fatal(err)
+	}
+	// The plane's PKI, made first so that the console's certificate is
+	// signed by the CA the plane then loads.
+	p, err := harness.NewPKI(filepath.Join(dir, "pki"), "meshplane.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := p.ServiceCert("console")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := harness.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	// The harness passes the all-in-one its own two sockets only: the
+	// console's port is bound again by the process.
+	ln.Close()
+	redis := redistest.Start(t)
+	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{
+		BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east"}, AllInOne: true,
+		ManagementKubeconfig: mgmt.Kubeconfig(),
+		AllInOneArgs: []string{"--console-addr", addr, "--console-tls-cert-file", cert, "--console-tls-key-file", key,
+			"--console-upstream-cert-file", cert, "--console-upstream-key-file", key},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plane.Stop)
+	east := kubetest.Start(t, kubetest.Options{Name: "east"})
+	if err := east.ApplyYAML(ctx, harness.Bookinfo("east")); err != nil {
+		t.Fatal(err)
+	}
+	agent, err := plane.StartAgent(harness.AgentOptions{BinDir: binDir, Cluster: "east", Token: tokens["east"], Kubeconfig: east.Kubeconfig(),
+		LogDir: filepath.Join(dir, "logs"), StateDir: filepath.Join(dir, "agent-east")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(agent.Stop)
+
+	e := &consoleEstate{mgmt: mgmt}
+	c, csrf := consoleClient(t, "https://"+addr, p.RootFile(), e.token(t, "console-viewer"))
+	var overview string
+	err = harness.Wait(ctx, 90*time.Second, "east connected on the all-in-one console's overview", func(ctx context.Context) (bool, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+"/api/meshplane.console.v1.ConsoleService/GetOverview", strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-CSRF-Token", csrf)
+		res, err := c.Do(req)
+		if err != nil {
+			return false, err
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		overview = string(body)
+		var got struct {
+			Clusters []struct{ Cluster, Push, Pull string }
+		}
+		if res.StatusCode != http.StatusOK || json.Unmarshal(body, &got) != nil {
+			return false, nil
+		}
+		return slices.ContainsFunc(got.Clusters, func(c struct{ Cluster, Push, Pull string }) bool {
+			return c.Cluster == "east" && c.Push == "connected" && c.Pull == "connected"
+		}), nil
+	}, append([]*harness.Process{agent}, plane.Procs...)...)
+	if err != nil {
+		t.Fatalf("%v; last answer: %s", err, overview)
+	}
+}
+
+// consoleClient signs in over HTTPS, as the browser does, and returns the
+// client holding the session cookie and the CSRF token to send.
+func consoleClient(t *testing.T, url, caFile, token string) (*http.Client, string) {
+	t.Helper()
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	t.Cleanup(c.CloseIdleConnections)
+	var res *http.Response
+	if err := harness.Wait(t.Context(), 60*time.Second, "sign-in on "+url, func(ctx context.Context) (bool, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/auth/login", strings.NewReader(`{"token":"`+token+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		var err error
+		if res, err = c.Do(req); err != nil {
+			return false, nil // not listening yet
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("sign-in answered %s", res.Status)
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ck := range res.Cookies() {
+		if ck.Name == "mp_csrf" {
+			return c, ck.Value
+		}
+	}
+	t.Fatal("sign-in set no mp_csrf cookie")
+	return nil, ""
 }
