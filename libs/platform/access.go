@@ -13,6 +13,9 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 // Allow is the set of callers a procedure admits.
@@ -173,8 +176,39 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.reject(w, r, connect.CodePermissionDenied,
 			fmt.Errorf("%s admits only %s; caller is %s", procedure, allow, id), id)
 		return
+	case allow&AllowPublic == 0 && id.Kind == KindService && readOnlyServices[id.Name] && !ReadOnlyProcedure(procedure):
+		g.reject(w, r, connect.CodePermissionDenied,
+			fmt.Errorf("%s changes state, and %s may only read", procedure, id), id)
+		return
 	}
 	g.next.ServeHTTP(w, r)
+}
+
+// readOnlyServices are the service identities that may call only the
+// procedures that change nothing: the operator console reads for the
+// people signed into it, and its certificate must not let anyone who takes
+// it register, approve or deregister a cluster, or push a snapshot. The
+// console enforces the same on its side; this is the management services'
+// own check.
+var readOnlyServices = map[string]bool{"console": true}
+
+// ReadOnlyProcedure reports whether procedure ("/pkg.Service/Method") is declared
+// with idempotency_level = NO_SIDE_EFFECTS in its proto. A procedure the
+// process does not know (no generated package registered it) changes
+// state, for all the guard can tell.
+//
+// The registry lookup is a map read: no cache, which a caller naming
+// procedures that do not exist could grow.
+func ReadOnlyProcedure(procedure string) bool {
+	if name := strings.ReplaceAll(strings.TrimPrefix(procedure, "/"), "/", "."); protoreflect.FullName(name).IsValid() {
+		if d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name)); err == nil {
+			if m, ok := d.(protoreflect.MethodDescriptor); ok {
+				opts, _ := m.Options().(*descriptorpb.MethodOptions)
+				return opts.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS
+			}
+		}
+	}
+	return false
 }
 
 // identity reads the caller from a client certificate that the TLS stack has

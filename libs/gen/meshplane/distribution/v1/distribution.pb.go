@@ -583,11 +583,11 @@ const file_meshplane_distribution_v1_distribution_proto_rawDesc = "" +
 	"\backed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aackedAt\x12!\n" +
 	"\fapply_errors\x18\x05 \x01(\rR\vapplyErrors\x12\x1c\n" +
 	"\tconnected\x18\x06 \x01(\bR\tconnected\x12%\n" +
-	"\x0eheld_deletions\x18\a \x01(\rR\rheldDeletions2\xae\x02\n" +
+	"\x0eheld_deletions\x18\a \x01(\rR\rheldDeletions2\xb3\x02\n" +
 	"\x13DistributionService\x12\\\n" +
 	"\x05Watch\x12'.meshplane.distribution.v1.WatchRequest\x1a(.meshplane.distribution.v1.WatchResponse0\x01\x12T\n" +
-	"\x03Ack\x12%.meshplane.distribution.v1.AckRequest\x1a&.meshplane.distribution.v1.AckResponse\x12c\n" +
-	"\bListAcks\x12*.meshplane.distribution.v1.ListAcksRequest\x1a+.meshplane.distribution.v1.ListAcksResponseB\x8a\x02\n" +
+	"\x03Ack\x12%.meshplane.distribution.v1.AckRequest\x1a&.meshplane.distribution.v1.AckResponse\x12h\n" +
+	"\bListAcks\x12*.meshplane.distribution.v1.ListAcksRequest\x1a+.meshplane.distribution.v1.ListAcksResponse\"\x03\x90\x02\x01B\x8a\x02\n" +
 	"\x1dcom.meshplane.distribution.v1B\x11DistributionProtoP\x01ZPgithub.com/meshplane/meshplane/libs/gen/meshplane/distribution/v1;distributionv1\xa2\x02\x03MDX\xaa\x02\x19Meshplane.Distribution.V1\xca\x02\x19Meshplane\\Distribution\\V1\xe2\x02%Meshplane\\Distribution\\V1\\GPBMetadata\xea\x02\x1bMeshplane::Distribution::V1b\x06proto3"
 
 var (

@@ -1155,17 +1155,17 @@ const file_meshplane_ingest_v1_ingest_proto_rawDesc = "" +
 	"\x04tail\x18\x06 \x01(\rR\x04tail\x12\x16\n" +
 	"\x06follow\x18\a \x01(\bR\x06follow\"_\n" +
 	"\x17WatchAccessLogsResponse\x12D\n" +
-	"\aentries\x18\x01 \x03(\v2*.meshplane.observability.v1.AccessLogEntryR\aentries2\xcb\x06\n" +
+	"\aentries\x18\x01 \x03(\v2*.meshplane.observability.v1.AccessLogEntryR\aentries2\xe9\x06\n" +
 	"\rIngestService\x12O\n" +
-	"\x04Push\x12 .meshplane.ingest.v1.PushRequest\x1a!.meshplane.ingest.v1.PushResponse(\x010\x01\x12c\n" +
-	"\fListClusters\x12(.meshplane.ingest.v1.ListClustersRequest\x1a).meshplane.ingest.v1.ListClustersResponse\x12o\n" +
-	"\x10GetInputSnapshot\x12,.meshplane.ingest.v1.GetInputSnapshotRequest\x1a-.meshplane.ingest.v1.GetInputSnapshotResponse\x12]\n" +
+	"\x04Push\x12 .meshplane.ingest.v1.PushRequest\x1a!.meshplane.ingest.v1.PushResponse(\x010\x01\x12h\n" +
+	"\fListClusters\x12(.meshplane.ingest.v1.ListClustersRequest\x1a).meshplane.ingest.v1.ListClustersResponse\"\x03\x90\x02\x01\x12t\n" +
+	"\x10GetInputSnapshot\x12,.meshplane.ingest.v1.GetInputSnapshotRequest\x1a-.meshplane.ingest.v1.GetInputSnapshotResponse\"\x03\x90\x02\x01\x12b\n" +
 	"\n" +
-	"ListMeshes\x12&.meshplane.ingest.v1.ListMeshesRequest\x1a'.meshplane.ingest.v1.ListMeshesResponse\x12f\n" +
-	"\rListWorkloads\x12).meshplane.ingest.v1.ListWorkloadsRequest\x1a*.meshplane.ingest.v1.ListWorkloadsResponse\x12o\n" +
-	"\x10ListDestinations\x12,.meshplane.ingest.v1.ListDestinationsRequest\x1a-.meshplane.ingest.v1.ListDestinationsResponse\x12k\n" +
-	"\x0ePushAccessLogs\x12*.meshplane.ingest.v1.PushAccessLogsRequest\x1a+.meshplane.ingest.v1.PushAccessLogsResponse(\x01\x12n\n" +
-	"\x0fWatchAccessLogs\x12+.meshplane.ingest.v1.WatchAccessLogsRequest\x1a,.meshplane.ingest.v1.WatchAccessLogsResponse0\x01B\xda\x01\n" +
+	"ListMeshes\x12&.meshplane.ingest.v1.ListMeshesRequest\x1a'.meshplane.ingest.v1.ListMeshesResponse\"\x03\x90\x02\x01\x12k\n" +
+	"\rListWorkloads\x12).meshplane.ingest.v1.ListWorkloadsRequest\x1a*.meshplane.ingest.v1.ListWorkloadsResponse\"\x03\x90\x02\x01\x12t\n" +
+	"\x10ListDestinations\x12,.meshplane.ingest.v1.ListDestinationsRequest\x1a-.meshplane.ingest.v1.ListDestinationsResponse\"\x03\x90\x02\x01\x12k\n" +
+	"\x0ePushAccessLogs\x12*.meshplane.ingest.v1.PushAccessLogsRequest\x1a+.meshplane.ingest.v1.PushAccessLogsResponse(\x01\x12s\n" +
+	"\x0fWatchAccessLogs\x12+.meshplane.ingest.v1.WatchAccessLogsRequest\x1a,.meshplane.ingest.v1.WatchAccessLogsResponse\"\x03\x90\x02\x010\x01B\xda\x01\n" +
 	"\x17com.meshplane.ingest.v1B\vIngestProtoP\x01ZDgithub.com/meshplane/meshplane/libs/gen/meshplane/ingest/v1;ingestv1\xa2\x02\x03MIX\xaa\x02\x13Meshplane.Ingest.V1\xca\x02\x13Meshplane\\Ingest\\V1\xe2\x02\x1fMeshplane\\Ingest\\V1\\GPBMetadata\xea\x02\x15Meshplane::Ingest::V1b\x06proto3"
 
 var (

@@ -723,14 +723,14 @@ const file_meshplane_registration_v1_cluster_proto_rawDesc = "" +
 	"\x1fCLUSTER_STATUS_PENDING_APPROVAL\x10\x01\x12\x1b\n" +
 	"\x17CLUSTER_STATUS_APPROVED\x10\x02\x12\x1d\n" +
 	"\x19CLUSTER_STATUS_REGISTERED\x10\x03\x12\x1f\n" +
-	"\x1bCLUSTER_STATUS_DEREGISTERED\x10\x042\xd7\x04\n" +
+	"\x1bCLUSTER_STATUS_DEREGISTERED\x10\x042\xe1\x04\n" +
 	"\x0eClusterService\x12r\n" +
 	"\rCreateCluster\x12/.meshplane.registration.v1.CreateClusterRequest\x1a0.meshplane.registration.v1.CreateClusterResponse\x12u\n" +
 	"\x0eApproveCluster\x120.meshplane.registration.v1.ApproveClusterRequest\x1a1.meshplane.registration.v1.ApproveClusterResponse\x12~\n" +
-	"\x11DeregisterCluster\x123.meshplane.registration.v1.DeregisterClusterRequest\x1a4.meshplane.registration.v1.DeregisterClusterResponse\x12i\n" +
+	"\x11DeregisterCluster\x123.meshplane.registration.v1.DeregisterClusterRequest\x1a4.meshplane.registration.v1.DeregisterClusterResponse\x12n\n" +
 	"\n" +
-	"GetCluster\x12,.meshplane.registration.v1.GetClusterRequest\x1a-.meshplane.registration.v1.GetClusterResponse\x12o\n" +
-	"\fListClusters\x12..meshplane.registration.v1.ListClustersRequest\x1a/.meshplane.registration.v1.ListClustersResponseB\x85\x02\n" +
+	"GetCluster\x12,.meshplane.registration.v1.GetClusterRequest\x1a-.meshplane.registration.v1.GetClusterResponse\"\x03\x90\x02\x01\x12t\n" +
+	"\fListClusters\x12..meshplane.registration.v1.ListClustersRequest\x1a/.meshplane.registration.v1.ListClustersResponse\"\x03\x90\x02\x01B\x85\x02\n" +
 	"\x1dcom.meshplane.registration.v1B\fClusterProtoP\x01ZPgithub.com/meshplane/meshplane/libs/gen/meshplane/registration/v1;registrationv1\xa2\x02\x03MRX\xaa\x02\x19Meshplane.Registration.V1\xca\x02\x19Meshplane\\Registration\\V1\xe2\x02%Meshplane\\Registration\\V1\\GPBMetadata\xea\x02\x1bMeshplane::Registration::V1b\x06proto3"
 
 var (

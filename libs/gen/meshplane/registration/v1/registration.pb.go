@@ -532,11 +532,11 @@ const file_meshplane_registration_v1_registration_proto_rawDesc = "" +
 	"\x15certificate_chain_pem\x18\x02 \x01(\fR\x13certificateChainPem\x120\n" +
 	"\x14root_certificate_pem\x18\x03 \x01(\fR\x12rootCertificatePem\x129\n" +
 	"\n" +
-	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2\xca\x03\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2\xcf\x03\n" +
 	"\x13RegistrationService\x12c\n" +
 	"\bRegister\x12*.meshplane.registration.v1.RegisterRequest\x1a+.meshplane.registration.v1.RegisterResponse\x12Z\n" +
-	"\x05Renew\x12'.meshplane.registration.v1.RenewRequest\x1a(.meshplane.registration.v1.RenewResponse\x12u\n" +
-	"\x0eGetTrustBundle\x120.meshplane.registration.v1.GetTrustBundleRequest\x1a1.meshplane.registration.v1.GetTrustBundleResponse\x12{\n" +
+	"\x05Renew\x12'.meshplane.registration.v1.RenewRequest\x1a(.meshplane.registration.v1.RenewResponse\x12z\n" +
+	"\x0eGetTrustBundle\x120.meshplane.registration.v1.GetTrustBundleRequest\x1a1.meshplane.registration.v1.GetTrustBundleResponse\"\x03\x90\x02\x01\x12{\n" +
 	"\x10SignIntermediate\x122.meshplane.registration.v1.SignIntermediateRequest\x1a3.meshplane.registration.v1.SignIntermediateResponseB\x8a\x02\n" +
 	"\x1dcom.meshplane.registration.v1B\x11RegistrationProtoP\x01ZPgithub.com/meshplane/meshplane/libs/gen/meshplane/registration/v1;registrationv1\xa2\x02\x03MRX\xaa\x02\x19Meshplane.Registration.V1\xca\x02\x19Meshplane\\Registration\\V1\xe2\x02%Meshplane\\Registration\\V1\\GPBMetadata\xea\x02\x1bMeshplane::Registration::V1b\x06proto3"
 

@@ -542,12 +542,12 @@ const file_meshplane_translation_v1_translation_proto_rawDesc = "" +
 	"\x10DescribeResponse\x124\n" +
 	"\x06meshes\x18\x01 \x03(\v2\x1c.meshplane.discovery.v1.MeshR\x06meshes\x12>\n" +
 	"\tworkloads\x18\x02 \x03(\v2 .meshplane.discovery.v1.WorkloadR\tworkloads\x12G\n" +
-	"\fdestinations\x18\x03 \x03(\v2#.meshplane.discovery.v1.DestinationR\fdestinations2\xb8\x03\n" +
+	"\fdestinations\x18\x03 \x03(\v2#.meshplane.discovery.v1.DestinationR\fdestinations2\xc8\x03\n" +
 	"\x12TranslationService\x12[\n" +
-	"\x06Notify\x12'.meshplane.translation.v1.NotifyRequest\x1a(.meshplane.translation.v1.NotifyResponse\x12|\n" +
-	"\x11GetOutputSnapshot\x122.meshplane.translation.v1.GetOutputSnapshotRequest\x1a3.meshplane.translation.v1.GetOutputSnapshotResponse\x12d\n" +
-	"\tGetStatus\x12*.meshplane.translation.v1.GetStatusRequest\x1a+.meshplane.translation.v1.GetStatusResponse\x12a\n" +
-	"\bDescribe\x12).meshplane.translation.v1.DescribeRequest\x1a*.meshplane.translation.v1.DescribeResponseB\x82\x02\n" +
+	"\x06Notify\x12'.meshplane.translation.v1.NotifyRequest\x1a(.meshplane.translation.v1.NotifyResponse\x12\x81\x01\n" +
+	"\x11GetOutputSnapshot\x122.meshplane.translation.v1.GetOutputSnapshotRequest\x1a3.meshplane.translation.v1.GetOutputSnapshotResponse\"\x03\x90\x02\x01\x12i\n" +
+	"\tGetStatus\x12*.meshplane.translation.v1.GetStatusRequest\x1a+.meshplane.translation.v1.GetStatusResponse\"\x03\x90\x02\x01\x12f\n" +
+	"\bDescribe\x12).meshplane.translation.v1.DescribeRequest\x1a*.meshplane.translation.v1.DescribeResponse\"\x03\x90\x02\x01B\x82\x02\n" +
 	"\x1ccom.meshplane.translation.v1B\x10TranslationProtoP\x01ZNgithub.com/meshplane/meshplane/libs/gen/meshplane/translation/v1;translationv1\xa2\x02\x03MTX\xaa\x02\x18Meshplane.Translation.V1\xca\x02\x18Meshplane\\Translation\\V1\xe2\x02$Meshplane\\Translation\\V1\\GPBMetadata\xea\x02\x1aMeshplane::Translation::V1b\x06proto3"
 
 var (

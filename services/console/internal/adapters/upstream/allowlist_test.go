@@ -13,6 +13,7 @@ import (
 	"github.com/meshplane/meshplane/libs/gen/meshplane/registration/v1/registrationv1connect"
 	translationv1 "github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1"
 	"github.com/meshplane/meshplane/libs/gen/meshplane/translation/v1/translationv1connect"
+	"github.com/meshplane/meshplane/libs/platform"
 	"github.com/meshplane/meshplane/services/console/internal/adapters/upstream"
 )
 
@@ -59,6 +60,21 @@ func TestAllowlistHoldsOnlyReads(t *testing.T) {
 			if strings.HasPrefix(name, verb) && name != "WatchAccessLogs" {
 				t.Errorf("allowlist holds %s, which is not a read", p)
 			}
+		}
+	}
+}
+
+// Every procedure the console may call is declared as changing nothing
+// (idempotency_level = NO_SIDE_EFFECTS), which is what the management
+// services' guard admits from the console's certificate: the allowlist and
+// the servers' check cannot drift apart.
+func TestReadProceduresChangeNothing(t *testing.T) {
+	for p := range upstream.ReadProcedures {
+		if strings.HasPrefix(p, "/grpc.health.v1.Health/") {
+			continue // public: no identity needed
+		}
+		if !platform.ReadOnlyProcedure(p) {
+			t.Errorf("%s is on the console's allowlist but not declared NO_SIDE_EFFECTS: the services would refuse it", p)
 		}
 	}
 }

@@ -84,6 +84,7 @@ func NewDistributionServiceClient(httpClient connect.HTTPClient, baseURL string,
 			httpClient,
 			baseURL+DistributionServiceListAcksProcedure,
 			connect.WithSchema(distributionServiceMethods.ByName("ListAcks")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 	}
@@ -147,6 +148,7 @@ func NewDistributionServiceHandler(svc DistributionServiceHandler, opts ...conne
 		DistributionServiceListAcksProcedure,
 		svc.ListAcks,
 		connect.WithSchema(distributionServiceMethods.ByName("ListAcks")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	return "/meshplane.distribution.v1.DistributionService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

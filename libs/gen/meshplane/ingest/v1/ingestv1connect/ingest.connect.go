@@ -111,30 +111,35 @@ func NewIngestServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			httpClient,
 			baseURL+IngestServiceListClustersProcedure,
 			connect.WithSchema(ingestServiceMethods.ByName("ListClusters")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		getInputSnapshot: connect.NewClient[v1.GetInputSnapshotRequest, v1.GetInputSnapshotResponse](
 			httpClient,
 			baseURL+IngestServiceGetInputSnapshotProcedure,
 			connect.WithSchema(ingestServiceMethods.ByName("GetInputSnapshot")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		listMeshes: connect.NewClient[v1.ListMeshesRequest, v1.ListMeshesResponse](
 			httpClient,
 			baseURL+IngestServiceListMeshesProcedure,
 			connect.WithSchema(ingestServiceMethods.ByName("ListMeshes")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		listWorkloads: connect.NewClient[v1.ListWorkloadsRequest, v1.ListWorkloadsResponse](
 			httpClient,
 			baseURL+IngestServiceListWorkloadsProcedure,
 			connect.WithSchema(ingestServiceMethods.ByName("ListWorkloads")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		listDestinations: connect.NewClient[v1.ListDestinationsRequest, v1.ListDestinationsResponse](
 			httpClient,
 			baseURL+IngestServiceListDestinationsProcedure,
 			connect.WithSchema(ingestServiceMethods.ByName("ListDestinations")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		pushAccessLogs: connect.NewClient[v1.PushAccessLogsRequest, v1.PushAccessLogsResponse](
@@ -147,6 +152,7 @@ func NewIngestServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			httpClient,
 			baseURL+IngestServiceWatchAccessLogsProcedure,
 			connect.WithSchema(ingestServiceMethods.ByName("WatchAccessLogs")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 	}
@@ -253,30 +259,35 @@ func NewIngestServiceHandler(svc IngestServiceHandler, opts ...connect.HandlerOp
 		IngestServiceListClustersProcedure,
 		svc.ListClusters,
 		connect.WithSchema(ingestServiceMethods.ByName("ListClusters")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	ingestServiceGetInputSnapshotHandler := connect.NewUnaryHandler(
 		IngestServiceGetInputSnapshotProcedure,
 		svc.GetInputSnapshot,
 		connect.WithSchema(ingestServiceMethods.ByName("GetInputSnapshot")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	ingestServiceListMeshesHandler := connect.NewUnaryHandler(
 		IngestServiceListMeshesProcedure,
 		svc.ListMeshes,
 		connect.WithSchema(ingestServiceMethods.ByName("ListMeshes")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	ingestServiceListWorkloadsHandler := connect.NewUnaryHandler(
 		IngestServiceListWorkloadsProcedure,
 		svc.ListWorkloads,
 		connect.WithSchema(ingestServiceMethods.ByName("ListWorkloads")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	ingestServiceListDestinationsHandler := connect.NewUnaryHandler(
 		IngestServiceListDestinationsProcedure,
 		svc.ListDestinations,
 		connect.WithSchema(ingestServiceMethods.ByName("ListDestinations")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	ingestServicePushAccessLogsHandler := connect.NewClientStreamHandler(
@@ -289,6 +300,7 @@ func NewIngestServiceHandler(svc IngestServiceHandler, opts ...connect.HandlerOp
 		IngestServiceWatchAccessLogsProcedure,
 		svc.WatchAccessLogs,
 		connect.WithSchema(ingestServiceMethods.ByName("WatchAccessLogs")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	return "/meshplane.ingest.v1.IngestService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

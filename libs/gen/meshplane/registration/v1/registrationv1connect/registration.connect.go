@@ -96,6 +96,7 @@ func NewRegistrationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			httpClient,
 			baseURL+RegistrationServiceGetTrustBundleProcedure,
 			connect.WithSchema(registrationServiceMethods.ByName("GetTrustBundle")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		signIntermediate: connect.NewClient[v1.SignIntermediateRequest, v1.SignIntermediateResponse](
@@ -179,6 +180,7 @@ func NewRegistrationServiceHandler(svc RegistrationServiceHandler, opts ...conne
 		RegistrationServiceGetTrustBundleProcedure,
 		svc.GetTrustBundle,
 		connect.WithSchema(registrationServiceMethods.ByName("GetTrustBundle")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	registrationServiceSignIntermediateHandler := connect.NewUnaryHandler(

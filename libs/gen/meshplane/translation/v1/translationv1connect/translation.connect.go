@@ -85,18 +85,21 @@ func NewTranslationServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			httpClient,
 			baseURL+TranslationServiceGetOutputSnapshotProcedure,
 			connect.WithSchema(translationServiceMethods.ByName("GetOutputSnapshot")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		getStatus: connect.NewClient[v1.GetStatusRequest, v1.GetStatusResponse](
 			httpClient,
 			baseURL+TranslationServiceGetStatusProcedure,
 			connect.WithSchema(translationServiceMethods.ByName("GetStatus")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		describe: connect.NewClient[v1.DescribeRequest, v1.DescribeResponse](
 			httpClient,
 			baseURL+TranslationServiceDescribeProcedure,
 			connect.WithSchema(translationServiceMethods.ByName("Describe")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 	}
@@ -164,18 +167,21 @@ func NewTranslationServiceHandler(svc TranslationServiceHandler, opts ...connect
 		TranslationServiceGetOutputSnapshotProcedure,
 		svc.GetOutputSnapshot,
 		connect.WithSchema(translationServiceMethods.ByName("GetOutputSnapshot")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	translationServiceGetStatusHandler := connect.NewUnaryHandler(
 		TranslationServiceGetStatusProcedure,
 		svc.GetStatus,
 		connect.WithSchema(translationServiceMethods.ByName("GetStatus")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	translationServiceDescribeHandler := connect.NewUnaryHandler(
 		TranslationServiceDescribeProcedure,
 		svc.Describe,
 		connect.WithSchema(translationServiceMethods.ByName("Describe")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	return "/meshplane.translation.v1.TranslationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
