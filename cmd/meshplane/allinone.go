@@ -123,44 +123,58 @@ func allInOne(args []string) int {
 	})
 }
 
-// devServerPKI creates (or reuses) a CA and a server certificate valid for
-// localhost, 127.0.0.1 and this host, and points the server at them.
-func devServerPKI(dir, caDir, trustDomain string, o *platform.ServerOptions) error {
+// devCA is the development CA of --dev-pki-dir, created on first use and
+// reused after, which issues this machine's certificates into dir.
+type devCA struct {
+	ca          *pki.CA
+	dir         string
+	trustDomain string
+}
+
+func openDevCA(dir, caDir, trustDomain string) (*devCA, error) {
 	ca, _, err := pki.LoadOrCreateCA(caDir, "Meshplane development")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	host, _ := os.Hostname()
-	certPEM, keyPEM, err := ca.IssueKeyPair(pki.LeafOptions{
-		ID:       pki.ServiceID(trustDomain, "meshplane"),
-		TTL:      30 * 24 * time.Hour,
-		DNSNames: []string{"localhost", host},
-		IPs:      []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		Server:   true,
-	})
+	return &devCA{ca: ca, dir: dir, trustDomain: trustDomain}, nil
+}
+
+// issue writes name.crt and name.key: a 30-day certificate of service's
+// identity, which as a server certificate is also valid for localhost,
+// 127.0.0.1, ::1 and this host's name.
+func (d *devCA) issue(name, service string, server bool) (cert, key string, err error) {
+	opts := pki.LeafOptions{ID: pki.ServiceID(d.trustDomain, service), TTL: 30 * 24 * time.Hour}
+	if server {
+		host, _ := os.Hostname()
+		opts.DNSNames = []string{"localhost", host}
+		opts.IPs = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+		opts.Server = true
+	}
+	certPEM, keyPEM, err := d.ca.IssueKeyPair(opts)
 	if err != nil {
-		return err
+		return "", "", err
 	}
-	cert, key := filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
+	cert, key = filepath.Join(d.dir, name+".crt"), filepath.Join(d.dir, name+".key")
 	if err := pki.WriteFileAtomic(cert, certPEM, 0o644); err != nil {
-		return err
+		return "", "", err
 	}
-	if err := pki.WriteFileAtomic(key, keyPEM, 0o600); err != nil {
-		return err
-	}
-	// A client certificate for meshctl on this machine: `meshctl check
-	// --pki-dir <dir>`.
-	ctlCert, ctlKey, err := ca.IssueKeyPair(pki.LeafOptions{ID: pki.ServiceID(trustDomain, "meshctl"), TTL: 30 * 24 * time.Hour})
+	return cert, key, pki.WriteFileAtomic(key, keyPEM, 0o600)
+}
+
+// devServerPKI issues this process's server certificate and a client
+// certificate for meshctl on this machine (`meshctl check --pki-dir
+// <dir>`), and points the server at them.
+func devServerPKI(dir, caDir, trustDomain string, o *platform.ServerOptions) error {
+	d, err := openDevCA(dir, caDir, trustDomain)
 	if err != nil {
 		return err
 	}
-	if err := pki.WriteFileAtomic(filepath.Join(dir, "meshctl.crt"), ctlCert, 0o644); err != nil {
+	if o.TLS.CertFile, o.TLS.KeyFile, err = d.issue("server", "meshplane", true); err != nil {
 		return err
 	}
-	if err := pki.WriteFileAtomic(filepath.Join(dir, "meshctl.key"), ctlKey, 0o600); err != nil {
+	if _, _, err := d.issue("meshctl", "meshctl", false); err != nil {
 		return err
 	}
-	o.TLS.CertFile, o.TLS.KeyFile = cert, key
 	o.TLS.ClientCAFile = filepath.Join(caDir, pki.RootCertFile)
 	return nil
 }
@@ -201,30 +215,18 @@ func consoleSettings(s *settings, srvOpts platform.ServerOptions) error {
 	return nil
 }
 
-// devConsolePKI issues the console's HTTPS certificate (localhost) and its
-// service certificate from the dev CA, unless given.
+// devConsolePKI issues the console's service certificate and its HTTPS
+// certificate (localhost) from the dev CA, unless given.
 func devConsolePKI(dir, caDir, trustDomain string, c *console.Config) error {
 	if caDir == "" {
 		caDir = filepath.Join(dir, "ca")
 	}
-	ca, _, err := pki.LoadOrCreateCA(caDir, "Meshplane development")
+	d, err := openDevCA(dir, caDir, trustDomain)
 	if err != nil {
 		return err
 	}
-	issue := func(name string, opts pki.LeafOptions) (string, string, error) {
-		certPEM, keyPEM, err := ca.IssueKeyPair(opts)
-		if err != nil {
-			return "", "", err
-		}
-		cert, key := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-		if err := pki.WriteFileAtomic(cert, certPEM, 0o644); err != nil {
-			return "", "", err
-		}
-		return cert, key, pki.WriteFileAtomic(key, keyPEM, 0o600)
-	}
-	id := pki.ServiceID(trustDomain, console.Name)
 	if c.Upstream.CertFile == "" {
-		if c.Upstream.CertFile, c.Upstream.KeyFile, err = issue("console-client", pki.LeafOptions{ID: id, TTL: 30 * 24 * time.Hour}); err != nil {
+		if c.Upstream.CertFile, c.Upstream.KeyFile, err = d.issue("console-client", console.Name, false); err != nil {
 			return err
 		}
 	}
@@ -232,11 +234,7 @@ func devConsolePKI(dir, caDir, trustDomain string, c *console.Config) error {
 		c.Upstream.CAFile = filepath.Join(caDir, pki.RootCertFile)
 	}
 	if c.TLSCertFile == "" && !c.InsecurePlaintext {
-		host, _ := os.Hostname()
-		c.TLSCertFile, c.TLSKeyFile, err = issue("console-server", pki.LeafOptions{
-			ID: id, TTL: 30 * 24 * time.Hour, DNSNames: []string{"localhost", host},
-			IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, Server: true,
-		})
+		c.TLSCertFile, c.TLSKeyFile, err = d.issue("console-server", console.Name, true)
 	}
 	return err
 }

@@ -31,7 +31,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -74,59 +73,15 @@ type consoleEstate struct {
 
 func startConsoleEstate(t *testing.T) *consoleEstate {
 	t.Helper()
-	ctx := t.Context()
-	dir := t.TempDir()
-	clusters := kubetest.StartMany(t, kubetest.Options{Name: "east"}, kubetest.Options{Name: "west"}, kubetest.Options{Name: "mgmt", SkipIstioCRDs: true})
-	workload, mgmt := clusters[:2], clusters[2]
-	if err := mgmt.ApplyYAML(ctx, append([]byte(consoleRBAC+"---\n"), consoleViewerRole(t)...)); err != nil {
+	es := startEstateWith(t, estateOptions{mgmt: true, federated: true, envoy: []string{"east"}})
+	if err := es.mgmt.ApplyYAML(t.Context(), append([]byte(consoleRBAC+"---\n"), consoleViewerRole(t)...)); err != nil {
 		t.Fatal(err)
 	}
-	redis := redistest.Start(t)
-	plane, tokens, err := harness.StartPlane(ctx, harness.PlaneOptions{
-		BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east", "west"},
-		ManagementKubeconfig: mgmt.Kubeconfig(),
-	})
-	if err != nil {
-		t.Fatal(err)
+	e := &consoleEstate{
+		mgmt: es.mgmt, workload: es.clusters, procs: es.procs, kubeconfig: es.mgmt.Kubeconfig(),
+		eastEnvoy: es.envoy["east"],
 	}
-	t.Cleanup(plane.Stop)
-	e := &consoleEstate{mgmt: mgmt, workload: workload, procs: append([]*harness.Process{}, plane.Procs...), kubeconfig: mgmt.Kubeconfig()}
-	for i, c := range workload {
-		for _, y := range [][]byte{harness.Bookinfo(c.Name), harness.IstioControlPlane("", "1.24.0", c.Name+".local"), harness.EastWestGateway("network-" + c.Name)} {
-			if err := c.ApplyYAML(ctx, y); err != nil {
-				t.Fatalf("%s: %v", c.Name, err)
-			}
-		}
-		svcs := c.Clientset().CoreV1().Services(harness.IstioNamespace)
-		svc, err := svcs.Get(ctx, "istio-eastwestgateway", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: fmt.Sprintf("203.0.113.%d", 10+i)}}
-		if _, err := svcs.UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		ao := harness.AgentOptions{
-			BinDir: binDir, Cluster: c.Name, Token: tokens[c.Name], Kubeconfig: c.Kubeconfig(),
-			LogDir: filepath.Join(dir, "logs"), StateDir: filepath.Join(dir, "agent-"+c.Name),
-		}
-		if c.Name == "east" {
-			if ao.Envoy, err = harness.Listen(); err != nil {
-				t.Fatal(err)
-			}
-			e.eastEnvoy = ao.Envoy.Addr().String()
-		}
-		agent, err := plane.StartAgent(ao)
-		if ao.Envoy != nil {
-			ao.Envoy.Close()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(agent.Stop)
-		e.procs = append(e.procs, agent)
-	}
-	e.startConsole(t, plane, dir)
+	e.startConsole(t, es.plane, t.TempDir())
 	return e
 }
 

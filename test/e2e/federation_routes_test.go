@@ -10,7 +10,6 @@ import (
 
 	"github.com/meshplane/meshplane/libs/kube/kubetest"
 	"github.com/meshplane/meshplane/test/e2e/harness"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -59,25 +58,8 @@ func waitSpec(t *testing.T, c *kubetest.Cluster, resource schema.GroupVersionRes
 func TestCrossClusterShiftReachesBothClusters(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := t.Context()
-	e := startEstateWith(t, true, true)
+	e := startEstateWith(t, estateOptions{allInOne: true, mgmt: true, federated: true})
 	east, west := e.clusters[0], e.clusters[1]
-	for i, c := range e.clusters {
-		if err := c.ApplyYAML(ctx, harness.IstioControlPlane("", "1.24.0", c.Name+".local")); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.ApplyYAML(ctx, harness.EastWestGateway("network-"+c.Name)); err != nil {
-			t.Fatal(err)
-		}
-		svcs := c.Clientset().CoreV1().Services(harness.IstioNamespace)
-		svc, err := svcs.Get(ctx, "istio-eastwestgateway", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: fmt.Sprintf("203.0.113.%d", 10+i)}}
-		if _, err := svcs.UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// The VirtualMesh and the policy are applied in east and name west's
 	// mesh and service: the management cluster grants east that scope.
 	grantScope(t, e.mgmt, e.procs, "east")

@@ -21,7 +21,6 @@ import (
 	"github.com/meshplane/meshplane/test/e2e/harness"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -36,7 +35,7 @@ type meshEstate struct {
 }
 
 // startMeshEstate starts the estate, gives each workload cluster istiod's
-// objects (for discovery), an east-west gateway at 203.0.113.10+i and
+// objects (for discovery), an east-west gateway at harness.GatewayIP(i) and
 // bookinfo pods with IPs in 10.<i+1>.0.0/24, then a real istiod whose log must reject
 // nothing by the end of the test.
 func startMeshEstate(t *testing.T) *meshEstate {
@@ -46,24 +45,9 @@ func startMeshEstate(t *testing.T) *meshEstate {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	e := &meshEstate{estate: startEstateWith(t, false, true), istiods: map[string]*istiotest.Istiod{}}
+	e := &meshEstate{estate: startEstateWith(t, estateOptions{mgmt: true, federated: true}), istiods: map[string]*istiotest.Istiod{}}
 	for i, c := range e.clusters {
 		td := c.Name + ".local"
-		if err := c.ApplyYAML(ctx, harness.IstioControlPlane("", "1.24.0", td)); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.ApplyYAML(ctx, harness.EastWestGateway(harness.Network(c.Name))); err != nil {
-			t.Fatal(err)
-		}
-		svcs := c.Clientset().CoreV1().Services(harness.IstioNamespace)
-		svc, err := svcs.Get(ctx, "istio-eastwestgateway", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: gatewayIP(i)}}
-		if _, err := svcs.UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
 		if err := harness.RunPods(ctx, c, harness.BookinfoNamespace, i+1); err != nil {
 			t.Fatal(err)
 		}
@@ -71,8 +55,6 @@ func startMeshEstate(t *testing.T) *meshEstate {
 	}
 	return e
 }
-
-func gatewayIP(i int) string { return fmt.Sprintf("203.0.113.%d", 10+i) }
 
 // sidecar connects to cluster c's istiod as the sidecar of bookinfo pod
 // name; the stream ends with the test, or after timeout.
@@ -372,7 +354,7 @@ func accessPolicyRBAC(t *testing.T, e *meshEstate, east *kubetest.Cluster) {
 func federatedHostEndpoints(t *testing.T, e *meshEstate, east, west *kubetest.Cluster) {
 	host := "reviews.bookinfo.svc." + west.Name + ".global"
 	name := "outbound|9080||" + host
-	want := gatewayIP(1) + ":15443"
+	want := harness.GatewayIP(1) + ":15443"
 	eventuallyXDS(t, "east's endpoints of "+name, e.procs, func() string {
 		ads := e.sidecar(t, east, "productpage-v1-0", time.Minute)
 		defer ads.Close()

@@ -97,7 +97,7 @@ func reviewsVirtualService(ctx context.Context, c *kubetest.Cluster) (*unstructu
 func TestInvalidEditsKeepWorkingConfig(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := t.Context()
-	e := startEstateWith(t, true, true)
+	e := startEstateWith(t, estateOptions{allInOne: true, mgmt: true})
 	east := e.clusters[0]
 	const name = "reviews-retries"
 	// east's policies may change west: a ScopeGrant in the management

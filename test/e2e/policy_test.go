@@ -26,7 +26,7 @@ var virtualServices = schema.GroupVersionResource{Group: "networking.istio.io", 
 func TestTrafficPolicyReachesBothClusters(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := t.Context()
-	e := startEstateWith(t, true, true)
+	e := startEstateWith(t, estateOptions{allInOne: true, mgmt: true})
 	east, west := e.clusters[0], e.clusters[1]
 	policy := `apiVersion: networking.meshplane.dev/v1
 kind: TrafficPolicy

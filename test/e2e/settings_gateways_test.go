@@ -46,7 +46,7 @@ spec:
 func TestSettingsGatewayDetectorPerCluster(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := t.Context()
-	e := startEstateWith(t, true, true)
+	e := startEstateWith(t, estateOptions{allInOne: true, mgmt: true})
 	east, west := e.clusters[0], e.clusters[1]
 	for _, c := range e.clusters {
 		if err := c.ApplyYAML(ctx, harness.IstioControlPlane("", "1.24.0", c.Name+".local")); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,57 +46,92 @@ type estate struct {
 	mgmt  *kubetest.Cluster
 	plane *harness.Plane
 	procs []*harness.Process
+	// envoy is the address of the Envoy port (access logs, metrics) of
+	// each agent estateOptions.envoy named.
+	envoy map[string]string
+}
+
+// estateOptions say what startEstateWith starts besides two workload
+// clusters with bookinfo, Redis, the plane and an agent per cluster.
+type estateOptions struct {
+	// allInOne runs the plane as one process instead of four.
+	allInOne bool
+	// mgmt adds a management cluster: a third API server, whose Meshplane
+	// resources the plane watches.
+	mgmt bool
+	// federated makes each workload cluster harness.FederationReady (istiod's
+	// objects and an east-west gateway with an address) before its agent
+	// starts.
+	federated bool
+	// envoy names the clusters whose agents get an Envoy port that the
+	// test plays the sidecars on (estate.envoy).
+	envoy []string
 }
 
 // startEstate starts two API servers with bookinfo, Redis, the management
 // plane (four processes, or the all-in-one) and one agent per cluster.
 func startEstate(t *testing.T, allInOne bool) *estate {
-	return startEstateWith(t, allInOne, false)
+	return startEstateWith(t, estateOptions{allInOne: allInOne})
 }
 
-// startEstateWith is startEstate, with a management cluster (a third API
-// server, whose Meshplane resources the plane watches) when mgmt is set.
-func startEstateWith(t *testing.T, allInOne, mgmt bool) *estate {
+// startEstateWith is startEstate with what o adds.
+func startEstateWith(t *testing.T, o estateOptions) *estate {
 	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
 	opts := []kubetest.Options{{Name: "east"}, {Name: "west"}}
-	if mgmt {
+	if o.mgmt {
 		opts = append(opts, kubetest.Options{Name: "mgmt", SkipIstioCRDs: true})
 	}
 	clusters := kubetest.StartMany(t, opts...)
-	var mc *kubetest.Cluster
-	if mgmt {
-		clusters, mc = clusters[:2], clusters[2]
+	e := &estate{clusters: clusters, envoy: map[string]string{}}
+	if o.mgmt {
+		e.clusters, e.mgmt = clusters[:2], clusters[2]
 	}
 	redis := redistest.Start(t)
 
-	po := harness.PlaneOptions{BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east", "west"}, AllInOne: allInOne}
-	if mc != nil {
-		po.ManagementKubeconfig = mc.Kubeconfig()
+	po := harness.PlaneOptions{BinDir: binDir, Dir: dir, RedisAddr: redis.Addr(), Clusters: []string{"east", "west"}, AllInOne: o.allInOne}
+	if e.mgmt != nil {
+		po.ManagementKubeconfig = e.mgmt.Kubeconfig()
 	}
 	plane, tokens, err := harness.StartPlane(ctx, po)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(plane.Stop)
-	procs := append([]*harness.Process{}, plane.Procs...)
+	e.plane = plane
+	e.procs = append([]*harness.Process{}, plane.Procs...)
 
-	for _, c := range clusters {
+	for i, c := range e.clusters {
 		if err := c.ApplyYAML(ctx, harness.Bookinfo(c.Name)); err != nil {
 			t.Fatalf("apply bookinfo to %s: %v", c.Name, err)
 		}
-		agent, err := plane.StartAgent(harness.AgentOptions{
+		if o.federated {
+			if err := harness.FederationReady(ctx, c, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ao := harness.AgentOptions{
 			BinDir: binDir, Cluster: c.Name, Token: tokens[c.Name], Kubeconfig: c.Kubeconfig(),
 			LogDir: filepath.Join(dir, "logs"), StateDir: filepath.Join(dir, "agent-"+c.Name),
-		})
+		}
+		if slices.Contains(o.envoy, c.Name) {
+			if ao.Envoy, err = harness.Listen(); err != nil {
+				t.Fatal(err)
+			}
+			e.envoy[c.Name] = ao.Envoy.Addr().String()
+		}
+		agent, err := plane.StartAgent(ao)
+		if ao.Envoy != nil {
+			ao.Envoy.Close() // the agent holds its own copy
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(agent.Stop)
-		procs = append(procs, agent)
+		e.procs = append(e.procs, agent)
 	}
-	return &estate{clusters: clusters, mgmt: mc, plane: plane, procs: procs}
+	return e
 }
 
 // startOneCluster starts the plane po describes (BinDir and Dir are set

@@ -18,6 +18,34 @@ import (
 // labels its gateway and IstiodOptions tells istiod.
 func Network(cluster string) string { return "network-" + cluster }
 
+// GatewayIP is the load balancer address FederationReady gives the
+// east-west gateway of the i-th workload cluster: 203.0.113.10+i, in a
+// documentation range no route leads to.
+func GatewayIP(i int) string { return fmt.Sprintf("203.0.113.%d", 10+i) }
+
+// FederationReady gives workload cluster c what a mesh needs before
+// translation federates it: istiod's objects (IstioControlPlane, for
+// discovery) with trust domain c.Name+".local", and an east-west gateway
+// on c's Network whose Service's load balancer has GatewayIP(i), as a
+// cloud's controller would write it.
+func FederationReady(ctx context.Context, c *kubetest.Cluster, i int) error {
+	for _, y := range [][]byte{IstioControlPlane("", "1.24.0", c.Name+".local"), EastWestGateway(Network(c.Name))} {
+		if err := c.ApplyYAML(ctx, y); err != nil {
+			return fmt.Errorf("%s: %w", c.Name, err)
+		}
+	}
+	svcs := c.Clientset().CoreV1().Services(IstioNamespace)
+	svc, err := svcs.Get(ctx, "istio-eastwestgateway", metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("%s: the east-west gateway: %w", c.Name, err)
+	}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: GatewayIP(i)}}
+	if _, err := svcs.UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("%s: the east-west gateway's address: %w", c.Name, err)
+	}
+	return nil
+}
+
 // IstiodOptions are the options of a real istiod for workload cluster c
 // whose mesh has trustDomain (what IstioControlPlane's mesh config says):
 // cluster ID c's name, c's Network, and any log line that rejects or
