@@ -252,8 +252,10 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 	newInput := func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} }
 	newOutput := func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} }
 	var (
-		inputs       snapshots.Store[*snapshotv1.InputSnapshot]
-		ingestInputs snapshots.Store[*snapshotv1.InputSnapshot]
+		inputs snapshots.Store[*snapshotv1.InputSnapshot]
+		// ingestInputs is how ingest writes the inputs: to the Redis
+		// store the others read, through memory while Redis is away.
+		ingestInputs ingest.Option
 		outputs      translation.OutputStore
 		// acks are written by distribution and read by translation, which
 		// reports what agents could not apply in policy statuses.
@@ -272,13 +274,13 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		distOpts = append(distOpts, distribution.WithRedis(client))
 		// Access logs shared with the other replicas over Redis pub/sub.
 		ingOpts = append(ingOpts, ingest.WithRedis(client))
-		inputs = snapstore.NewRedis(client, s.store.Install, snapshots.Inputs, newInput).WithDurability(s.store.Redis.Durability())
-		ingestInputs = snapstore.NewWriteThrough(inputs, snapstore.NewMemory(newInput), log)
+		shared := snapstore.NewRedis(client, s.store.Install, snapshots.Inputs, newInput).WithDurability(s.store.Redis.Durability())
+		inputs, ingestInputs = shared, ingest.WithSharedInputs(shared)
 		outputs = snapstore.NewRedis(client, s.store.Install, snapshots.Outputs, newOutput).WithDurability(s.store.Redis.Durability())
 		acks = snapstore.NewRedisAcks(client, s.store.Install).WithDurability(s.store.Redis.Durability())
 	} else {
 		mem := snapstore.NewMemory(newInput)
-		inputs, ingestInputs = mem, mem
+		inputs, ingestInputs = mem, ingest.WithInputs(mem)
 		outputs = snapstore.NewMemory(newOutput)
 		acks = snapstore.NewMemoryAcks()
 		distOpts = append(distOpts, distribution.WithAcks(acks))
@@ -312,7 +314,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 		return nil, err
 	}
 
-	ing, err := ingest.New(icfg, append(ingOpts, ingest.WithLogger(log), ingest.WithRegisterer(promReg), ingest.WithInputs(ingestInputs), ingest.WithOutputs(outputs), ingest.WithNotifier(tr))...)
+	ing, err := ingest.New(icfg, append(ingOpts, ingest.WithLogger(log), ingest.WithRegisterer(promReg), ingestInputs, ingest.WithOutputs(outputs), ingest.WithNotifier(tr))...)
 	if err != nil {
 		return nil, err
 	}

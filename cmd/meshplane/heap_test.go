@@ -88,6 +88,9 @@ type heapPlane struct {
 	received chan heapSent
 	// last is the object count of the last output waited for.
 	last int
+	// redis is the plane's Redis, install its install name.
+	redis   *redistest.Server
+	install string
 }
 
 // heapSent is what the test keeps of an output sent: its size, and
@@ -148,7 +151,10 @@ func startHeapPlane(t *testing.T, limits ingest.Limits) *heapPlane {
 			append(platform.DefaultClientOptions(o), connect.WithAcceptCompression("gzip", nil, nil))...)
 	}
 	dist := newDist()
-	p := &heapPlane{t: t, ctx: ctx, ing: ingestv1connect.NewIngestServiceClient(hc, platform.BaseURL(o), platform.DefaultClientOptions(o)...), received: make(chan heapSent, 4)}
+	p := &heapPlane{
+		t: t, ctx: ctx, ing: ingestv1connect.NewIngestServiceClient(hc, platform.BaseURL(o), platform.DefaultClientOptions(o)...),
+		received: make(chan heapSent, 4), redis: r, install: s.store.Install,
+	}
 	// Each output is received on a new watch stream of a new client, from
 	// the version held: a stream keeps a read buffer as large as its
 	// largest message, and a client keeps the buffers of its streams in a

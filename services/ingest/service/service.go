@@ -181,6 +181,7 @@ type deps struct {
 	log      *slog.Logger
 	reg      prometheus.Registerer
 	inputs   snapshots.Store[*snapshotv1.InputSnapshot]
+	shared   *snapstore.Redis[*snapshotv1.InputSnapshot]
 	outputs  app.OutputSource
 	notifier TranslationNotifier
 	now      func() time.Time
@@ -194,9 +195,20 @@ func WithLogger(l *slog.Logger) Option { return func(d *deps) { d.log = l } }
 func WithRegisterer(r prometheus.Registerer) Option { return func(d *deps) { d.reg = r } }
 
 // WithInputs sets the input store instead of the one the configuration
-// names.
+// names. The store is used as it is: nothing is kept in memory while it is
+// down, and nothing written back when it comes back empty (see
+// WithSharedInputs).
 func WithInputs(s snapshots.Store[*snapshotv1.InputSnapshot]) Option {
 	return func(d *deps) { d.inputs = s }
+}
+
+// WithSharedInputs sets the Redis input store instead of one built from
+// cfg.Redis, with everything ingest does for its own: pushes are kept in
+// memory while Redis is down and written through when it returns, and the
+// inputs of connected clusters are written back when Redis comes back
+// empty. The all-in-one process passes the store its other services read.
+func WithSharedInputs(s *snapstore.Redis[*snapshotv1.InputSnapshot]) Option {
+	return func(d *deps) { d.shared = s }
 }
 
 // WithOutputs sets where translation's outputs are read, for writing the
@@ -207,10 +219,11 @@ func WithOutputs(s snapshots.Store[*snapshotv1.OutputSnapshot]) Option {
 }
 
 // WithRedis sets the Redis client instead of one built from cfg.Redis: for
-// the input store unless WithInputs sets it, for sharing access logs with
-// the other replicas, and for reading outputs unless WithOutputs sets them.
-// The caller closes it. The all-in-one process passes its own client with
-// its own input store, so that access logs are shared all the same.
+// the input store unless WithInputs or WithSharedInputs sets it, for
+// sharing access logs with the other replicas, and for reading outputs
+// unless WithOutputs sets them. The caller closes it. The all-in-one
+// process passes its own client with its own input store, so that access
+// logs are shared all the same.
 func WithRedis(c redis.UniversalClient) Option { return func(d *deps) { d.redis = c } }
 
 // WithNotifier sets how translation is told about changes, instead of a
@@ -225,9 +238,11 @@ func WithClock(now func() time.Time) Option { return func(d *deps) { d.now = now
 type Service struct {
 	ingestor *app.Ingestor
 	handler  *connectrpc.Handler
-	flusher  inputFlusher
-	flush    time.Duration
-	redis    redis.UniversalClient
+	// flusher writes through to shared what was pushed while Redis was
+	// down; nil without Redis.
+	flusher *snapstore.WriteThrough[*snapshotv1.InputSnapshot]
+	flush   time.Duration
+	redis   redis.UniversalClient
 	// ownRedis: New built redis from the configuration, and Run closes it.
 	ownRedis bool
 	// shared is the Redis store behind the write-through one; nil without
@@ -260,7 +275,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	s := &Service{flush: cfg.FlushInterval, log: log}
 	newInput := func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} }
 	s.redis = d.redis
-	if d.inputs == nil {
+	if d.inputs == nil && d.shared == nil {
 		if s.redis == nil && cfg.Redis.Enabled() {
 			client, err := cfg.Redis.NewClient(log)
 			if err != nil {
@@ -271,13 +286,19 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		if client := s.redis; client != nil {
 			s.revoked = revocation.NewCache(revredis.NewSource(client, cfg.Install), 0, log)
 			_ = s.revoked.Prime(primeTimeout)
-			s.shared = snapstore.NewRedis(client, cfg.Install, snapshots.Inputs, newInput).WithDurability(cfg.Redis.Durability())
-			// Pushes are accepted while Redis is down and written through
-			// when it returns.
-			d.inputs = snapstore.NewWriteThrough(s.shared, snapstore.NewMemory(newInput), log)
-		} else {
-			d.inputs = snapstore.NewMemory(newInput)
+			d.shared = snapstore.NewRedis(client, cfg.Install, snapshots.Inputs, newInput).WithDurability(cfg.Redis.Durability())
 		}
+	}
+	switch {
+	case d.inputs != nil: // WithInputs: used as it is
+	case d.shared != nil:
+		// Pushes are accepted while Redis is down and written through
+		// when it returns; the restorer (below) writes back what it lost.
+		s.shared = d.shared
+		s.flusher = snapstore.NewWriteThrough(s.shared, snapstore.NewMemory(newInput), log)
+		d.inputs = s.flusher
+	default:
+		d.inputs = snapstore.NewMemory(newInput)
 	}
 	if d.notifier == nil {
 		if err := cfg.Translation.Validate(); err != nil {
@@ -288,10 +309,6 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 			return nil, err
 		}
 		d.notifier = connectrpc.NewNotifier(httpClient, platform.BaseURL(cfg.Translation), platform.DefaultClientOptions(cfg.Translation)...)
-	}
-	// A write-through store (built here or passed in) needs its flush loop.
-	if f, ok := d.inputs.(inputFlusher); ok {
-		s.flusher = f
 	}
 	m, err := newMetrics(d.reg)
 	if err != nil {
@@ -417,17 +434,7 @@ func (s *Service) Run(ctx context.Context) error {
 	return nil
 }
 
-// inputFlusher is a store that keeps writes in memory while its backend
-// is down and writes them through in Run, every interval: a
-// snapstore.WriteThrough, built by New or passed in with WithInputs.
-type inputFlusher interface {
-	Run(ctx context.Context, interval time.Duration)
-}
-
-var (
-	_ inputFlusher       = (*snapstore.WriteThrough[*snapshotv1.InputSnapshot])(nil)
-	_ app.ResyncingStore = (*snapstore.Redis[*snapshotv1.InputSnapshot])(nil)
-)
+var _ app.ResyncingStore = (*snapstore.Redis[*snapshotv1.InputSnapshot])(nil)
 
 // encodingStore gives any store the PutEncoded that the ingestor uses.
 type encodingStore struct {
