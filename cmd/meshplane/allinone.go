@@ -252,7 +252,7 @@ func buildAll(s settings, revocation *registration.RevocationChecker, log *slog.
 	newInput := func() *snapshotv1.InputSnapshot { return &snapshotv1.InputSnapshot{} }
 	newOutput := func() *snapshotv1.OutputSnapshot { return &snapshotv1.OutputSnapshot{} }
 	var (
-		inputs snapshots.Store[*snapshotv1.InputSnapshot]
+		inputs translation.InputStore
 		// ingestInputs is how ingest writes the inputs: to the Redis
 		// store the others read, through memory while Redis is away.
 		ingestInputs ingest.Option

@@ -144,7 +144,7 @@ type Option func(*deps)
 type deps struct {
 	log     *slog.Logger
 	reg     prometheus.Registerer
-	inputs  snapshots.Store[*snapshotv1.InputSnapshot]
+	inputs  InputStore
 	outputs OutputStore
 	redis   redis.UniversalClient
 	acks    snapshots.AckStore
@@ -159,6 +159,13 @@ func WithLogger(l *slog.Logger) Option { return func(d *deps) { d.log = l } }
 // WithRegisterer sets where metrics are registered.
 func WithRegisterer(r prometheus.Registerer) Option { return func(d *deps) { d.reg = r } }
 
+// InputStore is where inputs are read: a store that returns them in the
+// encoding ingest stored (snapstore.Redis, Memory and WriteThrough do).
+type InputStore interface {
+	snapshots.Store[*snapshotv1.InputSnapshot]
+	snapshots.EncodedGetter[*snapshotv1.InputSnapshot]
+}
+
 // OutputStore is where outputs are published: a store that keeps them by
 // the encoding translation made (snapstore.Redis, Memory and WriteThrough
 // are).
@@ -167,9 +174,14 @@ type OutputStore interface {
 	snapshots.EncodedPutter[*snapshotv1.OutputSnapshot]
 }
 
+var (
+	_ app.InputSource     = InputStore(nil)
+	_ app.OutputPublisher = OutputStore(nil)
+)
+
 // WithStores sets the input and output stores instead of the ones the
 // configuration names.
-func WithStores(in snapshots.Store[*snapshotv1.InputSnapshot], out OutputStore) Option {
+func WithStores(in InputStore, out OutputStore) Option {
 	return func(d *deps) { d.inputs, d.outputs = in, out }
 }
 

@@ -17,28 +17,22 @@ type InputSource interface {
 	List(ctx context.Context) ([]snapshots.Entry[*snapshotv1.InputSnapshot], error)
 	Get(ctx context.Context, cluster string) (snapshots.Entry[*snapshotv1.InputSnapshot], error)
 	Subscribe(ctx context.Context) (<-chan snapshots.Change, error)
-}
-
-// EncodedInputSource is an InputSource that can return an input in its
-// encoding (Value may be nil: Encoded.Decoded decodes it): translation
-// then tells the unchanged policies of the next input of that cluster by
-// their encodings.
-type EncodedInputSource interface {
+	// GetEncoded returns an input in its encoding (Value may be nil:
+	// Encoded.Decoded decodes it): translation then tells the unchanged
+	// policies of the next input of that cluster by their encodings.
 	GetEncoded(ctx context.Context, cluster string) (snapshots.Encoded[*snapshotv1.InputSnapshot], error)
 }
 
-// OutputPublisher receives every output snapshot whose version changed,
-// with its encoding (snapshots.EncodeOutput's), which the store keeps as it
-// is and distribution sends on.
+// OutputPublisher is where outputs are published: the shared store.
 type OutputPublisher interface {
+	// PutEncoded receives every output snapshot whose version changed,
+	// with its encoding (snapshots.EncodeOutput's), which the store keeps
+	// as it is and distribution sends on.
 	PutEncoded(ctx context.Context, cluster string, e snapshots.Encoded[*snapshotv1.OutputSnapshot]) error
-}
-
-// OutputLister lists the outputs already published. A publisher that is
-// one tells safe mode which clusters were registered before a restart: a
-// cluster with an output must report an input before anything is published
-// again (DESIGN.md section 7).
-type OutputLister interface {
+	// List lists the outputs already published. It tells safe mode which
+	// clusters were registered before a restart: a cluster with an output
+	// must report an input before anything is published again (DESIGN.md
+	// section 7), unless Config.Expected names the clusters instead.
 	List(ctx context.Context) ([]snapshots.Entry[*snapshotv1.OutputSnapshot], error)
 }
 

@@ -209,8 +209,7 @@ func NewTranslator(cfg Config, source InputSource, publish OutputPublisher, metr
 		ids:       map[string]stampedIDs{},
 	}
 	if cfg.SafeStartWindow > 0 {
-		_, lister := publish.(OutputLister)
-		t.safe = safeMode{on: true, since: now(), known: map[string]bool{}, reported: map[string]bool{}, unsure: lister || cfg.Expected != nil}
+		t.safe = safeMode{on: true, since: now(), known: map[string]bool{}, reported: map[string]bool{}, unsure: true}
 	}
 	for _, o := range opts {
 		o(t)
@@ -322,7 +321,7 @@ func (t *Translator) loadKnown(ctx context.Context) {
 	if !need {
 		return
 	}
-	entries, err := t.publish.(OutputLister).List(ctx)
+	entries, err := t.publish.List(ctx)
 	if err != nil {
 		t.log.Warn("listing published outputs failed; safe mode waits for the store or the safe-start window", "error", err)
 		return
@@ -377,11 +376,7 @@ func (t *Translator) registered(ctx context.Context) ([]string, bool) {
 		}
 		return names, true
 	}
-	lister, ok := t.publish.(OutputLister)
-	if !ok {
-		return nil, false
-	}
-	entries, err := lister.List(ctx)
+	entries, err := t.publish.List(ctx)
 	if err != nil {
 		t.log.Warn("listing published outputs failed after a resync", "error", err)
 		return nil, false
@@ -663,15 +658,9 @@ func (t *Translator) onStoreChange(ctx context.Context, c snapshots.Change) {
 		return
 	}
 	defer claim.Abandon()
-	var e snapshots.Encoded[*snapshotv1.InputSnapshot]
-	if encoded, ok := t.source.(EncodedInputSource); ok {
-		if e, err = encoded.GetEncoded(ctx, c.Cluster); err == nil {
-			e.Value, err = e.Decoded()
-		}
-	} else {
-		var entry snapshots.Entry[*snapshotv1.InputSnapshot]
-		entry, err = t.source.Get(ctx, c.Cluster)
-		e.Value = entry.Value
+	e, err := t.source.GetEncoded(ctx, c.Cluster)
+	if err == nil {
+		e.Value, err = e.Decoded()
 	}
 	if err != nil {
 		t.log.Warn("reading an input from the store failed", "cluster", c.Cluster, "error", err)

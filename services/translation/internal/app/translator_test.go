@@ -314,6 +314,10 @@ func (l *losingOutputs) PutEncoded(ctx context.Context, cluster string, e snapsh
 	return l.current().PutEncoded(ctx, cluster, e)
 }
 
+func (l *losingOutputs) List(ctx context.Context) ([]snapshots.Entry[*snapshotv1.OutputSnapshot], error) {
+	return l.current().List(ctx)
+}
+
 func (l *losingOutputs) Version(ctx context.Context, cluster string) (string, error) {
 	return l.current().Version(ctx, cluster)
 }
