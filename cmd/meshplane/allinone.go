@@ -341,6 +341,10 @@ func (a *all) Mount(srv *platform.Server) {
 	a.dist.Mount(srv)
 }
 
+// RevocationChecker is registration's revocation set, which guards the
+// one server of the four services.
+func (a *all) RevocationChecker() platform.RevocationChecker { return a.reg.RevocationChecker() }
+
 func (a *all) Run(ctx context.Context) error {
 	runs := []func(context.Context) error{a.reg.Run, a.ing.Run, a.tr.Run, a.dist.Run}
 	if a.console != nil {

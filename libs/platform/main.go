@@ -18,13 +18,11 @@ import (
 type Component interface {
 	Mount(srv *Server)
 	Run(ctx context.Context) error
-}
-
-// RevocationSource is a Component that follows the shared revocation set:
-// RunMain guards the component's own server with it, unless the server's
-// options already name a checker.
-type RevocationSource interface {
-	// RevocationChecker returns the set, or nil when there is none.
+	// RevocationChecker returns the shared revocation set the component
+	// follows, or nil when it follows none. RunMain guards the component's
+	// own server with it, unless the server's options already name a
+	// checker. Every component says, so that none is left unguarded by
+	// omission.
 	RevocationChecker() RevocationChecker
 }
 
@@ -49,10 +47,8 @@ func RunMain(name string, srvOpts ServerOptions, logOpts LogOptions, build Build
 	}
 	// A component that follows the shared revocation set guards its own
 	// server with it.
-	if rc, ok := comp.(RevocationSource); ok && srvOpts.Revocation == nil {
-		if c := rc.RevocationChecker(); c != nil {
-			srvOpts.Revocation = c
-		}
+	if srvOpts.Revocation == nil {
+		srvOpts.Revocation = comp.RevocationChecker()
 	}
 	srv, err := NewServer(srvOpts, log, reg)
 	if err != nil {

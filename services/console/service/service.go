@@ -147,6 +147,12 @@ func (s *Service) Handler() http.Handler { return s.handler }
 // platform.Component and RunMain or the all-in-one can run it.
 func (s *Service) Mount(*platform.Server) {}
 
+// RevocationChecker is nil: the console's browser listener takes no
+// client certificates, and the console follows no revocation set.
+func (s *Service) RevocationChecker() platform.RevocationChecker { return nil }
+
+var _ platform.Component = (*Service)(nil)
+
 // Run serves the browser-facing listener and keeps recent outputs and
 // traffic until ctx ends.
 //

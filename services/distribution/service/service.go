@@ -203,7 +203,7 @@ func (s *Service) RevocationChecker() platform.RevocationChecker {
 	return s.revoked
 }
 
-var _ platform.RevocationSource = (*Service)(nil)
+var _ platform.Component = (*Service)(nil)
 
 // Mount registers the service's handlers on srv. Agents watch and ack for
 // their own cluster; ListAcks is for management services and tools.

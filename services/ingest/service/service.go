@@ -397,7 +397,7 @@ func (s *Service) RevocationChecker() platform.RevocationChecker {
 	return s.revoked
 }
 
-var _ platform.RevocationSource = (*Service)(nil)
+var _ platform.Component = (*Service)(nil)
 
 // Run writes through snapshots kept in memory during a Redis outage, and
 // restores what Redis lost when it comes back empty, until ctx ends.

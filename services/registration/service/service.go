@@ -87,6 +87,7 @@ type Service struct {
 	clusters  *connectrpc.ClusterHandler
 	tokens    *memory.Tokens
 	revoked   *app.Revocations
+	checker   *RevocationChecker
 	mirroring *app.Mirroring
 	ca        *pki.CA
 	log       *slog.Logger
@@ -157,9 +158,10 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	revoked := app.NewRevocations(stores.Revocations, cfg.RevocationRefresh, log)
 	_ = revoked.Prime(primeTimeout)
-	if d.checker != nil {
-		d.checker.set(revoked)
+	if d.checker == nil {
+		d.checker = NewRevocationChecker()
 	}
+	d.checker.set(revoked)
 	var (
 		mirroring *app.Mirroring
 		reseed    *app.Reseeder
@@ -223,6 +225,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		clusters:  connectrpc.NewClusterHandler(r, helm, log),
 		tokens:    static,
 		revoked:   revoked,
+		checker:   d.checker,
 		mirroring: mirroring,
 		ca:        d.ca,
 		log:       log,
@@ -277,6 +280,12 @@ func (s *Service) TrustBundlePEM() []byte { return s.ca.TrustBundlePEM() }
 // Revocations returns the service's revocation set as the platform asks for
 // it.
 func (s *Service) Revocations() platform.RevocationChecker { return s.revoked }
+
+// RevocationChecker answers from this service's revocation set (the one
+// WithRevocationChecker gave, or its own), for the server in front of it.
+func (s *Service) RevocationChecker() platform.RevocationChecker { return s.checker }
+
+var _ platform.Component = (*Service)(nil)
 
 // Mount registers the service's handlers on srv. Register and
 // GetTrustBundle need no client certificate; Renew needs the cluster's;

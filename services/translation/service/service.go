@@ -353,7 +353,7 @@ func (s *Service) RevocationChecker() platform.RevocationChecker {
 	return s.revoked
 }
 
-var _ platform.RevocationSource = (*Service)(nil)
+var _ platform.Component = (*Service)(nil)
 
 // Notify hands a cluster's new input, encoded, to the translator in
 // process; the all-in-one process wires ingest to it directly.
