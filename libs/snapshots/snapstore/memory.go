@@ -2,6 +2,7 @@ package snapstore
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -112,7 +113,7 @@ func (m *Memory[T]) List(ctx context.Context) ([]snapshots.Entry[T], error) {
 	out := make([]snapshots.Entry[T], 0, len(clusters))
 	for _, c := range clusters {
 		e, err := m.Get(ctx, c)
-		if err == snapshots.ErrNotFound {
+		if errors.Is(err, snapshots.ErrNotFound) {
 			continue
 		}
 		if err != nil {

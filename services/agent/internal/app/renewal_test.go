@@ -116,7 +116,7 @@ func TestRenewalHappensInWindowBeforeExpiry(t *testing.T) {
 	if err := id.RunRenewal(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if ctx.Err() != context.Canceled {
+	if !errors.Is(ctx.Err(), context.Canceled) {
 		t.Fatalf("renewal did not run three times before the deadline: %v", ctx.Err())
 	}
 	r.mu.Lock()

@@ -32,7 +32,7 @@ func ParseLoginBody(r io.Reader) (string, error) {
 	if dec.More() {
 		return "", errors.New("body has more than one JSON value")
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return "", errors.New("body has trailing data")
 	}
 	if body.Token == nil || *body.Token == "" {
