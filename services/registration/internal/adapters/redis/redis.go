@@ -289,8 +289,18 @@ func (s *Store) Clusters(ctx context.Context) ([]domain.Cluster, error) {
 	return out, nil
 }
 
-// maxUpdateAttempts bounds optimistic retries under contention.
-const maxUpdateAttempts = 16
+// maxUpdateAttempts bounds optimistic retries under contention. Between
+// attempts a writer that lost waits a jittered, doubling while
+// (updateBackoff), so that writers that lost together do not collide
+// again in lockstep: without it 20 concurrent updates of one cluster could
+// exhaust the attempts on a loaded machine (CI saw "too much contention").
+const maxUpdateAttempts = 32
+
+// updateBackoff paces UpdateCluster's attempts after a lost WATCH: 0.5–1
+// ms at first, at most 100 ms, about 2.5 s in all for 32 attempts.
+func updateBackoff() snapshots.Backoff {
+	return snapshots.Backoff{Min: time.Millisecond, Max: 100 * time.Millisecond}
+}
 
 // UpdateCluster runs fn under WATCH and writes its result in MULTI/EXEC,
 // retrying when another writer got there first.
@@ -334,9 +344,14 @@ func (s *Store) UpdateCluster(ctx context.Context, name string, fn func(c *domai
 		out = c
 		return nil
 	}
+	backoff := updateBackoff()
 	for range maxUpdateAttempts {
 		err := s.client.Watch(ctx, txf, key)
 		if errors.Is(err, redis.TxFailedErr) {
+			// Another writer got there first.
+			if !backoff.Wait(ctx) {
+				return domain.Cluster{}, fmt.Errorf("redis: update cluster %s: %w", name, ctx.Err())
+			}
 			continue
 		}
 		var fe *fnError
