@@ -20,39 +20,17 @@ import (
 // guard checks expiry on every call. Only a clock can show that, hence this
 // test inside the package.
 func TestGuardRefusesExpiredCertificateOnLiveConnection(t *testing.T) {
-	u, err := url.Parse("spiffe://test.local/cluster/east")
-	if err != nil {
-		t.Fatal(err)
-	}
 	notAfter := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	cert := &x509.Certificate{SerialNumber: big.NewInt(7), NotAfter: notAfter, URIs: []*url.URL{u}}
-
-	var policy atomic.Pointer[AccessPolicy]
-	p := AccessPolicy{}
-	policy.Store(&p)
+	cert := testCert(t, "spiffe://test.local/cluster/east", notAfter)
 	now := notAfter.Add(-time.Second)
 	reached := 0
-	g := &guard{
-		next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			reached++
-			if id, ok := IdentityFromContext(r.Context()); !ok || id.Name != "east" {
-				t.Errorf("handler saw identity %v, %v", id, ok)
-			}
-		}),
-		logger:    slog.New(slog.DiscardHandler),
-		policy:    &policy,
-		errWriter: connect.NewErrorWriter(),
-		rejected:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"code"}),
-		now:       func() time.Time { return now },
-	}
-	serve := func() *httptest.ResponseRecorder {
-		r := httptest.NewRequest(http.MethodPost, "/a.v1.Svc/Get", nil)
-		r.Header.Set("Content-Type", "application/proto")
-		r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}, VerifiedChains: [][]*x509.Certificate{{cert}}}
-		w := httptest.NewRecorder()
-		g.ServeHTTP(w, r)
-		return w
-	}
+	g := testGuard(AccessPolicy{}, func() time.Time { return now }, func(w http.ResponseWriter, r *http.Request) {
+		reached++
+		if id, ok := IdentityFromContext(r.Context()); !ok || id.Name != "east" {
+			t.Errorf("handler saw identity %v, %v", id, ok)
+		}
+	})
+	serve := func() *httptest.ResponseRecorder { return serveGuard(g, "/a.v1.Svc/Get", cert, true) }
 
 	if w := serve(); w.Code != http.StatusOK || reached != 1 {
 		t.Fatalf("valid certificate: status %d, handler reached %d times", w.Code, reached)
@@ -69,25 +47,48 @@ func TestGuardRefusesExpiredCertificateOnLiveConnection(t *testing.T) {
 
 // Unverified certificates prove nothing, whatever they claim.
 func TestGuardIgnoresUnverifiedCertificates(t *testing.T) {
-	u, _ := url.Parse("spiffe://test.local/cluster/east")
-	cert := &x509.Certificate{SerialNumber: big.NewInt(7), NotAfter: time.Now().Add(time.Hour), URIs: []*url.URL{u}}
+	cert := testCert(t, "spiffe://test.local/cluster/east", time.Now().Add(time.Hour))
+	g := testGuard(AccessPolicy{}, time.Now, func(http.ResponseWriter, *http.Request) { t.Error("handler reached") })
+	w := serveGuard(g, "/a.v1.Svc/Get", cert, false)
+	if w.Code != http.StatusUnauthorized {
+		t.Fatalf("status %d, want 401", w.Code)
+	}
+}
+
+// testGuard is a guard over next with policy p, reading the time from now.
+func testGuard(p AccessPolicy, now func() time.Time, next http.HandlerFunc) *guard {
 	var policy atomic.Pointer[AccessPolicy]
-	p := AccessPolicy{}
 	policy.Store(&p)
-	g := &guard{
-		next:      http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("handler reached") }),
+	return &guard{
+		next:      next,
 		logger:    slog.New(slog.DiscardHandler),
 		policy:    &policy,
 		errWriter: connect.NewErrorWriter(),
 		rejected:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"code"}),
-		now:       time.Now,
+		now:       now,
 	}
-	r := httptest.NewRequest(http.MethodPost, "/a.v1.Svc/Get", nil)
+}
+
+// testCert is a client certificate naming spiffeID, valid until notAfter.
+func testCert(t *testing.T, spiffeID string, notAfter time.Time) *x509.Certificate {
+	t.Helper()
+	u, err := url.Parse(spiffeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &x509.Certificate{SerialNumber: big.NewInt(7), NotAfter: notAfter, URIs: []*url.URL{u}}
+}
+
+// serveGuard sends g a Connect call of procedure from a client that
+// presented cert, verified by the TLS handshake when verified is set.
+func serveGuard(g *guard, procedure string, cert *x509.Certificate, verified bool) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodPost, procedure, nil)
 	r.Header.Set("Content-Type", "application/proto")
 	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}
+	if verified {
+		r.TLS.VerifiedChains = [][]*x509.Certificate{{cert}}
+	}
 	w := httptest.NewRecorder()
 	g.ServeHTTP(w, r)
-	if w.Code != http.StatusUnauthorized {
-		t.Fatalf("status %d, want 401", w.Code)
-	}
+	return w
 }

@@ -1,19 +1,10 @@
 package platform
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"log/slog"
-	"math/big"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -57,30 +48,11 @@ func registerReadOnlyTestService(t *testing.T) {
 // services.
 func TestGuardKeepsTheConsoleReadOnly(t *testing.T) {
 	registerReadOnlyTestService(t)
-	var policy atomic.Pointer[AccessPolicy]
-	p := AccessPolicy{"/test.readonly.v1.Svc/": AllowService}
-	policy.Store(&p)
 	reached := 0
-	g := &guard{
-		next:      http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached++ }),
-		logger:    slog.New(slog.DiscardHandler),
-		policy:    &policy,
-		errWriter: connect.NewErrorWriter(),
-		rejected:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"code"}),
-		now:       time.Now,
-	}
+	g := testGuard(AccessPolicy{"/test.readonly.v1.Svc/": AllowService}, time.Now, func(http.ResponseWriter, *http.Request) { reached++ })
 	call := func(caller, procedure string) int {
-		u, err := url.Parse("spiffe://test.local/service/" + caller)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cert := &x509.Certificate{SerialNumber: big.NewInt(1), NotAfter: time.Now().Add(time.Hour), URIs: []*url.URL{u}}
-		r := httptest.NewRequest(http.MethodPost, procedure, nil)
-		r.Header.Set("Content-Type", "application/proto")
-		r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}, VerifiedChains: [][]*x509.Certificate{{cert}}}
-		w := httptest.NewRecorder()
-		g.ServeHTTP(w, r)
-		return w.Code
+		cert := testCert(t, "spiffe://test.local/service/"+caller, time.Now().Add(time.Hour))
+		return serveGuard(g, procedure, cert, true).Code
 	}
 	for _, tc := range []struct {
 		caller, procedure string
